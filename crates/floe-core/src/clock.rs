@@ -1,0 +1,251 @@
+//! Wall time, the one place where time enters floe's generators.
+//!
+//! Every generator takes a [`Clock`] and never reads the system time itself, so every rule
+//! about time (sequence reset per unit, rollback waits, tick-tock, overflow stalls) can be
+//! tested deterministically with a [`ManualClock`].
+//!
+//! **Waiting.** A generator that must wait (sequence exhausted, small clock rollback) asks the
+//! clock to [`wait_until`](Clock::wait_until) a wall time. The [`SystemClock`] sleeps and then
+//! spins; the [`ManualClock`] moves itself forward to the deadline at once and counts the wait,
+//! so that a test can assert both that a wait happened and how long it was.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Nanoseconds in one millisecond.
+pub const NANOS_PER_MILLI: u64 = 1_000_000;
+
+/// A source of wall time, in nanoseconds since the Unix epoch (1970-01-01T00:00:00Z).
+///
+/// **Thread safety:** clocks are shared by every thread that generates IDs, so they are
+/// `Send + Sync`.
+pub trait Clock: Send + Sync {
+    /// The current wall time, in nanoseconds since the Unix epoch. Times before 1970 read as 0.
+    fn now_nanos(&self) -> u64;
+
+    /// Blocks until [`now_nanos`](Clock::now_nanos) is at least `deadline_nanos`.
+    ///
+    /// It may return early (callers check the time again), never much later than the deadline.
+    /// The default sleeps while the deadline is more than 2 ms away and then spins, so that a
+    /// generator waiting for the next millisecond wakes within microseconds of it.
+    fn wait_until(&self, deadline_nanos: u64) {
+        loop {
+            let now = self.now_nanos();
+            if now >= deadline_nanos {
+                return;
+            }
+            let left = deadline_nanos - now;
+            if left > 2 * NANOS_PER_MILLI {
+                std::thread::sleep(Duration::from_nanos(left - NANOS_PER_MILLI));
+            } else if left > 50_000 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// The operating system's wall clock (`CLOCK_REALTIME` on Linux, read through the vDSO).
+///
+/// It can move backwards (NTP steps, an operator's `date -s`, a VM restored from a snapshot):
+/// floe's generators are built for that.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_nanos() as u64,
+            Err(_) => 0,
+        }
+    }
+}
+
+/// A clock that only moves when told to: set, advanced or rewound by the test that owns it.
+///
+/// Clones share the same time, so a test keeps one handle and gives another to a generator.
+///
+/// [`wait_until`](Clock::wait_until) does not block: it moves the clock forward to the
+/// deadline (as if the caller had slept until then) and records the wait in
+/// [`waits`](ManualClock::waits) and [`waited`](ManualClock::waited).
+///
+/// # Examples
+///
+/// ```
+/// use floe_core::clock::{Clock, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::from_millis(1_700_000_000_000);
+/// clock.advance(Duration::from_millis(5));
+/// clock.rewind(Duration::from_millis(2));
+/// assert_eq!(clock.now_nanos(), 1_700_000_000_003 * 1_000_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    inner: Arc<ManualInner>,
+}
+
+#[derive(Debug, Default)]
+struct ManualInner {
+    now: AtomicU64,
+    waits: AtomicU64,
+    waited: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock standing at `nanos` since the Unix epoch.
+    pub fn from_nanos(nanos: u64) -> Self {
+        let clock = Self::default();
+        clock.set_nanos(nanos);
+        clock
+    }
+
+    /// A clock standing at `millis` since the Unix epoch.
+    pub fn from_millis(millis: u64) -> Self {
+        Self::from_nanos(millis * NANOS_PER_MILLI)
+    }
+
+    /// Sets the time, forwards or backwards, to `nanos` since the Unix epoch.
+    pub fn set_nanos(&self, nanos: u64) {
+        self.inner.now.store(nanos, Ordering::SeqCst);
+    }
+
+    /// Sets the time, forwards or backwards, to `millis` since the Unix epoch.
+    pub fn set_millis(&self, millis: u64) {
+        self.set_nanos(millis * NANOS_PER_MILLI);
+    }
+
+    /// Moves the time forwards by `by`.
+    pub fn advance(&self, by: Duration) {
+        self.inner
+            .now
+            .fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
+    }
+
+    /// Moves the time backwards by `by` (saturating at the Unix epoch).
+    pub fn rewind(&self, by: Duration) {
+        let by = by.as_nanos() as u64;
+        // fetch_update never fails with a closure that always returns Some.
+        let _ = self
+            .inner
+            .now
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                Some(t.saturating_sub(by))
+            });
+    }
+
+    /// The current time in whole milliseconds since the Unix epoch.
+    pub fn now_millis(&self) -> u64 {
+        self.now_nanos() / NANOS_PER_MILLI
+    }
+
+    /// How many times a caller waited on this clock (each call to `wait_until` that had to
+    /// move the clock forward).
+    pub fn waits(&self) -> u64 {
+        self.inner.waits.load(Ordering::SeqCst)
+    }
+
+    /// The total time callers waited on this clock.
+    pub fn waited(&self) -> Duration {
+        Duration::from_nanos(self.inner.waited.load(Ordering::SeqCst))
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        self.inner.now.load(Ordering::SeqCst)
+    }
+
+    fn wait_until(&self, deadline_nanos: u64) {
+        let before = self.inner.now.fetch_max(deadline_nanos, Ordering::SeqCst);
+        if before < deadline_nanos {
+            self.inner.waits.fetch_add(1, Ordering::SeqCst);
+            self.inner
+                .waited
+                .fetch_add(deadline_nanos - before, Ordering::SeqCst);
+        }
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        (**self).now_nanos()
+    }
+    fn wait_until(&self, deadline_nanos: u64) {
+        (**self).wait_until(deadline_nanos)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        (**self).now_nanos()
+    }
+    fn wait_until(&self, deadline_nanos: u64) {
+        (**self).wait_until(deadline_nanos)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Box<C> {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        (**self).now_nanos()
+    }
+    fn wait_until(&self, deadline_nanos: u64) {
+        (**self).wait_until(deadline_nanos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let c = ManualClock::from_millis(10);
+        assert_eq!(c.now_millis(), 10);
+        c.advance(Duration::from_millis(3));
+        assert_eq!(c.now_millis(), 13);
+        c.rewind(Duration::from_millis(20));
+        assert_eq!(c.now_nanos(), 0);
+        c.set_millis(7);
+        assert_eq!(c.now_millis(), 7);
+    }
+
+    #[test]
+    fn manual_wait_moves_forward_and_counts() {
+        let c = ManualClock::from_millis(10);
+        c.wait_until(12 * NANOS_PER_MILLI);
+        assert_eq!(c.now_millis(), 12);
+        assert_eq!(c.waits(), 1);
+        assert_eq!(c.waited(), Duration::from_millis(2));
+        // A deadline in the past is no wait.
+        c.wait_until(NANOS_PER_MILLI);
+        assert_eq!(c.waits(), 1);
+        assert_eq!(c.now_millis(), 12);
+    }
+
+    #[test]
+    fn clones_share_time() {
+        let a = ManualClock::from_millis(1);
+        let b = a.clone();
+        a.advance(Duration::from_millis(1));
+        assert_eq!(b.now_millis(), 2);
+    }
+
+    #[test]
+    fn system_clock_is_after_2020_and_waits() {
+        let c = SystemClock;
+        let now = c.now_nanos();
+        assert!(now > 1_577_836_800 * 1_000_000_000);
+        // A deadline 1 ms ahead: wait_until returns at or after it.
+        let deadline = c.now_nanos() + NANOS_PER_MILLI;
+        c.wait_until(deadline);
+        assert!(c.now_nanos() >= deadline);
+    }
+}

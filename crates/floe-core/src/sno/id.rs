@@ -1,0 +1,396 @@
+//! The sno ID: 10 bytes, 16 characters of base32.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{
+    SnoParseError, EPOCH_NANOS, MAX_TIMESTAMP, SIZE_BINARY, SIZE_ENCODED, TIME_UNIT_NANOS,
+};
+
+/// The encoding alphabet: two contiguous ASCII ranges, `2`-`9` and `a`-`x`.
+pub const ALPHABET: &[u8; 32] = b"23456789abcdefghijklmnopqrstuvwx";
+
+const INVALID: u8 = 0xFF;
+
+/// Character → 5-bit value, `INVALID` for every byte outside the alphabet.
+static DECODE: [u8; 256] = {
+    let mut table = [INVALID; 256];
+    let mut i = 0;
+    while i < 32 {
+        table[ALPHABET[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// A sno ID: 80 bits, big-endian, in two 40-bit blocks.
+///
+/// ```text
+/// byte  0        1        2        3        4        5        6        7        8        9
+///      +--------+--------+--------+--------+-------+-+--------+-----------------+-----------------+
+///      | timestamp: 39 bits, 4 ms units since 2010  |T| meta   | partition       | sequence        |
+///      +--------+--------+--------+--------+-------+-+--------+-----------------+-----------------+
+///                                           T = tick-tock bit
+/// ```
+///
+/// **Ordering:** `Ord` compares the bytes; the text encoding preserves that order, so sorting
+/// IDs, their bytes or their text gives the same order.
+///
+/// **Text:** 16 characters of the alphabet `23456789abcdefghijklmnopqrstuvwx` (the 80 bits as
+/// 16 groups of 5, most significant first). Parsing is strict: exactly 16 characters, all of
+/// them in `[2-9a-x]`; anything else is an error saying what and where (sno's Go decoder
+/// accepts some invalid characters and decodes them to garbage).
+///
+/// **serde:** text in human-readable formats (JSON), 10 bytes in binary ones. As in Go sno,
+/// the zero ID serialises to JSON `null` and `null` reads back as the zero ID.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SnoId([u8; SIZE_BINARY]);
+
+/// The 2-byte partition of a sno generator (and of each ID it issues).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Partition(pub [u8; 2]);
+
+impl Partition {
+    /// The partition as a big-endian `u16`.
+    pub const fn as_u16(self) -> u16 {
+        u16::from_be_bytes(self.0)
+    }
+    /// The partition of a big-endian `u16`.
+    pub const fn from_u16(value: u16) -> Self {
+        Partition(value.to_be_bytes())
+    }
+}
+
+impl From<u16> for Partition {
+    fn from(value: u16) -> Self {
+        Partition::from_u16(value)
+    }
+}
+
+impl SnoId {
+    /// The zero ID (10 zero bytes).
+    pub const ZERO: SnoId = SnoId([0; SIZE_BINARY]);
+
+    /// Composes an ID from its components. `units` is the timestamp in 4 ms units since
+    /// 2010-01-01 and is masked to 39 bits.
+    pub const fn from_parts(
+        units: u64,
+        tick_tock: bool,
+        meta: u8,
+        partition: Partition,
+        sequence: u16,
+    ) -> Self {
+        let hi = ((units & MAX_TIMESTAMP) << 1) | tick_tock as u64;
+        let b = hi.to_be_bytes(); // bytes 3..8 hold the 40-bit block
+        let s = sequence.to_be_bytes();
+        SnoId([
+            b[3],
+            b[4],
+            b[5],
+            b[6],
+            b[7],
+            meta,
+            partition.0[0],
+            partition.0[1],
+            s[0],
+            s[1],
+        ])
+    }
+
+    /// The ID of these 10 bytes.
+    pub const fn from_bytes(bytes: [u8; SIZE_BINARY]) -> Self {
+        SnoId(bytes)
+    }
+
+    /// The ID of a byte slice, which must be exactly 10 bytes long.
+    ///
+    /// # Errors
+    /// [`SnoParseError::InvalidLength`] for any other length.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, SnoParseError> {
+        match <[u8; SIZE_BINARY]>::try_from(bytes) {
+            Ok(b) => Ok(SnoId(b)),
+            Err(_) => Err(SnoParseError::InvalidLength {
+                expected: SIZE_BINARY,
+                found: bytes.len(),
+            }),
+        }
+    }
+
+    /// The 10 bytes.
+    pub const fn to_bytes(self) -> [u8; SIZE_BINARY] {
+        self.0
+    }
+
+    /// The 10 bytes, borrowed.
+    pub const fn as_bytes(&self) -> &[u8; SIZE_BINARY] {
+        &self.0
+    }
+
+    /// Whether this is the zero ID.
+    pub const fn is_zero(&self) -> bool {
+        u128::from_be_bytes(self.widen()) == 0
+    }
+
+    const fn widen(&self) -> [u8; 16] {
+        let b = self.0;
+        [0, 0, 0, 0, 0, 0, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]]
+    }
+
+    /// The first 40-bit block (timestamp and tick-tock bit).
+    const fn block_hi(&self) -> u64 {
+        let b = self.0;
+        u64::from_be_bytes([0, 0, 0, b[0], b[1], b[2], b[3], b[4]])
+    }
+
+    /// The second 40-bit block (meta, partition, sequence).
+    const fn block_lo(&self) -> u64 {
+        let b = self.0;
+        u64::from_be_bytes([0, 0, 0, b[5], b[6], b[7], b[8], b[9]])
+    }
+
+    /// The timestamp in 4 ms units since 2010-01-01T00:00:00Z (39 bits).
+    pub const fn timestamp_units(&self) -> u64 {
+        self.block_hi() >> 1
+    }
+
+    /// The timestamp as nanoseconds since the Unix epoch (sno's `Timestamp()`).
+    pub const fn timestamp_unix_ns(&self) -> u64 {
+        self.timestamp_units() * TIME_UNIT_NANOS + EPOCH_NANOS
+    }
+
+    /// The timestamp as a wall time (sno's `Time()`), at 4 ms resolution.
+    pub fn time(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.timestamp_unix_ns())
+    }
+
+    /// The tick-tock bit: set on IDs issued after an odd number of clock regressions.
+    pub const fn tick_tock(&self) -> bool {
+        self.0[4] & 1 == 1
+    }
+
+    /// The metabyte.
+    pub const fn meta(&self) -> u8 {
+        self.0[5]
+    }
+
+    /// The partition.
+    pub const fn partition(&self) -> Partition {
+        Partition([self.0[6], self.0[7]])
+    }
+
+    /// The sequence.
+    pub const fn sequence(&self) -> u16 {
+        u16::from_be_bytes([self.0[8], self.0[9]])
+    }
+
+    /// The 16-character text, as ASCII bytes.
+    #[inline]
+    pub fn encode(&self) -> [u8; SIZE_ENCODED] {
+        let mut out = [0u8; SIZE_ENCODED];
+        encode_block(self.block_hi(), &mut out[..8]);
+        encode_block(self.block_lo(), &mut out[8..]);
+        out
+    }
+
+    /// Parses the 16-character text (ASCII bytes).
+    ///
+    /// # Errors
+    /// [`SnoParseError::InvalidLength`] or [`SnoParseError::InvalidChar`] (the first character
+    /// outside `[2-9a-x]` and its index).
+    #[inline]
+    pub fn decode(text: &[u8]) -> Result<Self, SnoParseError> {
+        let Ok(text) = <&[u8; SIZE_ENCODED]>::try_from(text) else {
+            return Err(SnoParseError::InvalidLength {
+                expected: SIZE_ENCODED,
+                found: text.len(),
+            });
+        };
+        let (hi, bad_hi) = decode_block(&text[..8]);
+        let (lo, bad_lo) = decode_block(&text[8..]);
+        if (bad_hi | bad_lo) & 0xE0 != 0 {
+            return Err(invalid_char(text));
+        }
+        let h = hi.to_be_bytes();
+        let l = lo.to_be_bytes();
+        Ok(SnoId([h[3], h[4], h[5], h[6], h[7], l[3], l[4], l[5], l[6], l[7]]))
+    }
+}
+
+#[inline(always)]
+fn encode_block(block: u64, out: &mut [u8]) {
+    for (i, c) in out.iter_mut().enumerate() {
+        *c = ALPHABET[((block >> (35 - 5 * i)) & 31) as usize];
+    }
+}
+
+/// Decodes 8 characters into a 40-bit block; the second value has a bit of 0xE0 set if any
+/// character was outside the alphabet.
+#[inline(always)]
+fn decode_block(chars: &[u8]) -> (u64, u8) {
+    let mut block = 0u64;
+    let mut bad = 0u8;
+    for &c in chars {
+        let v = DECODE[c as usize];
+        bad |= v;
+        block = (block << 5) | (v & 31) as u64;
+    }
+    (block, bad)
+}
+
+#[cold]
+fn invalid_char(text: &[u8; SIZE_ENCODED]) -> SnoParseError {
+    let index = text
+        .iter()
+        .position(|&c| DECODE[c as usize] == INVALID)
+        .unwrap_or(0);
+    let byte = text[index];
+    SnoParseError::InvalidChar {
+        found: if byte.is_ascii() {
+            byte as char
+        } else {
+            char::REPLACEMENT_CHARACTER
+        },
+        index,
+    }
+}
+
+impl fmt::Display for SnoId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.encode();
+        // The alphabet is ASCII, so this never fails.
+        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
+    }
+}
+
+impl fmt::Debug for SnoId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SnoId({self})")
+    }
+}
+
+impl FromStr for SnoId {
+    type Err = SnoParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SnoId::decode(s.as_bytes()).map_err(|e| e.with_text(s))
+    }
+}
+
+impl From<SnoId> for [u8; SIZE_BINARY] {
+    fn from(id: SnoId) -> Self {
+        id.0
+    }
+}
+
+impl From<[u8; SIZE_BINARY]> for SnoId {
+    fn from(bytes: [u8; SIZE_BINARY]) -> Self {
+        SnoId(bytes)
+    }
+}
+
+impl AsRef<[u8]> for SnoId {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+#[cfg(feature = "serde")]
+mod serde_impl {
+    use super::*;
+    use serde::de::{self, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    impl Serialize for SnoId {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            if !s.is_human_readable() {
+                return s.serialize_bytes(&self.0);
+            }
+            if self.is_zero() {
+                return s.serialize_none();
+            }
+            let text = self.encode();
+            s.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?)
+        }
+    }
+
+    struct SnoVisitor;
+
+    impl<'de> Visitor<'de> for SnoVisitor {
+        type Value = SnoId;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a sno ID: 16 characters of [2-9a-x], 10 bytes, or null")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<SnoId, E> {
+            v.parse().map_err(E::custom)
+        }
+        fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<SnoId, E> {
+            SnoId::from_slice(v).map_err(E::custom)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<SnoId, E> {
+            Ok(SnoId::ZERO)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<SnoId, E> {
+            Ok(SnoId::ZERO)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<SnoId, D::Error> {
+            d.deserialize_any(SnoVisitor)
+        }
+    }
+
+    impl<'de> Deserialize<'de> for SnoId {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SnoId, D::Error> {
+            if d.is_human_readable() {
+                d.deserialize_any(SnoVisitor)
+            } else {
+                d.deserialize_bytes(SnoVisitor)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sno_suite_encdec_table() {
+        let cases: [(&str, [u8; 10]); 3] = [
+            ("2222222222222222", [0; 10]),
+            ("brpk4q72xwf2m63l", [78, 111, 33, 96, 160, 255, 154, 10, 16, 51]),
+            ("xxxxxxxxxxxxxxxx", [255; 10]),
+        ];
+        for (text, bytes) in cases {
+            let id = SnoId::from_bytes(bytes);
+            assert_eq!(id.to_string(), text);
+            assert_eq!(text.parse::<SnoId>().unwrap(), id);
+        }
+    }
+
+    #[test]
+    fn strict_parse_says_what_and_where() {
+        let e = "brpk4q72xwf2m63".parse::<SnoId>().unwrap_err();
+        assert_eq!(e, SnoParseError::InvalidLength { expected: 16, found: 15 });
+        let e = "brpk4q72xwF2m63l".parse::<SnoId>().unwrap_err();
+        assert_eq!(e, SnoParseError::InvalidChar { found: 'F', index: 10 });
+        assert!(e.to_string().contains("'F' at index 10"), "{e}");
+        for bad in ["y", "z", "0", "1", "-", " "] {
+            let text = format!("222222222222222{bad}");
+            assert!(matches!(
+                text.parse::<SnoId>(),
+                Err(SnoParseError::InvalidChar { index: 15, .. })
+            ));
+        }
+        // A multi-byte character reports the character, not a stray byte.
+        let e = "22222222222222é".parse::<SnoId>().unwrap_err();
+        assert!(e.to_string().contains('é'), "{e}");
+    }
+
+    #[test]
+    fn partition_u16() {
+        let p = Partition([255, 255]);
+        assert_eq!(p.as_u16(), 65535);
+        assert_eq!(Partition::from_u16(0xabcd), Partition([0xab, 0xcd]));
+    }
+}

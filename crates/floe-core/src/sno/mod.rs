@@ -1,0 +1,178 @@
+//! sno: compact (10-byte), sortable IDs with a metabyte, per the sno spec (seed 001).
+//!
+//! ```
+//! use floe_core::clock::SystemClock;
+//! use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
+//!
+//! let gen = SnoGenerator::from_snapshot(
+//!     &SnoSnapshot { partition: Partition(*b"A\x0a"), ..Default::default() },
+//!     SystemClock,
+//! ).unwrap();
+//! let id = gen.new_id(7).unwrap();
+//! assert_eq!(id.meta(), 7);
+//! assert_eq!(id.partition(), Partition(*b"A\x0a"));
+//! let text = id.to_string();
+//! assert_eq!(text.len(), 16);
+//! assert_eq!(text.parse::<floe_core::sno::SnoId>().unwrap(), id);
+//! ```
+//!
+//! The process-wide default generator is behind [`new`] and [`new_with_time`].
+
+mod generator;
+mod id;
+
+pub use generator::{OverflowNotification, SnoGenerator, SnoSnapshot};
+pub use id::{Partition, SnoId, ALPHABET};
+
+use std::fmt;
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use crate::clock::SystemClock;
+
+/// Length of an ID in bytes.
+pub const SIZE_BINARY: usize = 10;
+/// Length of an ID's canonical text.
+pub const SIZE_ENCODED: usize = 16;
+/// sno's epoch, in seconds since the Unix epoch (2010-01-01T00:00:00Z).
+pub const EPOCH: u64 = 1_262_304_000;
+/// sno's epoch, in nanoseconds since the Unix epoch.
+pub const EPOCH_NANOS: u64 = EPOCH * 1_000_000_000;
+/// The time unit, 4 ms, in nanoseconds.
+pub const TIME_UNIT_NANOS: u64 = 4_000_000;
+/// The largest timestamp, in time units (2079-09-07T15:47:35.548Z).
+pub const MAX_TIMESTAMP: u64 = (1 << 39) - 1;
+/// The largest partition as a `u16`.
+pub const MAX_PARTITION: u16 = u16::MAX;
+/// The largest sequence.
+pub const MAX_SEQUENCE: u16 = u16::MAX;
+/// The smallest sequence pool a generator accepts (`sequence_max - sequence_min + 1`).
+pub const MIN_SEQUENCE_POOL: u32 = 4;
+
+/// Why a text or byte string is not a sno ID. Small and `Copy`: no allocation on failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnoParseError {
+    /// Wrong length (characters for text, bytes for binary).
+    InvalidLength {
+        /// The length a sno has in this form (16 or 10).
+        expected: usize,
+        /// The length found.
+        found: usize,
+    },
+    /// A character outside `[2-9a-x]`.
+    InvalidChar {
+        /// The character.
+        found: char,
+        /// Its index (in bytes) in the text.
+        index: usize,
+    },
+}
+
+impl SnoParseError {
+    /// Fills in the real character and length of a `&str` input (the decoder sees bytes).
+    fn with_text(self, text: &str) -> Self {
+        match self {
+            SnoParseError::InvalidLength { expected, .. } => SnoParseError::InvalidLength {
+                expected,
+                found: text.chars().count(),
+            },
+            SnoParseError::InvalidChar { index, found } => SnoParseError::InvalidChar {
+                found: text
+                    .get(index..)
+                    .and_then(|rest| rest.chars().next())
+                    .unwrap_or(found),
+                index,
+            },
+        }
+    }
+}
+
+impl fmt::Display for SnoParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnoParseError::InvalidLength { expected, found } => write!(
+                f,
+                "invalid sno length: expected {expected} {}, found {found}",
+                if *expected == SIZE_ENCODED { "characters" } else { "bytes" }
+            ),
+            SnoParseError::InvalidChar { found, index } => write!(
+                f,
+                "invalid sno character {found:?} at index {index}: expected one of 2-9, a-x (lowercase)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SnoParseError {}
+
+/// Why a sno generator could not be built or could not issue an ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SnoError {
+    /// The sequence bounds or current sequence of a snapshot are unusable.
+    InvalidSequenceBounds {
+        /// The lower bound given.
+        min: u16,
+        /// The upper bound given.
+        max: u16,
+        /// The current sequence given.
+        sequence: u32,
+        /// What is wrong with them.
+        reason: &'static str,
+    },
+    /// More than 65536 generators were created with default partitions in this process.
+    PartitionPoolExhausted,
+    /// The clock (or a time given to `new_with_time`) is outside sno's range, 2010-01-01 to
+    /// 2079-09-07.
+    TimeOutOfRange {
+        /// The time, in nanoseconds since the Unix epoch.
+        unix_nanos: u64,
+    },
+}
+
+impl fmt::Display for SnoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnoError::InvalidSequenceBounds { min, max, sequence, reason } => write!(
+                f,
+                "invalid sequence bounds (sequence_min {min}, sequence_max {max}, sequence {sequence}): {reason}"
+            ),
+            SnoError::PartitionPoolExhausted => f.write_str(
+                "partition pool exhausted: more than 65536 sno generators with default partitions in this process",
+            ),
+            SnoError::TimeOutOfRange { unix_nanos } => write!(
+                f,
+                "time {unix_nanos} ns since the Unix epoch is outside sno's range (2010-01-01T00:00:00Z to 2079-09-07T15:47:35.548Z)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SnoError {}
+
+fn default_generator() -> Result<&'static SnoGenerator<SystemClock>, SnoError> {
+    static DEFAULT: OnceLock<Result<SnoGenerator<SystemClock>, SnoError>> = OnceLock::new();
+    DEFAULT
+        .get_or_init(|| SnoGenerator::new(SystemClock))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A new ID from the process-wide default generator (system clock, a partition from the
+/// in-process pool, full sequence pool). Immutable: it cannot be restored from a snapshot.
+///
+/// # Errors
+/// [`SnoError::TimeOutOfRange`] if the system clock is outside sno's range;
+/// [`SnoError::PartitionPoolExhausted`] if the default generator could not get a partition.
+pub fn new(meta: u8) -> Result<SnoId, SnoError> {
+    default_generator()?.new_id(meta)
+}
+
+/// An ID at a given time from the process-wide default generator. See
+/// [`SnoGenerator::new_with_time`] for the caveats.
+///
+/// # Errors
+/// As [`new`], for the time given.
+pub fn new_with_time(meta: u8, time: SystemTime) -> Result<SnoId, SnoError> {
+    default_generator()?.new_with_time(meta, time)
+}
