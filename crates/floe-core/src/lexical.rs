@@ -114,7 +114,10 @@ impl std::error::Error for LexicalParseError {}
 impl LexicalUuid {
     /// A LexicalUUID of its two halves.
     pub const fn new(timestamp: i64, worker_id: i64) -> Self {
-        LexicalUuid { timestamp, worker_id }
+        LexicalUuid {
+            timestamp,
+            worker_id,
+        }
     }
 
     /// The 16-byte big-endian form (Cassie's `LexicalUUIDCodec`).
@@ -307,7 +310,10 @@ mod tests {
         // "ü" is 0xc3 0xbc in UTF-8: sign extension changes the hash. The value below is the
         // emulation the vectors' authors checked against cassie (sign-extended XOR).
         let host = "müller";
-        assert_ne!(cassie_fnv1a(host.as_bytes()) as u64, fnv1a_64(host.as_bytes()));
+        assert_ne!(
+            cassie_fnv1a(host.as_bytes()) as u64,
+            fnv1a_64(host.as_bytes())
+        );
         let mut n = FNV_OFFSET_BASIS;
         for &b in host.as_bytes() {
             n = (n ^ (b as i8 as i64 as u64)).wrapping_mul(FNV_PRIME);
@@ -320,9 +326,21 @@ mod tests {
         let e = LexicalUuid::parse("00000000-00ff-9281-ffffffffa009199").unwrap_err();
         assert_eq!(e, LexicalParseError::InvalidLength { found: 34 });
         let e = LexicalUuid::parse("00000000-00ff-9281-ffffffffa009199g").unwrap_err();
-        assert_eq!(e, LexicalParseError::InvalidChar { found: 'g', index: 34 });
+        assert_eq!(
+            e,
+            LexicalParseError::InvalidChar {
+                found: 'g',
+                index: 34
+            }
+        );
         let e = LexicalUuid::parse("00000000000ff-9281-ffffffffa0091991").unwrap_err();
-        assert_eq!(e, LexicalParseError::InvalidChar { found: '0', index: 8 });
+        assert_eq!(
+            e,
+            LexicalParseError::InvalidChar {
+                found: '0',
+                index: 8
+            }
+        );
         assert!(e.to_string().contains("index 8"));
     }
 }

@@ -34,8 +34,8 @@
 pub mod clock;
 pub mod lexical;
 pub mod poll;
-pub mod snowflake;
 pub mod sno;
+pub mod snowflake;
 #[cfg(feature = "ulid")]
 pub mod ulid;
 #[cfg(feature = "uuid")]

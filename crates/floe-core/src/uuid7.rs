@@ -120,7 +120,10 @@ mod tests {
             last = next;
         }
         clock.set_millis(1_800_000_000_000);
-        assert_eq!(inspect(&g.generate()).unwrap().timestamp_ms, 1_800_000_000_000);
+        assert_eq!(
+            inspect(&g.generate()).unwrap().timestamp_ms,
+            1_800_000_000_000
+        );
     }
 
     #[test]

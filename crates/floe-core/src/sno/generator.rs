@@ -174,7 +174,9 @@ impl<C: Clock> SnoGenerator<C> {
             max = MAX_SEQUENCE;
         }
         if min == max {
-            return Err(invalid("the bounds are identical, leaving no sequence pool"));
+            return Err(invalid(
+                "the bounds are identical, leaving no sequence pool",
+            ));
         }
         if max < min {
             std::mem::swap(&mut min, &mut max);
@@ -196,7 +198,11 @@ impl<C: Clock> SnoGenerator<C> {
         let fresh = snapshot.wall_hi == 0 && snapshot.sequence == 0;
         let next = if fresh { max + 1 } else { next };
         Ok(SnoGenerator {
-            word: AtomicU64::new(pack(wall_hi, u64::from(snapshot.drifts & 1) * TICK_BIT, next)),
+            word: AtomicU64::new(pack(
+                wall_hi,
+                u64::from(snapshot.drifts & 1) * TICK_BIT,
+                next,
+            )),
             seq_min: min,
             seq_max: max,
             partition: snapshot.partition,
@@ -447,7 +453,13 @@ impl<C: Clock> SnoGenerator<C> {
                 Some(if s >= max { min } else { s + 1 })
             })
             .unwrap_or(min);
-        Ok(SnoId::from_parts(units, false, meta, self.partition, seq as u16))
+        Ok(SnoId::from_parts(
+            units,
+            false,
+            meta,
+            self.partition,
+            seq as u16,
+        ))
     }
 
     #[inline]
@@ -583,7 +595,10 @@ mod tests {
         let hi = g.new_id(0).unwrap(); // t0+12 tick 1
         clock.rewind(UNIT * 4); // t0+8 <= wall_safe: unsafe on both timelines
         match g.poll_new(0).unwrap() {
-            Poll::Pending { until_nanos, reason: WaitReason::UnsafePast { by } } => {
+            Poll::Pending {
+                until_nanos,
+                reason: WaitReason::UnsafePast { by },
+            } => {
                 // Tick 0 is free after t0+10, tick 1 after t0+12: wait for t0+11.
                 assert_eq!(until_nanos, unit_start(t0_units() + 11));
                 assert_eq!(by, UNIT * 3);
@@ -625,7 +640,10 @@ mod tests {
         let sink = seen.clone();
         let g = gen(&clock, 10, 13).with_overflow_handler(move |n| sink.lock().unwrap().push(*n));
         let ids: Vec<_> = (0..4).map(|_| g.new_id(0).unwrap()).collect();
-        assert_eq!(ids.iter().map(|i| i.sequence()).collect::<Vec<_>>(), [10, 11, 12, 13]);
+        assert_eq!(
+            ids.iter().map(|i| i.sequence()).collect::<Vec<_>>(),
+            [10, 11, 12, 13]
+        );
         // The fifth stalls until the next unit.
         let e = g.new_id(0).unwrap();
         assert_eq!((e.timestamp_units(), e.sequence()), (t0_units() + 1, 10));
@@ -662,7 +680,10 @@ mod tests {
         // poll_new reports the overflow without stalling or notifying.
         assert!(matches!(
             g.poll_new(0).unwrap(),
-            Poll::Pending { reason: WaitReason::SequenceExhausted, .. }
+            Poll::Pending {
+                reason: WaitReason::SequenceExhausted,
+                ..
+            }
         ));
         assert_eq!(calls.load(Ordering::SeqCst), 0);
         assert_eq!(g.len(), 4);
@@ -677,7 +698,11 @@ mod tests {
             sequence,
             ..Default::default()
         };
-        let err = |s: SnoSnapshot| SnoGenerator::from_snapshot(&s, clock.clone()).unwrap_err().to_string();
+        let err = |s: SnoSnapshot| {
+            SnoGenerator::from_snapshot(&s, clock.clone())
+                .unwrap_err()
+                .to_string()
+        };
         assert!(err(snap(5, 5, 0)).contains("identical"));
         assert!(err(snap(5, 7, 0)).contains("at least 4"));
         assert!(err(snap(10, 20, 3)).contains("below sequence_min"));
@@ -697,7 +722,9 @@ mod tests {
         let clock = ManualClock::from_millis(T0_MS);
         let g = gen(&clock, 7, 10);
         let t = UNIX_EPOCH + Duration::from_millis(1_300_000_000_123);
-        let seqs: Vec<u16> = (0..6).map(|_| g.new_with_time(1, t).unwrap().sequence()).collect();
+        let seqs: Vec<u16> = (0..6)
+            .map(|_| g.new_with_time(1, t).unwrap().sequence())
+            .collect();
         assert_eq!(seqs, [7, 8, 9, 10, 7, 8]);
         let id = g.new_with_time(1, t).unwrap();
         assert!(!id.tick_tock());
@@ -705,7 +732,10 @@ mod tests {
         // The time-based sequence is untouched.
         assert_eq!(g.new_id(0).unwrap().sequence(), 7);
         let before = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-        assert!(matches!(g.new_with_time(0, before), Err(SnoError::TimeOutOfRange { .. })));
+        assert!(matches!(
+            g.new_with_time(0, before),
+            Err(SnoError::TimeOutOfRange { .. })
+        ));
     }
 
     #[test]

@@ -135,7 +135,9 @@ impl SnoId {
 
     const fn widen(&self) -> [u8; 16] {
         let b = self.0;
-        [0, 0, 0, 0, 0, 0, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]]
+        [
+            0, 0, 0, 0, 0, 0, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+        ]
     }
 
     /// The first 40-bit block (timestamp and tick-tock bit).
@@ -214,7 +216,9 @@ impl SnoId {
         }
         let h = hi.to_be_bytes();
         let l = lo.to_be_bytes();
-        Ok(SnoId([h[3], h[4], h[5], h[6], h[7], l[3], l[4], l[5], l[6], l[7]]))
+        Ok(SnoId([
+            h[3], h[4], h[5], h[6], h[7], l[3], l[4], l[5], l[6], l[7],
+        ]))
     }
 }
 
@@ -358,7 +362,10 @@ mod tests {
     fn sno_suite_encdec_table() {
         let cases: [(&str, [u8; 10]); 3] = [
             ("2222222222222222", [0; 10]),
-            ("brpk4q72xwf2m63l", [78, 111, 33, 96, 160, 255, 154, 10, 16, 51]),
+            (
+                "brpk4q72xwf2m63l",
+                [78, 111, 33, 96, 160, 255, 154, 10, 16, 51],
+            ),
             ("xxxxxxxxxxxxxxxx", [255; 10]),
         ];
         for (text, bytes) in cases {
@@ -371,9 +378,21 @@ mod tests {
     #[test]
     fn strict_parse_says_what_and_where() {
         let e = "brpk4q72xwf2m63".parse::<SnoId>().unwrap_err();
-        assert_eq!(e, SnoParseError::InvalidLength { expected: 16, found: 15 });
+        assert_eq!(
+            e,
+            SnoParseError::InvalidLength {
+                expected: 16,
+                found: 15
+            }
+        );
         let e = "brpk4q72xwF2m63l".parse::<SnoId>().unwrap_err();
-        assert_eq!(e, SnoParseError::InvalidChar { found: 'F', index: 10 });
+        assert_eq!(
+            e,
+            SnoParseError::InvalidChar {
+                found: 'F',
+                index: 10
+            }
+        );
         assert!(e.to_string().contains("'F' at index 10"), "{e}");
         for bad in ["y", "z", "0", "1", "-", " "] {
             let text = format!("222222222222222{bad}");

@@ -126,16 +126,20 @@ impl SnowflakeConfig {
         layout.check_node(self.datacenter, self.worker)?;
         let seq_bits = layout.sequence_bits() as u32;
         let max_seq = layout.max_sequence();
-        // The state word holds (units << seq_bits) | sequence of the last issued ID. Starting
-        // at unit 0 with the sequence used up means the first ID comes from a later unit.
-        let start_units = match self.not_before_ms {
+        // The state word holds (units << seq_bits) | sequence of the last issued ID. A unit
+        // with its sequence used up keeps the first ID out of it and every earlier unit.
+        let state = match self.not_before_ms {
             Some(ms) if ms >= layout.epoch_ms() => {
-                ((ms - layout.epoch_ms()) / layout.time_unit_ms()).min(layout.max_timestamp())
+                let units =
+                    ((ms - layout.epoch_ms()) / layout.time_unit_ms()).min(layout.max_timestamp());
+                (units << seq_bits) | max_seq
             }
-            _ => 0,
+            // Nothing issued yet: FRESH when no real state can equal it.
+            _ if fits_fresh(&layout) => FRESH,
+            _ => max_seq,
         };
         Ok(SnowflakeGenerator {
-            state: AtomicU64::new((start_units << seq_bits) | max_seq),
+            state: AtomicU64::new(state),
             node: (self.datacenter << layout.worker_bits()) | self.worker,
             seq_bits,
             max_seq,
@@ -149,6 +153,14 @@ impl SnowflakeConfig {
             clock,
         })
     }
+}
+
+/// The state of a generator that has issued nothing: all ones, which no real state reaches
+/// while the timestamp and sequence fields leave a bit of the word unused.
+const FRESH: u64 = u64::MAX;
+
+fn fits_fresh(layout: &Layout) -> bool {
+    (layout.timestamp_bits() as u32) + (layout.sequence_bits() as u32) < 64
 }
 
 /// A thread-safe Snowflake generator.
@@ -227,7 +239,12 @@ impl<C: Clock> SnowflakeGenerator<C> {
     /// Unix milliseconds of the time unit of the last issued ID (or of `not_before_ms` before
     /// the first). A registry heartbeat records this.
     pub fn last_timestamp_ms(&self) -> u64 {
-        let units = self.state.load(Ordering::Acquire) >> self.seq_bits;
+        let state = self.state.load(Ordering::Acquire);
+        let units = if state == FRESH {
+            0
+        } else {
+            state >> self.seq_bits
+        };
         self.layout.epoch_ms() + units * self.layout.time_unit_ms()
     }
 
@@ -252,7 +269,10 @@ impl<C: Clock> SnowflakeGenerator<C> {
         loop {
             match self.poll_next()? {
                 Poll::Ready(id) => return Ok(id),
-                Poll::Pending { until_nanos, reason } => {
+                Poll::Pending {
+                    until_nanos,
+                    reason,
+                } => {
                     let counter = match reason {
                         WaitReason::SequenceExhausted => &self.stats.exhausted_waits,
                         _ => &self.stats.backward_waits,
@@ -270,8 +290,10 @@ impl<C: Clock> SnowflakeGenerator<C> {
     /// As [`next_id`](Self::next_id).
     #[inline]
     pub fn poll_next(&self) -> Result<Poll<u64>, SnowflakeError> {
-        let mut now = self.units_now()?;
+        // Load before reading the clock: the unit in the word then comes from a reading no
+        // later than ours, so `now < last` means the clock really moved back.
         let mut state = self.state.load(Ordering::Acquire);
+        let mut now = self.units_now()?;
         loop {
             let last = state >> self.seq_bits;
             let next = if now > last {
@@ -281,6 +303,9 @@ impl<C: Clock> SnowflakeGenerator<C> {
                     return self.exhausted(last);
                 }
                 state + 1
+            } else if state == FRESH {
+                // The first ID (FRESH reads as a unit far in the future).
+                now << self.seq_bits
             } else {
                 return self.behind(last, now);
             };
@@ -373,7 +398,10 @@ mod tests {
     const T0: u64 = 1_700_000_000_000;
 
     fn leaf(clock: &ManualClock) -> SnowflakeGenerator<ManualClock> {
-        SnowflakeConfig::new(Layout::LEAF).worker(5).build(clock.clone()).unwrap()
+        SnowflakeConfig::new(Layout::LEAF)
+            .worker(5)
+            .build(clock.clone())
+            .unwrap()
     }
 
     fn parts(id: u64) -> SnowflakeParts {
@@ -458,7 +486,9 @@ mod tests {
         clock.rewind(Duration::from_millis(6));
         assert_eq!(
             g.next_id().unwrap_err(),
-            SnowflakeError::ClockMovedBackwards { by: Duration::from_millis(6) }
+            SnowflakeError::ClockMovedBackwards {
+                by: Duration::from_millis(6)
+            }
         );
         assert_eq!(clock.waits(), 0);
         assert_eq!(g.stats().backward_refusals, 1);
@@ -476,7 +506,10 @@ mod tests {
             .unwrap();
         g.next_id().unwrap();
         clock.rewind(Duration::from_millis(1));
-        assert!(matches!(g.next_id(), Err(SnowflakeError::ClockMovedBackwards { .. })));
+        assert!(matches!(
+            g.next_id(),
+            Err(SnowflakeError::ClockMovedBackwards { .. })
+        ));
     }
 
     #[test]
@@ -494,7 +527,10 @@ mod tests {
             .not_before_ms(T0 + 100)
             .build(clock.clone())
             .unwrap();
-        assert!(matches!(g.next_id(), Err(SnowflakeError::ClockMovedBackwards { .. })));
+        assert!(matches!(
+            g.next_id(),
+            Err(SnowflakeError::ClockMovedBackwards { .. })
+        ));
     }
 
     #[test]
@@ -503,12 +539,18 @@ mod tests {
         let clock = ManualClock::from_millis(T0);
         let g = SnowflakeConfig::new(layout).build(clock.clone()).unwrap();
         clock.rewind(Duration::from_millis(1));
-        assert!(matches!(g.next_id(), Err(SnowflakeError::ClockBeforeEpoch { .. })));
+        assert!(matches!(
+            g.next_id(),
+            Err(SnowflakeError::ClockBeforeEpoch { .. })
+        ));
         clock.set_millis(T0);
         let small = Layout::new(10, 0, 0, 4).unwrap().with_epoch_ms(T0);
         let g = SnowflakeConfig::new(small).build(clock.clone()).unwrap();
         clock.set_millis(T0 + 1024);
-        assert!(matches!(g.next_id(), Err(SnowflakeError::TimestampOverflow { .. })));
+        assert!(matches!(
+            g.next_id(),
+            Err(SnowflakeError::TimestampOverflow { .. })
+        ));
         clock.set_millis(T0 + 1023);
         assert!(g.next_id().is_ok());
     }
@@ -520,17 +562,29 @@ mod tests {
             .build(clock.clone())
             .unwrap_err();
         assert!(e.to_string().contains("epoch"), "{e}");
-        let e = SnowflakeConfig::new(Layout::LEAF).worker(1024).build(clock.clone()).unwrap_err();
+        let e = SnowflakeConfig::new(Layout::LEAF)
+            .worker(1024)
+            .build(clock.clone())
+            .unwrap_err();
         assert!(e.to_string().contains("worker"), "{e}");
-        let e = SnowflakeConfig::new(Layout::LEAF).datacenter(1).build(clock).unwrap_err();
+        let e = SnowflakeConfig::new(Layout::LEAF)
+            .datacenter(1)
+            .build(clock)
+            .unwrap_err();
         assert!(e.to_string().contains("datacenter"), "{e}");
     }
 
     #[test]
     fn custom_time_unit() {
-        let layout = Layout::new(39, 0, 16, 8).unwrap().with_time_unit_ms(10).with_epoch_ms(T0);
+        let layout = Layout::new(39, 0, 16, 8)
+            .unwrap()
+            .with_time_unit_ms(10)
+            .with_epoch_ms(T0);
         let clock = ManualClock::from_millis(T0 + 25);
-        let g = SnowflakeConfig::new(layout).worker(3).build(clock.clone()).unwrap();
+        let g = SnowflakeConfig::new(layout)
+            .worker(3)
+            .build(clock.clone())
+            .unwrap();
         let p = layout.decode(g.next_id().unwrap());
         assert_eq!((p.timestamp_ms, p.worker, p.sequence), (T0 + 20, 3, 0));
         clock.advance(Duration::from_millis(4));

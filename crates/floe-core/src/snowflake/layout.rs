@@ -87,7 +87,14 @@ impl Layout {
         worker_bits: u8,
         sequence_bits: u8,
     ) -> Result<Self, SnowflakeError> {
-        let layout = Self::unchecked(timestamp_bits, datacenter_bits, worker_bits, sequence_bits, 0, 1);
+        let layout = Self::unchecked(
+            timestamp_bits,
+            datacenter_bits,
+            worker_bits,
+            sequence_bits,
+            0,
+            1,
+        );
         layout.validate()?;
         Ok(layout)
     }
@@ -189,7 +196,10 @@ impl Layout {
         if self.unit_ms > 86_400_000 {
             return invalid(
                 "time_unit",
-                format!("must be at most one day (86400000 ms), found {}", self.unit_ms),
+                format!(
+                    "must be at most one day (86400000 ms), found {}",
+                    self.unit_ms
+                ),
             );
         }
         Ok(())
@@ -323,7 +333,10 @@ impl Layout {
         if parts.timestamp_ms < self.epoch_ms {
             return Err(SnowflakeError::InvalidParts {
                 field: "timestamp_ms",
-                reason: format!("{} is before the epoch {}", parts.timestamp_ms, self.epoch_ms),
+                reason: format!(
+                    "{} is before the epoch {}",
+                    parts.timestamp_ms, self.epoch_ms
+                ),
             });
         }
         let units = (parts.timestamp_ms - self.epoch_ms) / self.unit_ms;
@@ -344,7 +357,11 @@ impl Layout {
                 reason: format!("{} is more than {}", parts.sequence, self.max_sequence()),
             });
         }
-        Ok(self.compose(units, (parts.datacenter << self.worker_bits) | parts.worker, parts.sequence))
+        Ok(self.compose(
+            units,
+            (parts.datacenter << self.worker_bits) | parts.worker,
+            parts.sequence,
+        ))
     }
 
     /// Composes an ID from raw fields already known to fit.
@@ -387,7 +404,11 @@ impl FromStr for Layout {
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.datacenter_bits == 0 {
-            write!(f, "{}/{}/{}", self.timestamp_bits, self.worker_bits, self.sequence_bits)?;
+            write!(
+                f,
+                "{}/{}/{}",
+                self.timestamp_bits, self.worker_bits, self.sequence_bits
+            )?;
         } else {
             write!(
                 f,
@@ -443,7 +464,10 @@ mod tests {
         assert!(e.to_string().contains("timestamp_bits"), "{e}");
         let e = Layout::LEAF.with_time_unit_ms(0).validate().unwrap_err();
         assert!(e.to_string().contains("time_unit"), "{e}");
-        let e = Layout::LEAF.with_epoch_ms(2_000).validate_epoch(1_000).unwrap_err();
+        let e = Layout::LEAF
+            .with_epoch_ms(2_000)
+            .validate_epoch(1_000)
+            .unwrap_err();
         assert!(e.to_string().contains("epoch"), "{e}");
         let e = Layout::preset("sonyflakey").unwrap_err();
         assert!(e.to_string().contains("unknown layout"), "{e}");
@@ -454,9 +478,20 @@ mod tests {
     #[test]
     fn custom_widths_parse() {
         let l = Layout::preset("42/5/5/12").unwrap();
-        assert_eq!((l.timestamp_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits()), (42, 5, 5, 12));
+        assert_eq!(
+            (
+                l.timestamp_bits(),
+                l.datacenter_bits(),
+                l.worker_bits(),
+                l.sequence_bits()
+            ),
+            (42, 5, 5, 12)
+        );
         let l = Layout::preset("39/16/8").unwrap();
-        assert_eq!((l.datacenter_bits(), l.worker_bits(), l.sequence_bits()), (0, 16, 8));
+        assert_eq!(
+            (l.datacenter_bits(), l.worker_bits(), l.sequence_bits()),
+            (0, 16, 8)
+        );
     }
 
     #[test]

@@ -1,0 +1,141 @@
+//! Property tests: every encode/decode pair round-trips and keeps order; no parser panics.
+
+use floe_core::lexical::LexicalUuid;
+use floe_core::sno::{Partition, SnoId, MAX_TIMESTAMP};
+use floe_core::snowflake::{Layout, SnowflakeParts};
+use proptest::prelude::*;
+
+fn layouts() -> impl Strategy<Value = Layout> {
+    prop_oneof![
+        Just(Layout::LEAF),
+        Just(Layout::TWITTER),
+        Just(Layout::FLAKE_IDGEN),
+        Just(Layout::FLAKE_IDGEN.with_epoch_ms(1_300_000_000_000)),
+        (
+            1u8..=45,
+            0u8..=8,
+            0u8..=10,
+            1u8..=22,
+            0u64..1_600_000_000_000,
+            1u64..=10
+        )
+            .prop_filter_map("fits 64 bits", |(ts, dc, w, seq, epoch, unit)| {
+                Layout::new(ts, dc, w, seq)
+                    .ok()
+                    .map(|l| l.with_epoch_ms(epoch).with_time_unit_ms(unit))
+            }),
+    ]
+}
+
+fn parts_in(layout: Layout) -> impl Strategy<Value = SnowflakeParts> {
+    (
+        0..=layout.max_timestamp(),
+        0..=layout.max_datacenter(),
+        0..=layout.max_worker(),
+        0..=layout.max_sequence(),
+    )
+        .prop_map(
+            move |(units, datacenter, worker, sequence)| SnowflakeParts {
+                timestamp_ms: layout.epoch_ms() + units * layout.time_unit_ms(),
+                datacenter,
+                worker,
+                sequence,
+            },
+        )
+}
+
+proptest! {
+    #[test]
+    fn snowflake_round_trip((layout, parts) in layouts().prop_flat_map(|l| (Just(l), parts_in(l)))) {
+        let id = layout.encode(parts).unwrap();
+        prop_assert_eq!(layout.decode(id), parts);
+        prop_assert!(!layout.has_stray_bits(id));
+        if layout.fits_i64() {
+            prop_assert!(id <= i64::MAX as u64);
+        }
+    }
+
+    #[test]
+    fn snowflake_order_follows_time_then_node_then_sequence(
+        (layout, a, b) in layouts().prop_flat_map(|l| (Just(l), parts_in(l), parts_in(l)))
+    ) {
+        let key = |p: &SnowflakeParts| (p.timestamp_ms, p.datacenter, p.worker, p.sequence);
+        let (ia, ib) = (layout.encode(a).unwrap(), layout.encode(b).unwrap());
+        prop_assert_eq!(ia.cmp(&ib), key(&a).cmp(&key(&b)));
+    }
+
+    #[test]
+    fn sno_bytes_text_round_trip(bytes in any::<[u8; 10]>()) {
+        let id = SnoId::from_bytes(bytes);
+        let text = id.to_string();
+        prop_assert_eq!(text.len(), 16);
+        prop_assert!(text.bytes().all(|c| matches!(c, b'2'..=b'9' | b'a'..=b'x')));
+        prop_assert_eq!(text.parse::<SnoId>().unwrap(), id);
+        prop_assert_eq!(SnoId::from_slice(&id.to_bytes()).unwrap(), id);
+        let json = serde_json::to_string(&id).unwrap();
+        prop_assert_eq!(serde_json::from_str::<SnoId>(&json).unwrap(), id);
+    }
+
+    #[test]
+    fn sno_text_order_is_byte_order(a in any::<[u8; 10]>(), b in any::<[u8; 10]>()) {
+        let (a, b) = (SnoId::from_bytes(a), SnoId::from_bytes(b));
+        prop_assert_eq!(a.cmp(&b), a.to_string().cmp(&b.to_string()));
+        prop_assert_eq!(a.cmp(&b), a.to_bytes().cmp(&b.to_bytes()));
+    }
+
+    #[test]
+    fn sno_parts_round_trip(
+        units in 0..=MAX_TIMESTAMP, tick in any::<bool>(), meta in any::<u8>(),
+        partition in any::<u16>(), sequence in any::<u16>(),
+    ) {
+        let id = SnoId::from_parts(units, tick, meta, Partition::from_u16(partition), sequence);
+        prop_assert_eq!(id.timestamp_units(), units);
+        prop_assert_eq!(id.tick_tock(), tick);
+        prop_assert_eq!(id.meta(), meta);
+        prop_assert_eq!(id.partition().as_u16(), partition);
+        prop_assert_eq!(id.sequence(), sequence);
+    }
+
+    #[test]
+    fn sno_parse_never_panics(s in ".{0,40}") {
+        match s.parse::<SnoId>() {
+            Ok(id) => prop_assert_eq!(id.to_string(), s),
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+    }
+
+    #[test]
+    fn sno_parse_rejects_any_char_outside_the_alphabet(
+        bytes in any::<[u8; 10]>(), index in 0usize..16, bad in any::<char>()
+    ) {
+        prop_assume!(!matches!(bad, '2'..='9' | 'a'..='x'));
+        let mut text: Vec<char> = SnoId::from_bytes(bytes).to_string().chars().collect();
+        text[index] = bad;
+        let text: String = text.into_iter().collect();
+        prop_assert!(text.parse::<SnoId>().is_err());
+    }
+
+    #[test]
+    fn lexical_round_trip(timestamp in any::<i64>(), worker in any::<i64>()) {
+        let id = LexicalUuid::new(timestamp, worker);
+        let text = id.to_string();
+        prop_assert_eq!(text.len(), 35);
+        prop_assert_eq!(text.parse::<LexicalUuid>().unwrap(), id);
+        prop_assert_eq!(text.replace('-', "").parse::<LexicalUuid>().unwrap(), id);
+        prop_assert_eq!(LexicalUuid::from_bytes(id.to_bytes()), id);
+    }
+
+    #[test]
+    fn lexical_order_is_byte_and_text_order_for_non_negative(
+        a in (0..i64::MAX, 0..i64::MAX), b in (0..i64::MAX, 0..i64::MAX)
+    ) {
+        let (a, b) = (LexicalUuid::new(a.0, a.1), LexicalUuid::new(b.0, b.1));
+        prop_assert_eq!(a.cmp(&b), a.to_bytes().cmp(&b.to_bytes()));
+        prop_assert_eq!(a.cmp(&b), a.to_string().cmp(&b.to_string()));
+    }
+
+    #[test]
+    fn lexical_parse_never_panics(s in ".{0,40}") {
+        let _ = s.parse::<LexicalUuid>();
+    }
+}
