@@ -1,1 +1,415 @@
-fn main() {}
+//! `floe`: generate and inspect IDs. A thin shell over `floe-core`: argument parsing,
+//! formatting, and exit codes (0 ok, 2 bad input or a refused generation).
+
+mod describe;
+mod inspect;
+
+use std::io::{self, BufRead, BufWriter, Write};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use floe_core::clock::SystemClock;
+use floe_core::lexical::{worker_id_for_host, LexicalGenerator};
+use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
+use floe_core::snowflake::{Layout, SnowflakeConfig};
+use floe_core::ulid::UlidGenerator;
+use floe_core::uuid7::Uuid7Generator;
+
+use describe::{hex, Described};
+use inspect::Format;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "floe",
+    version,
+    about = "Distributed unique IDs: generate and inspect Snowflake, sno, LexicalUUID, UUIDv7 and ULID"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate IDs to standard output, one per line.
+    Gen(GenArgs),
+    /// Decode IDs into their parts (format detected from the text).
+    Inspect(InspectArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Kind {
+    /// 64-bit Snowflake (layouts: leaf, twitter, flake-idgen, or bit widths).
+    Snowflake,
+    /// 10-byte sno, 16 characters of base32.
+    Sno,
+    /// 128-bit Cassie LexicalUUID.
+    Lexical,
+    /// UUID version 7.
+    Uuid7,
+    /// ULID.
+    Ulid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    /// The format's usual text (decimal for Snowflake).
+    Text,
+    /// Decimal (Snowflake only).
+    Dec,
+    /// Hex of the ID's big-endian bytes.
+    Hex,
+    /// One JSON object per line, the ID and its parts (IDs as strings).
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct SnowflakeArgs {
+    /// Layout: leaf, twitter, flake-idgen, or bit widths TS/WORKER/SEQ or TS/DC/WORKER/SEQ.
+    #[arg(long, default_value = "leaf")]
+    layout: String,
+    /// Epoch: Unix milliseconds or an RFC 3339 time (default: the layout's).
+    #[arg(long)]
+    epoch: Option<String>,
+    /// Time unit in milliseconds (default 1).
+    #[arg(long)]
+    time_unit_ms: Option<u64>,
+}
+
+impl SnowflakeArgs {
+    fn layout(&self) -> Result<Layout, String> {
+        let mut layout = Layout::preset(&self.layout).map_err(|e| e.to_string())?;
+        if let Some(epoch) = &self.epoch {
+            layout = layout.with_epoch_ms(parse_epoch(epoch)?);
+        }
+        if let Some(unit) = self.time_unit_ms {
+            layout = layout.with_time_unit_ms(unit);
+        }
+        layout.validate().map_err(|e| e.to_string())?;
+        Ok(layout)
+    }
+}
+
+#[derive(Debug, Args)]
+struct GenArgs {
+    /// The kind of ID.
+    kind: Kind,
+    /// How many IDs.
+    #[arg(short = 'n', long = "count", default_value_t = 1)]
+    count: u64,
+    /// Output form.
+    #[arg(short, long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    #[command(flatten)]
+    snowflake: SnowflakeArgs,
+    /// Snowflake datacenter field.
+    #[arg(long, conflicts_with = "id")]
+    datacenter: Option<u64>,
+    /// Snowflake worker field.
+    #[arg(long, conflicts_with = "id")]
+    worker: Option<u64>,
+    /// Snowflake node number (datacenter = high bits, worker = low bits), as flake-idgen's id.
+    #[arg(long)]
+    id: Option<u64>,
+    /// sno metabyte.
+    #[arg(long, default_value_t = 0)]
+    meta: u8,
+    /// sno partition: 0-65535, or 0x0000-0xffff (default: from the in-process pool).
+    #[arg(long)]
+    partition: Option<String>,
+    /// sno lower sequence bound.
+    #[arg(long, default_value_t = 0)]
+    sequence_min: u16,
+    /// sno upper sequence bound.
+    #[arg(long, default_value_t = u16::MAX)]
+    sequence_max: u16,
+    /// LexicalUUID worker ID (default: Cassie's FNV-1a of the host name).
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "host")]
+    worker_id: Option<i64>,
+    /// LexicalUUID: hash this host name instead of this machine's.
+    #[arg(long)]
+    host: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// IDs to decode; `-` reads one per line from standard input.
+    #[arg(required = true)]
+    ids: Vec<String>,
+    /// One JSON object per ID.
+    #[arg(long)]
+    json: bool,
+    /// The format, when the text is ambiguous.
+    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    format: Format,
+    #[command(flatten)]
+    snowflake: SnowflakeArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Gen(args) => gen(&args),
+        Command::Inspect(args) => inspect_all(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("floe: error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Io(e)) => {
+            eprintln!("floe: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Failure {
+    /// Bad input or a refused generation: exit 2.
+    Usage(String),
+    Io(io::Error),
+}
+
+impl From<String> for Failure {
+    fn from(msg: String) -> Self {
+        Failure::Usage(msg)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+fn parse_epoch(text: &str) -> Result<u64, String> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| {
+            format!("invalid epoch {text:?}: expected Unix milliseconds or an RFC 3339 time such as 2023-01-01T00:00:00Z")
+        })?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000)
+        .map_err(|_| format!("invalid epoch {text:?}: before 1970"))
+}
+
+fn parse_partition(text: &str) -> Result<Partition, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(h) => u16::from_str_radix(h, 16).ok(),
+        None => text.parse::<u16>().ok(),
+    };
+    parsed
+        .map(Partition::from_u16)
+        .ok_or_else(|| format!("invalid partition {text:?}: expected 0-65535 or 0x0000-0xffff"))
+}
+
+fn host_name() -> String {
+    gethostname::gethostname().to_string_lossy().into_owned()
+}
+
+fn emit(
+    out: &mut impl Write,
+    output: Output,
+    text: impl FnOnce() -> String,
+    bytes_hex: impl FnOnce() -> String,
+    describe: impl FnOnce() -> Described,
+) -> io::Result<()> {
+    match output {
+        Output::Text | Output::Dec => writeln!(out, "{}", text()),
+        Output::Hex => writeln!(out, "{}", bytes_hex()),
+        Output::Json => writeln!(out, "{}", describe().json_line()),
+    }
+}
+
+fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
+    if args.output == Output::Dec && args.kind != Kind::Snowflake {
+        return Err(Failure::Usage(
+            "--output dec applies to snowflake IDs only; use text, hex or json".into(),
+        ));
+    }
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let (n, output) = (args.count, args.output);
+    match args.kind {
+        Kind::Snowflake => {
+            let layout = args.snowflake.layout()?;
+            let mut config = SnowflakeConfig::new(layout);
+            config = match args.id {
+                Some(id) => config.node_id(id).map_err(|e| e.to_string())?,
+                None => config
+                    .datacenter(args.datacenter.unwrap_or(0))
+                    .worker(args.worker.unwrap_or(0)),
+            };
+            let g = config.build(SystemClock).map_err(|e| e.to_string())?;
+            for _ in 0..n {
+                let id = g.next_id().map_err(|e| e.to_string())?;
+                emit(
+                    &mut out,
+                    output,
+                    || id.to_string(),
+                    || format!("{id:016x}"),
+                    || Described::snowflake(&layout, id),
+                )?;
+            }
+        }
+        Kind::Sno => {
+            let partition = match &args.partition {
+                Some(p) => parse_partition(p)?,
+                None => SnoGenerator::new(SystemClock)
+                    .map_err(|e| e.to_string())?
+                    .partition(),
+            };
+            let snapshot = SnoSnapshot {
+                partition,
+                sequence_min: args.sequence_min,
+                sequence_max: args.sequence_max,
+                ..SnoSnapshot::default()
+            };
+            let g =
+                SnoGenerator::from_snapshot(&snapshot, SystemClock).map_err(|e| e.to_string())?;
+            for _ in 0..n {
+                let id = g.new_id(args.meta).map_err(|e| e.to_string())?;
+                match output {
+                    Output::Text => {
+                        out.write_all(&id.encode())?;
+                        out.write_all(b"\n")?;
+                    }
+                    _ => emit(
+                        &mut out,
+                        output,
+                        || id.to_string(),
+                        || hex(id.as_bytes()),
+                        || Described::Sno(id),
+                    )?,
+                }
+            }
+        }
+        Kind::Lexical => {
+            let worker = match (args.worker_id, &args.host) {
+                (Some(w), _) => w,
+                (None, Some(h)) => worker_id_for_host(h),
+                (None, None) => worker_id_for_host(&host_name()),
+            };
+            let g = LexicalGenerator::new(SystemClock, worker);
+            for _ in 0..n {
+                let id = g.next_id().map_err(|e| e.to_string())?;
+                match output {
+                    Output::Text => {
+                        out.write_all(&id.encode())?;
+                        out.write_all(b"\n")?;
+                    }
+                    _ => emit(
+                        &mut out,
+                        output,
+                        || id.to_string(),
+                        || hex(&id.to_bytes()),
+                        || Described::Lexical(id),
+                    )?,
+                }
+            }
+        }
+        Kind::Uuid7 => {
+            let g = Uuid7Generator::new(SystemClock);
+            let mut buf = floe_core::uuid7::Uuid::encode_buffer();
+            for _ in 0..n {
+                let id = g.generate();
+                if output == Output::Text {
+                    writeln!(out, "{}", id.as_hyphenated().encode_lower(&mut buf))?;
+                    continue;
+                }
+                emit(
+                    &mut out,
+                    output,
+                    || id.to_string(),
+                    || hex(id.as_bytes()),
+                    || match floe_core::uuid7::inspect(&id) {
+                        Ok(parts) => Described::Uuid7 { id, parts },
+                        Err(_) => unreachable_v7(id),
+                    },
+                )?;
+            }
+        }
+        Kind::Ulid => {
+            let g = UlidGenerator::new(SystemClock);
+            let mut buf = [0u8; 26];
+            for _ in 0..n {
+                let id = g.generate().map_err(|e| e.to_string())?;
+                if output == Output::Text {
+                    writeln!(out, "{}", id.array_to_str(&mut buf))?;
+                    continue;
+                }
+                emit(
+                    &mut out,
+                    output,
+                    || id.to_string(),
+                    || hex(&id.to_bytes()),
+                    || Described::Ulid(id),
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `Uuid7Generator` makes version 7 UUIDs only; should that ever change, report the parts as
+/// zero rather than panic.
+fn unreachable_v7(id: floe_core::uuid7::Uuid) -> Described {
+    Described::Uuid7 {
+        id,
+        parts: floe_core::uuid7::Uuid7Parts {
+            version: id.get_version_num(),
+            timestamp_ms: 0,
+            rand: 0,
+        },
+    }
+}
+
+fn inspect_all(args: &InspectArgs) -> Result<ExitCode, Failure> {
+    let layout = args.snowflake.layout()?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut failed = false;
+    let mut first = true;
+    let mut one = |text: &str, out: &mut BufWriter<io::StdoutLock<'_>>| -> io::Result<()> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(());
+        }
+        match inspect::inspect(text, args.format, &layout) {
+            Ok(d) if args.json => writeln!(out, "{}", d.json_line()),
+            Ok(d) => {
+                if !first {
+                    writeln!(out)?;
+                }
+                first = false;
+                write!(out, "{}", d.text_block())
+            }
+            Err(msg) => {
+                out.flush()?;
+                eprintln!("floe: error: {msg}");
+                failed = true;
+                Ok(())
+            }
+        }
+    };
+    for id in &args.ids {
+        if id == "-" {
+            for line in io::stdin().lock().lines() {
+                one(&line?, &mut out)?;
+            }
+        } else {
+            one(id, &mut out)?;
+        }
+    }
+    out.flush()?;
+    Ok(if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

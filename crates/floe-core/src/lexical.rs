@@ -179,18 +179,33 @@ fn bad_char(text: &str, index: usize) -> LexicalParseError {
     }
 }
 
-impl fmt::Display for LexicalUuid {
-    /// Cassie's `toString`: `%016x` of the timestamp split 8-4-4, a dash, `%016x` of the worker.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LexicalUuid {
+    /// The 35-character text as ASCII bytes: Cassie's `toString`, `%016x` of the timestamp
+    /// split 8-4-4, a dash, then `%016x` of the worker ID.
+    #[inline]
+    pub fn encode(&self) -> [u8; 35] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [b'-'; 35];
         let t = self.timestamp as u64;
-        write!(
-            f,
-            "{:08x}-{:04x}-{:04x}-{:016x}",
-            t >> 32,
-            (t >> 16) & 0xffff,
-            t & 0xffff,
-            self.worker_id as u64
-        )
+        let w = self.worker_id as u64;
+        let mut j = 0;
+        for i in 0..16 {
+            if matches!(i, 8 | 12) {
+                j += 1;
+            }
+            out[j] = HEX[((t >> (60 - 4 * i)) & 0xf) as usize];
+            out[19 + i] = HEX[((w >> (60 - 4 * i)) & 0xf) as usize];
+            j += 1;
+        }
+        out
+    }
+}
+
+impl fmt::Display for LexicalUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.encode();
+        // Hex digits and dashes are ASCII, so this never fails.
+        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
     }
 }
 

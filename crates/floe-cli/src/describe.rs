@@ -1,0 +1,148 @@
+//! One ID of any format, read into its parts and printed as text or JSON.
+
+use floe_core::lexical::LexicalUuid;
+use floe_core::sno::SnoId;
+use floe_core::snowflake::{Layout, SnowflakeParts};
+use floe_core::ulid::Ulid;
+use floe_core::uuid7::{self, Uuid};
+use serde_json::{json, Map, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// An ID and what it decodes to.
+#[derive(Debug, Clone, Copy)]
+pub enum Described {
+    Snowflake { id: u64, parts: SnowflakeParts },
+    Sno(SnoId),
+    Lexical(LexicalUuid),
+    Uuid7 { id: Uuid, parts: uuid7::Uuid7Parts },
+    Ulid(Ulid),
+}
+
+/// RFC 3339 in UTC of a time in nanoseconds since the Unix epoch; `None` outside the years
+/// -9999..9999.
+pub fn rfc3339(unix_nanos: i128) -> Option<String> {
+    OffsetDateTime::from_unix_timestamp_nanos(unix_nanos)
+        .ok()?
+        .format(&Rfc3339)
+        .ok()
+}
+
+fn time_value(unix_nanos: i128) -> Value {
+    rfc3339(unix_nanos).map_or(Value::Null, Value::String)
+}
+
+impl Described {
+    pub fn snowflake(layout: &Layout, id: u64) -> Self {
+        Described::Snowflake {
+            id,
+            parts: layout.decode(id),
+        }
+    }
+
+    /// The ID in its usual text.
+    pub fn id_text(&self) -> String {
+        match self {
+            Described::Snowflake { id, .. } => id.to_string(),
+            Described::Sno(id) => id.to_string(),
+            Described::Lexical(id) => id.to_string(),
+            Described::Uuid7 { id, .. } => id.to_string(),
+            Described::Ulid(id) => id.to_string(),
+        }
+    }
+
+    /// The fields, in display order. IDs are strings (a Snowflake ID can pass 2^53 and 2^63).
+    pub fn fields(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("id".into(), Value::String(self.id_text()));
+        match self {
+            Described::Snowflake { parts, .. } => {
+                m.insert("format".into(), json!("snowflake"));
+                m.insert(
+                    "time".into(),
+                    time_value(i128::from(parts.timestamp_ms) * 1_000_000),
+                );
+                m.insert("timestamp_ms".into(), json!(parts.timestamp_ms));
+                m.insert("datacenter".into(), json!(parts.datacenter));
+                m.insert("worker".into(), json!(parts.worker));
+                m.insert("sequence".into(), json!(parts.sequence));
+            }
+            Described::Sno(id) => {
+                m.insert("format".into(), json!("sno"));
+                m.insert(
+                    "time".into(),
+                    time_value(i128::from(id.timestamp_unix_ns())),
+                );
+                m.insert("timestamp_unix_ns".into(), json!(id.timestamp_unix_ns()));
+                m.insert("tick_tock".into(), json!(u8::from(id.tick_tock())));
+                m.insert("meta".into(), json!(id.meta()));
+                m.insert("partition".into(), json!(id.partition().as_u16()));
+                m.insert("sequence".into(), json!(id.sequence()));
+                m.insert("bytes_hex".into(), json!(hex(id.as_bytes())));
+            }
+            Described::Lexical(id) => {
+                m.insert("format".into(), json!("lexical"));
+                m.insert("time".into(), time_value(i128::from(id.timestamp) * 1_000));
+                m.insert("timestamp".into(), json!(id.timestamp));
+                m.insert("worker_id".into(), json!(id.worker_id));
+            }
+            Described::Uuid7 { parts, .. } => {
+                m.insert("format".into(), json!("uuid7"));
+                m.insert(
+                    "time".into(),
+                    time_value(i128::from(parts.timestamp_ms) * 1_000_000),
+                );
+                m.insert("timestamp_ms".into(), json!(parts.timestamp_ms));
+                m.insert("rand_hex".into(), json!(format!("{:019x}", parts.rand)));
+            }
+            Described::Ulid(id) => {
+                m.insert("format".into(), json!("ulid"));
+                m.insert(
+                    "time".into(),
+                    time_value(i128::from(id.timestamp_ms()) * 1_000_000),
+                );
+                m.insert("timestamp_ms".into(), json!(id.timestamp_ms()));
+                m.insert("random_hex".into(), json!(format!("{:020x}", id.random())));
+            }
+        }
+        m
+    }
+
+    /// One JSON object on one line.
+    pub fn json_line(&self) -> String {
+        Value::Object(self.fields()).to_string()
+    }
+
+    /// Aligned `key  value` lines.
+    pub fn text_block(&self) -> String {
+        let mut out = String::new();
+        for (k, v) in self.fields() {
+            let v = match v {
+                Value::String(s) => s,
+                Value::Null => "(out of range)".into(),
+                other => other.to_string(),
+            };
+            out.push_str(&format!("{k:<18}{v}\n"));
+        }
+        out
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_utc() {
+        assert_eq!(rfc3339(0).unwrap(), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(1_672_531_200_123_000_000).unwrap(),
+            "2023-01-01T00:00:00.123Z"
+        );
+        assert!(rfc3339(i128::from(i64::MAX) * 1000).is_none());
+    }
+}
