@@ -24,6 +24,12 @@ pub trait Clock: Send + Sync {
     /// The current wall time, in nanoseconds since the Unix epoch. Times before 1970 read as 0.
     fn now_nanos(&self) -> u64;
 
+    /// The current wall time as a `SystemTime` (for crates that take one, such as `ulid`).
+    /// The same instant as [`now_nanos`](Clock::now_nanos).
+    fn now_system_time(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.now_nanos())
+    }
+
     /// Blocks until [`now_nanos`](Clock::now_nanos) is at least `deadline_nanos`.
     ///
     /// It may return early (callers check the time again), never much later than the deadline.
@@ -61,6 +67,11 @@ impl Clock for SystemClock {
             Ok(d) => d.as_nanos() as u64,
             Err(_) => 0,
         }
+    }
+
+    #[inline]
+    fn now_system_time(&self) -> SystemTime {
+        SystemTime::now()
     }
 }
 
@@ -176,6 +187,10 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
     }
+    #[inline]
+    fn now_system_time(&self) -> SystemTime {
+        (**self).now_system_time()
+    }
     fn wait_until(&self, deadline_nanos: u64) {
         (**self).wait_until(deadline_nanos)
     }
@@ -186,6 +201,10 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
     }
+    #[inline]
+    fn now_system_time(&self) -> SystemTime {
+        (**self).now_system_time()
+    }
     fn wait_until(&self, deadline_nanos: u64) {
         (**self).wait_until(deadline_nanos)
     }
@@ -195,6 +214,10 @@ impl<C: Clock + ?Sized> Clock for Box<C> {
     #[inline]
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
+    }
+    #[inline]
+    fn now_system_time(&self) -> SystemTime {
+        (**self).now_system_time()
     }
     fn wait_until(&self, deadline_nanos: u64) {
         (**self).wait_until(deadline_nanos)

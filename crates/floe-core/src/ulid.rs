@@ -15,7 +15,6 @@
 
 use std::fmt;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use ulid::Ulid;
 
@@ -41,10 +40,6 @@ impl fmt::Display for UlidOverflow {
 
 impl std::error::Error for UlidOverflow {}
 
-fn system_time(clock: &impl Clock) -> SystemTime {
-    UNIX_EPOCH + Duration::from_nanos(clock.now_nanos())
-}
-
 impl<C: Clock> UlidGenerator<C> {
     /// A generator.
     pub fn new(clock: C) -> Self {
@@ -60,7 +55,7 @@ impl<C: Clock> UlidGenerator<C> {
     /// [`UlidOverflow`] if the random part cannot be incremented within the millisecond.
     #[inline]
     pub fn generate(&self) -> Result<Ulid, UlidOverflow> {
-        let now = system_time(&self.clock);
+        let now = self.clock.now_system_time();
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.generate_from_datetime(now).map_err(|_| UlidOverflow)
     }
@@ -69,7 +64,7 @@ impl<C: Clock> UlidGenerator<C> {
 /// A ULID at the clock's time with fresh random bits (not monotonic within a millisecond).
 #[inline]
 pub fn random_at(clock: &impl Clock) -> Ulid {
-    Ulid::from_datetime(system_time(clock))
+    Ulid::from_datetime(clock.now_system_time())
 }
 
 #[cfg(test)]
