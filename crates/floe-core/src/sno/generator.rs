@@ -318,25 +318,42 @@ impl<C: Clock> SnoGenerator<C> {
     /// [`SnoError::TimeOutOfRange`] if the clock is outside 2010..2079.
     #[inline]
     pub fn poll_new(&self, meta: u8) -> Result<Poll<SnoId>, SnoError> {
+        // One read-modify-write on the shared word, then the clock. The word fetch_add
+        // returns is authoritative: its unit, tick and sequence were never handed out before.
+        // Reading the clock after it means the word's unit comes from a reading no later
+        // than ours, so `now < hi` is a real regression.
+        let w = self.word.fetch_add(1, Ordering::AcqRel);
+        let now = self.units_now()?;
+        let hi = w >> UNIT_SHIFT;
+        if now == hi {
+            if w & SEQ_MASK <= self.seq_max {
+                return Ok(Poll::Ready(self.id_of(w, meta)));
+            }
+            self.clamp_overflow();
+            return Ok(self.exhausted(hi));
+        }
+        // The sequence just taken belongs to another unit and is never issued: sequences are
+        // only issued from the unit the clock reads, so skipping one is harmless.
+        self.slow_path(now, meta)
+    }
+
+    /// A new unit, or a regression.
+    #[cold]
+    fn slow_path(&self, mut now: u64, meta: u8) -> Result<Poll<SnoId>, SnoError> {
         loop {
-            // Load before reading the clock: any unit in the word then comes from a reading
-            // no later than ours, so `now < hi` means a real regression.
             let w = self.word.load(Ordering::Acquire);
-            let now = self.units_now()?;
             let hi = w >> UNIT_SHIFT;
             if now == hi {
-                if w & SEQ_MASK > self.seq_max {
-                    return Ok(self.exhausted(hi));
-                }
-                // The word fetch_add returns is authoritative: its unit, tick and sequence
-                // were never handed out before, even if the word moved since our load.
+                // Another thread moved the word to our unit meanwhile.
                 let w = self.word.fetch_add(1, Ordering::AcqRel);
-                if w & SEQ_MASK <= self.seq_max {
+                if w >> UNIT_SHIFT == now && w & SEQ_MASK <= self.seq_max {
                     return Ok(Poll::Ready(self.id_of(w, meta)));
                 }
-                return Ok(self.exhausted(w >> UNIT_SHIFT));
-            }
-            if now > hi {
+                if w >> UNIT_SHIFT == now {
+                    self.clamp_overflow();
+                    return Ok(self.exhausted(now));
+                }
+            } else if now > hi {
                 let tick = w & TICK_BIT;
                 let next = pack(now, tick, self.seq_min + 1);
                 if self
@@ -346,12 +363,24 @@ impl<C: Clock> SnoGenerator<C> {
                 {
                     return Ok(Poll::Ready(self.id_of(pack(now, tick, self.seq_min), meta)));
                 }
-                continue;
-            }
-            if let Some(poll) = self.regress(meta)? {
+            } else if let Some(poll) = self.regress(meta)? {
                 return Ok(poll);
             }
+            now = self.units_now()?;
         }
+    }
+
+    /// Keeps the 24-bit sequence field far from carrying into the tick bit: calls that find
+    /// the pool used up (or poll a unit they cannot use) still add to it. Any value above
+    /// `sequence_max` means "used up", so lowering it to `sequence_max + 1` issues nothing.
+    #[cold]
+    fn clamp_overflow(&self) {
+        const CLAMP_ABOVE: u64 = 1 << (SEQ_BITS - 1);
+        let _ = self
+            .word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w & SEQ_MASK > CLAMP_ABOVE).then(|| (w & !SEQ_MASK) | (self.seq_max + 1))
+            });
     }
 
     /// The clock moved back: toggle the timeline if the time is safe there, or say how long to
@@ -384,6 +413,7 @@ impl<C: Clock> SnoGenerator<C> {
             }
             // Both timelines have used this time. Staying on ours is safe from `hi` on; the
             // other one from `wall_safe + 1` on: wait for whichever comes first.
+            self.clamp_overflow();
             let target = hi.min(*wall_safe + 1);
             return Ok(Some(Poll::Pending {
                 until_nanos: unit_start(target),
@@ -629,7 +659,9 @@ mod tests {
         assert_eq!(clock.waited(), UNIT * 4);
         assert_eq!(c.timestamp_units(), t0_units() + 7);
         assert!(c.tick_tock());
-        assert_eq!(c.sequence(), 1, "continues the sequence of t0+7");
+        // Continues the sequence of t0+7 (0 was issued; 1 was taken by the call that found
+        // the regression, and is never issued).
+        assert_eq!(c.sequence(), 2);
         assert_ne!(b, c);
     }
 
@@ -687,6 +719,28 @@ mod tests {
         ));
         assert_eq!(calls.load(Ordering::SeqCst), 0);
         assert_eq!(g.len(), 4);
+    }
+
+    #[test]
+    fn polling_a_used_up_pool_never_carries_into_the_tick_bit() {
+        let clock = ManualClock::from_millis(T0_MS);
+        let g = gen(&clock, 0, 3);
+        for _ in 0..4 {
+            g.new_id(0).unwrap();
+        }
+        // More polls than the 24-bit sequence field holds.
+        for _ in 0..(1u32 << SEQ_BITS) + 1000 {
+            assert!(g.poll_new(0).unwrap().ready().is_none());
+        }
+        let w = g.word.load(Ordering::Acquire);
+        assert_eq!(w >> UNIT_SHIFT, t0_units());
+        assert_eq!(w & TICK_BIT, 0);
+        clock.advance(UNIT);
+        let id = g.new_id(0).unwrap();
+        assert_eq!(
+            (id.timestamp_units(), id.tick_tock(), id.sequence()),
+            (t0_units() + 1, false, 0)
+        );
     }
 
     #[test]
