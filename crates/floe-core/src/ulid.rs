@@ -55,9 +55,10 @@ impl<C: Clock> UlidGenerator<C> {
     /// [`UlidOverflow`] if the random part cannot be incremented within the millisecond.
     #[inline]
     pub fn generate(&self) -> Result<Ulid, UlidOverflow> {
-        let now = self.clock.now_system_time();
+        // The time is read under the lock, so that the order of IDs is the order of readings.
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.generate_from_datetime(now).map_err(|_| UlidOverflow)
+        g.generate_from_datetime(self.clock.now_system_time())
+            .map_err(|_| UlidOverflow)
     }
 }
 

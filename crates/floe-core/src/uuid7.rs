@@ -16,6 +16,7 @@
 
 use std::fmt;
 use std::sync::Mutex;
+use std::time::UNIX_EPOCH;
 
 pub use uuid::Uuid;
 use uuid::{ContextV7, Timestamp};
@@ -41,12 +42,12 @@ impl<C: Clock> Uuid7Generator<C> {
     /// A new UUIDv7 at the clock's time, greater than every earlier one of this generator.
     #[inline]
     pub fn generate(&self) -> Uuid {
-        let nanos = self.clock.now_nanos();
-        let ts = Timestamp::from_unix(
-            &self.context,
-            nanos / 1_000_000_000,
-            (nanos % 1_000_000_000) as u32,
-        );
+        let since = self
+            .clock
+            .now_system_time()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let ts = Timestamp::from_unix(&self.context, since.as_secs(), since.subsec_nanos());
         Uuid::new_v7(ts)
     }
 }
