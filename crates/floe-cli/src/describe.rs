@@ -40,6 +40,17 @@ impl Described {
         }
     }
 
+    /// A UUID as floe's generator makes it (version 7). Should another version ever come
+    /// through, its parts read as zero rather than panic.
+    pub fn uuid7(id: Uuid) -> Self {
+        let parts = uuid7::inspect(&id).unwrap_or(uuid7::Uuid7Parts {
+            version: id.get_version_num(),
+            timestamp_ms: 0,
+            rand: 0,
+        });
+        Described::Uuid7 { id, parts }
+    }
+
     /// The ID in its usual text.
     pub fn id_text(&self) -> String {
         match self {

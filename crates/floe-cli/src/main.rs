@@ -13,7 +13,7 @@ use floe_core::lexical::{worker_id_for_host, LexicalGenerator};
 use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
 use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_core::ulid::UlidGenerator;
-use floe_core::uuid7::Uuid7Generator;
+use floe_core::uuid7::{Uuid, Uuid7Generator};
 
 use describe::{hex, Described};
 use inspect::Format;
@@ -211,16 +211,21 @@ fn host_name() -> String {
     gethostname::gethostname().to_string_lossy().into_owned()
 }
 
-fn emit(
-    out: &mut impl Write,
+/// Writes one generated ID in the chosen form: its text (written straight into the buffer,
+/// no allocation), the hex of its big-endian bytes, or a JSON object of its parts.
+fn emit<W: Write>(
+    out: &mut W,
     output: Output,
-    text: impl FnOnce() -> String,
-    bytes_hex: impl FnOnce() -> String,
+    write_text: impl FnOnce(&mut W) -> io::Result<()>,
+    bytes: impl AsRef<[u8]>,
     describe: impl FnOnce() -> Described,
 ) -> io::Result<()> {
     match output {
-        Output::Text | Output::Dec => writeln!(out, "{}", text()),
-        Output::Hex => writeln!(out, "{}", bytes_hex()),
+        Output::Text | Output::Dec => {
+            write_text(out)?;
+            out.write_all(b"\n")
+        }
+        Output::Hex => writeln!(out, "{}", hex(bytes.as_ref())),
         Output::Json => writeln!(out, "{}", describe().json_line()),
     }
 }
@@ -250,8 +255,8 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 emit(
                     &mut out,
                     output,
-                    || id.to_string(),
-                    || format!("{id:016x}"),
+                    |o| write!(o, "{id}"),
+                    id.to_be_bytes(),
                     || Described::snowflake(&layout, id),
                 )?;
             }
@@ -273,19 +278,8 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 SnoGenerator::from_snapshot(&snapshot, SystemClock).map_err(|e| e.to_string())?;
             for _ in 0..n {
                 let id = g.new_id(args.meta).map_err(|e| e.to_string())?;
-                match output {
-                    Output::Text => {
-                        out.write_all(&id.encode())?;
-                        out.write_all(b"\n")?;
-                    }
-                    _ => emit(
-                        &mut out,
-                        output,
-                        || id.to_string(),
-                        || hex(id.as_bytes()),
-                        || Described::Sno(id),
-                    )?,
-                }
+                let text = |o: &mut _| Write::write_all(o, &id.encode());
+                emit(&mut out, output, text, id.to_bytes(), || Described::Sno(id))?;
             }
         }
         Kind::Lexical => {
@@ -297,40 +291,23 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
             let g = LexicalGenerator::new(SystemClock, worker);
             for _ in 0..n {
                 let id = g.next_id().map_err(|e| e.to_string())?;
-                match output {
-                    Output::Text => {
-                        out.write_all(&id.encode())?;
-                        out.write_all(b"\n")?;
-                    }
-                    _ => emit(
-                        &mut out,
-                        output,
-                        || id.to_string(),
-                        || hex(&id.to_bytes()),
-                        || Described::Lexical(id),
-                    )?,
-                }
+                let text = |o: &mut _| Write::write_all(o, &id.encode());
+                emit(&mut out, output, text, id.to_bytes(), || {
+                    Described::Lexical(id)
+                })?;
             }
         }
         Kind::Uuid7 => {
             let g = Uuid7Generator::new(SystemClock);
-            let mut buf = floe_core::uuid7::Uuid::encode_buffer();
+            let mut buf = Uuid::encode_buffer();
             for _ in 0..n {
                 let id = g.generate();
-                if output == Output::Text {
-                    writeln!(out, "{}", id.as_hyphenated().encode_lower(&mut buf))?;
-                    continue;
-                }
-                emit(
-                    &mut out,
-                    output,
-                    || id.to_string(),
-                    || hex(id.as_bytes()),
-                    || match floe_core::uuid7::inspect(&id) {
-                        Ok(parts) => Described::Uuid7 { id, parts },
-                        Err(_) => unreachable_v7(id),
-                    },
-                )?;
+                let text = |o: &mut _| {
+                    Write::write_all(o, id.as_hyphenated().encode_lower(&mut buf).as_bytes())
+                };
+                emit(&mut out, output, text, id.as_bytes(), || {
+                    Described::uuid7(id)
+                })?;
             }
         }
         Kind::Ulid => {
@@ -338,35 +315,15 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
             let mut buf = [0u8; 26];
             for _ in 0..n {
                 let id = g.generate().map_err(|e| e.to_string())?;
-                if output == Output::Text {
-                    writeln!(out, "{}", id.array_to_str(&mut buf))?;
-                    continue;
-                }
-                emit(
-                    &mut out,
-                    output,
-                    || id.to_string(),
-                    || hex(&id.to_bytes()),
-                    || Described::Ulid(id),
-                )?;
+                let text = |o: &mut _| Write::write_all(o, id.array_to_str(&mut buf).as_bytes());
+                emit(&mut out, output, text, id.to_bytes(), || {
+                    Described::Ulid(id)
+                })?;
             }
         }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `Uuid7Generator` makes version 7 UUIDs only; should that ever change, report the parts as
-/// zero rather than panic.
-fn unreachable_v7(id: floe_core::uuid7::Uuid) -> Described {
-    Described::Uuid7 {
-        id,
-        parts: floe_core::uuid7::Uuid7Parts {
-            version: id.get_version_num(),
-            timestamp_ms: 0,
-            rand: 0,
-        },
-    }
 }
 
 fn inspect_all(args: &InspectArgs) -> Result<ExitCode, Failure> {
