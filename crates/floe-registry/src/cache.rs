@@ -1,0 +1,197 @@
+//! The local cache (seed 000's "escape pod"): {ID, last time} of an identity in the state
+//! directory, so that floe can start when its registry is unreachable.
+//!
+//! **Atomic writes:** every store writes a temporary file in the same directory, `fsync`s it,
+//! renames it over the cache file and `fsync`s the directory, so a crash or `kill -9` leaves
+//! either the old or the new content, never a torn file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind as IoKind, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ErrorKind, Identity, RegistryError};
+
+/// What the cache holds for an identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    /// The identity it belongs to.
+    pub identity: Identity,
+    /// The worker ID.
+    pub id: u32,
+    /// The last time (Unix ms) the holder was alive.
+    pub last_time_ms: u64,
+}
+
+/// The cache files of a state directory: `cache-{service}-{host}-{port}.json`.
+#[derive(Debug, Clone)]
+pub struct LocalCache {
+    dir: PathBuf,
+}
+
+pub(crate) fn io_error(what: &str, path: &Path, e: &std::io::Error) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::Unavailable,
+        format!("{what} {}: {e}", path.display()),
+    )
+}
+
+/// Writes `bytes` to `path` atomically: temporary file, fsync, rename, fsync of the directory.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map_or_else(|| "state".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_error("cannot write", path, &e)
+    })
+}
+
+impl LocalCache {
+    /// The cache in `dir` (created if missing).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] if the directory cannot be created.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, RegistryError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(|e| {
+            RegistryError::config(format!("state_dir: cannot create {}: {e}", dir.display()))
+        })?;
+        Ok(LocalCache { dir })
+    }
+
+    /// The file that holds `identity`'s entry.
+    pub fn path(&self, identity: &Identity) -> PathBuf {
+        let host: String = identity
+            .host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.dir.join(format!(
+            "cache-{}-{host}-{}.json",
+            identity.service, identity.port
+        ))
+    }
+
+    /// The entry of `identity`, if there is one.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Corrupt`] if the file cannot be parsed or belongs to another identity;
+    /// [`ErrorKind::Unavailable`] if it cannot be read.
+    pub fn load(&self, identity: &Identity) -> Result<Option<CacheEntry>, RegistryError> {
+        let path = self.path(identity);
+        let text = match fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == IoKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error("cannot read", &path, &e)),
+        };
+        let entry: CacheEntry = serde_json::from_slice(&text).map_err(|e| {
+            RegistryError::new(
+                ErrorKind::Corrupt,
+                format!("cache file {} is not valid: {e}", path.display()),
+            )
+        })?;
+        if &entry.identity != identity {
+            return Err(RegistryError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "cache file {} belongs to {}, not {identity}",
+                    path.display(),
+                    entry.identity
+                ),
+            ));
+        }
+        Ok(Some(entry))
+    }
+
+    /// Stores `entry` atomically. The last time never moves back: a store with an earlier
+    /// time than the file's keeps the file's.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] if the file cannot be written.
+    pub fn store(&self, entry: &CacheEntry) -> Result<(), RegistryError> {
+        let mut entry = entry.clone();
+        if let Ok(Some(old)) = self.load(&entry.identity) {
+            if old.id == entry.id {
+                entry.last_time_ms = entry.last_time_ms.max(old.last_time_ms);
+            }
+        }
+        let bytes = serde_json::to_vec_pretty(&entry).map_err(|e| {
+            RegistryError::new(
+                ErrorKind::Corrupt,
+                format!("cannot encode cache entry: {e}"),
+            )
+        })?;
+        write_atomic(&self.path(&entry.identity), &bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_load_and_never_move_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = LocalCache::new(dir.path().join("state")).unwrap();
+        let who = Identity::new("orders", "10.0.0.1", 8080);
+        assert_eq!(cache.load(&who).unwrap(), None);
+        let e = CacheEntry {
+            identity: who.clone(),
+            id: 7,
+            last_time_ms: 1000,
+        };
+        cache.store(&e).unwrap();
+        assert_eq!(cache.load(&who).unwrap(), Some(e.clone()));
+        cache
+            .store(&CacheEntry {
+                last_time_ms: 900,
+                ..e.clone()
+            })
+            .unwrap();
+        assert_eq!(cache.load(&who).unwrap().unwrap().last_time_ms, 1000);
+        // No temporary file is left behind.
+        let names: Vec<_> = fs::read_dir(dir.path().join("state"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn corrupt_or_foreign_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = LocalCache::new(dir.path()).unwrap();
+        let who = Identity::new("orders", "h", 1);
+        fs::write(cache.path(&who), b"{not json").unwrap();
+        assert_eq!(cache.load(&who).unwrap_err().kind, ErrorKind::Corrupt);
+        let other = CacheEntry {
+            identity: Identity::new("orders", "h", 2),
+            id: 1,
+            last_time_ms: 1,
+        };
+        fs::write(cache.path(&who), serde_json::to_vec(&other).unwrap()).unwrap();
+        let e = cache.load(&who).unwrap_err();
+        assert!(e.message.contains("belongs to"), "{e}");
+    }
+}

@@ -1,0 +1,219 @@
+//! The `file` registry, floe's embedded default: IDs and last times in the state directory,
+//! no server.
+//!
+//! - `registry.json` maps each identity to its ID and last time. Every change happens under
+//!   an exclusive OS lock of `registry.lock` and is written atomically, so processes on one
+//!   host that register at once get distinct IDs.
+//! - While a process holds an ID it keeps an exclusive OS lock on `held-{service}-{id}.lock`;
+//!   a second process registering the same identity gets [`ErrorKind::Conflict`] instead of
+//!   the same ID. The OS drops the lock when the process dies, even by `kill -9`.
+//!
+//! It coordinates the processes of one host only: use ZooKeeper or etcd for a fleet.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::{io_error, write_atomic};
+use crate::{ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord};
+
+/// The file registry of a state directory.
+#[derive(Debug, Clone)]
+pub struct FileRegistry {
+    dir: PathBuf,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Table {
+    /// Per service, the records by ID.
+    services: BTreeMap<String, BTreeMap<u32, WorkerRecord>>,
+}
+
+impl FileRegistry {
+    /// The registry in `dir` (created if missing).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] if the directory cannot be created.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, RegistryError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(|e| {
+            RegistryError::config(format!("state_dir: cannot create {}: {e}", dir.display()))
+        })?;
+        Ok(FileRegistry { dir })
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn table_path(&self) -> PathBuf {
+        self.dir.join("registry.json")
+    }
+
+    fn hold_path(&self, service: &str, id: u32) -> PathBuf {
+        self.dir.join(format!("held-{service}-{id}.lock"))
+    }
+
+    /// Runs `f` on the table under the registry's exclusive lock, writing it back if `f`
+    /// changed it.
+    fn with_table<T>(
+        &self,
+        f: impl FnOnce(&mut Table) -> Result<(T, bool), RegistryError>,
+    ) -> Result<T, RegistryError> {
+        let lock_path = self.dir.join("registry.lock");
+        let lock = open_lock(&lock_path)?;
+        lock.lock()
+            .map_err(|e| io_error("cannot lock", &lock_path, &e))?;
+        let path = self.table_path();
+        let mut table = match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                RegistryError::new(
+                    ErrorKind::Corrupt,
+                    format!("registry file {} is not valid: {e}", path.display()),
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Table::default(),
+            Err(e) => return Err(io_error("cannot read", &path, &e)),
+        };
+        let (out, changed) = f(&mut table)?;
+        if changed {
+            let bytes = serde_json::to_vec_pretty(&table).map_err(|e| {
+                RegistryError::new(ErrorKind::Corrupt, format!("cannot encode registry: {e}"))
+            })?;
+            write_atomic(&path, &bytes)?;
+        }
+        // The lock is released when `lock` is dropped.
+        Ok(out)
+    }
+
+    fn register_blocking(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError> {
+        identity.validate()?;
+        self.with_table(|table| {
+            let records = table.services.entry(identity.service.clone()).or_default();
+            let own = records.values().find(|r| &r.identity == identity).cloned();
+            let (record, existing) = match own {
+                Some(r) if r.id >= space.size => {
+                    return Err(RegistryError::config(format!(
+                        "{identity} holds worker ID {} in {}, outside this layout's {} IDs: release it first",
+                        r.id,
+                        self.table_path().display(),
+                        space.size
+                    )))
+                }
+                Some(r) => (r, true),
+                None => {
+                    let id = (0..space.size).find(|id| !records.contains_key(id)).ok_or_else(|| {
+                        RegistryError::new(
+                            ErrorKind::SpaceFull,
+                            format!(
+                                "no free worker ID for {identity}: all {} IDs of service {:?} are allocated (see `floe worker list`)",
+                                space.size, identity.service
+                            ),
+                        )
+                    })?;
+                    let r = WorkerRecord { id, identity: identity.clone(), last_time_ms: 0 };
+                    records.insert(id, r.clone());
+                    (r, false)
+                }
+            };
+            let hold = self.hold(&identity.service, record.id, identity)?;
+            Ok((Registration { record, existing, _hold: Some(hold) }, !existing))
+        })
+    }
+
+    fn hold(&self, service: &str, id: u32, identity: &Identity) -> Result<File, RegistryError> {
+        let path = self.hold_path(service, id);
+        let file = open_lock(&path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(TryLockError::WouldBlock) => Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "worker ID {id} of {identity} is held by another live process on this host ({})",
+                    path.display()
+                ),
+            )),
+            Err(TryLockError::Error(e)) => Err(io_error("cannot lock", &path, &e)),
+        }
+    }
+}
+
+fn open_lock(path: &Path) -> Result<File, RegistryError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io_error("cannot open", path, &e))
+}
+
+#[async_trait]
+impl Registry for FileRegistry {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    async fn register(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError> {
+        self.register_blocking(identity, space)
+    }
+
+    async fn heartbeat(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        self.with_table(|table| {
+            let record = table
+                .services
+                .get_mut(&identity.service)
+                .and_then(|r| r.get_mut(&id))
+                .filter(|r| &r.identity == identity)
+                .ok_or_else(|| {
+                    RegistryError::new(
+                        ErrorKind::Conflict,
+                        format!("worker ID {id} is no longer {identity}'s"),
+                    )
+                })?;
+            let changed = last_time_ms > record.last_time_ms;
+            record.last_time_ms = record.last_time_ms.max(last_time_ms);
+            Ok(((), changed))
+        })
+    }
+
+    async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        self.with_table(|table| {
+            let Some(records) = table.services.get_mut(&identity.service) else {
+                return Ok((false, false));
+            };
+            let before = records.len();
+            records.retain(|_, r| &r.identity != identity);
+            let removed = records.len() != before;
+            Ok((removed, removed))
+        })
+    }
+
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        self.with_table(|table| {
+            let records = table
+                .services
+                .get(service)
+                .map(|r| r.values().cloned().collect())
+                .unwrap_or_default();
+            Ok((records, false))
+        })
+    }
+}

@@ -1,0 +1,245 @@
+//! The start-up decision and the heartbeat, written once above every registry.
+//!
+//! [`acquire`]: ask the registry; if it is unreachable, start from the local cache (and say
+//! so); with neither, refuse, unless the operator chose seed 000's fallback (`port % space`)
+//! explicitly. Then the clock guard: a clock behind the last recorded time (registry or
+//! cache, the later) refuses to start, or waits when it is behind by at most `max_clock_wait`.
+//! The lease's [`not_before_ms`](Lease::not_before_ms) keeps the generator out of every time
+//! unit the previous run used.
+//!
+//! **The fallback's risk:** `port % space` is the same ID for two services on the same port
+//! on different hosts, and for ports that differ by a multiple of the space; two live
+//! generators with one ID issue duplicates. Use it only where one instance per port and
+//! space is guaranteed by other means.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use floe_core::clock::{Clock, NANOS_PER_MILLI};
+
+use crate::cache::{CacheEntry, LocalCache};
+use crate::guard::{check_start, StartCheck};
+use crate::{ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError};
+
+/// How to acquire a worker ID.
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    /// Who is asking.
+    pub identity: Identity,
+    /// The IDs there are.
+    pub space: IdSpace,
+    /// The largest clock lag waited out at start-up (default 5 ms); a larger one refuses.
+    pub max_clock_wait: Duration,
+    /// Seed 000's last resort when neither registry nor cache answers: `port % space`. Off by
+    /// default; see the module docs for its risk.
+    pub port_fallback: bool,
+}
+
+impl LeaseConfig {
+    /// The defaults for an identity and space.
+    pub fn new(identity: Identity, space: IdSpace) -> Self {
+        LeaseConfig {
+            identity,
+            space,
+            max_clock_wait: Duration::from_millis(5),
+            port_fallback: false,
+        }
+    }
+}
+
+/// Where the ID came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The registry answered.
+    Registry,
+    /// The registry was unreachable; the local cache had the ID.
+    Cache,
+    /// Neither answered; the operator's fallback `port % space`.
+    PortFallback,
+}
+
+/// Counters for the server's metrics.
+#[derive(Debug, Default)]
+pub struct LeaseStats {
+    /// Heartbeats the registry did not take.
+    pub heartbeat_failures: AtomicU64,
+    /// Heartbeats the local cache did not take.
+    pub cache_failures: AtomicU64,
+    /// Start-ups refused because the clock was behind.
+    pub clock_refusals: AtomicU64,
+}
+
+/// A worker ID this process may use.
+#[derive(Debug)]
+pub struct Lease {
+    /// The ID.
+    pub id: u32,
+    /// Issue no ID at or before this Unix ms (the last recorded time, 0 if none).
+    pub not_before_ms: u64,
+    /// Where the ID came from.
+    pub source: Source,
+    /// What happened on the way, for the log (e.g. "registry unreachable, started from cache").
+    pub notes: Vec<String>,
+    /// The identity the ID belongs to.
+    pub identity: Identity,
+    /// Counters.
+    pub stats: LeaseStats,
+    _registration: Option<Registration>,
+}
+
+/// Acquires a worker ID: registry, else cache, else the explicit fallback; then the clock
+/// guard; then the cache is written.
+///
+/// # Errors
+/// The registry's own error when it answered with one (space full, conflict, bad config);
+/// [`ErrorKind::NoWorkerId`] when neither registry nor cache could give an ID;
+/// [`ErrorKind::ClockBehind`] when the clock is too far behind the last recorded time.
+pub async fn acquire(
+    registry: &dyn Registry,
+    cache: &LocalCache,
+    config: &LeaseConfig,
+    clock: &impl Clock,
+) -> Result<Lease, RegistryError> {
+    let identity = &config.identity;
+    identity.validate()?;
+    let mut notes = Vec::new();
+    let cached = match cache.load(identity) {
+        Ok(c) => c,
+        Err(e) => {
+            notes.push(format!("local cache ignored: {e}"));
+            None
+        }
+    };
+    let (id, registry_last, source, registration) =
+        match registry.register(identity, config.space).await {
+            Ok(reg) => {
+                let last = Some(reg.record.last_time_ms).filter(|&t| t > 0);
+                (reg.record.id, last, Source::Registry, Some(reg))
+            }
+            Err(e) if e.kind == ErrorKind::Unavailable => match &cached {
+                Some(entry) if entry.id < config.space.size => {
+                    notes.push(format!(
+                        "registry {} unreachable ({e}); started from the local cache {} with worker ID {}",
+                        registry.name(),
+                        cache.path(identity).display(),
+                        entry.id
+                    ));
+                    (entry.id, None, Source::Cache, None)
+                }
+                _ if config.port_fallback => {
+                    let id = u32::from(identity.port) % config.space.size;
+                    notes.push(format!(
+                        "registry {} unreachable ({e}) and no local cache: using the port fallback, worker ID {id} = port {} % {}",
+                        registry.name(),
+                        identity.port,
+                        config.space.size
+                    ));
+                    (id, None, Source::PortFallback, None)
+                }
+                _ => {
+                    return Err(RegistryError::new(
+                        ErrorKind::NoWorkerId,
+                        format!(
+                            "no worker ID for {identity}: registry {} unreachable ({e}) and no local cache at {}; refusing to start",
+                            registry.name(),
+                            cache.path(identity).display()
+                        ),
+                    ))
+                }
+            },
+            Err(e) => return Err(e),
+        };
+    let cache_last = cached.filter(|c| c.id == id).map(|c| c.last_time_ms);
+    let stats = LeaseStats::default();
+    let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
+    match check_start(now_ms, registry_last, cache_last, config.max_clock_wait) {
+        Ok(StartCheck::Start) => {}
+        Ok(StartCheck::WaitUntil(ms)) => {
+            notes.push(format!(
+                "clock {} ms behind the last recorded time: waited",
+                ms - now_ms
+            ));
+            clock.wait_until((ms + 1) * NANOS_PER_MILLI);
+        }
+        Err(e) => {
+            stats.clock_refusals.fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
+    }
+    let not_before_ms = registry_last.unwrap_or(0).max(cache_last.unwrap_or(0));
+    let lease = Lease {
+        id,
+        not_before_ms,
+        source,
+        notes,
+        identity: identity.clone(),
+        stats,
+        _registration: registration,
+    };
+    let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
+    lease.record_cache(cache, not_before_ms.max(now_ms))?;
+    Ok(lease)
+}
+
+impl Lease {
+    fn record_cache(&self, cache: &LocalCache, last_time_ms: u64) -> Result<(), RegistryError> {
+        cache.store(&CacheEntry {
+            identity: self.identity.clone(),
+            id: self.id,
+            last_time_ms,
+        })
+    }
+
+    /// Records `last_time_ms` in the local cache and the registry. The cache is written even
+    /// when the registry fails, so a restart during an outage still knows the time.
+    ///
+    /// # Errors
+    /// The registry's error (counted in `heartbeat_failures`), or the cache's.
+    pub async fn heartbeat(
+        &self,
+        registry: &dyn Registry,
+        cache: &LocalCache,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let cached = self.record_cache(cache, last_time_ms);
+        if cached.is_err() {
+            self.stats.cache_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.source == Source::Registry {
+            if let Err(e) = registry
+                .heartbeat(&self.identity, self.id, last_time_ms)
+                .await
+            {
+                self.stats
+                    .heartbeat_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        cached
+    }
+}
+
+/// Heartbeats every `interval` (3 s in seed 000) until `shutdown` resolves, recording the time
+/// `last_time_ms` returns (the generator's last issued time, or the clock). Failures are
+/// counted in the lease's stats and retried at the next beat.
+pub async fn run_heartbeats(
+    lease: &Lease,
+    registry: &dyn Registry,
+    cache: &LocalCache,
+    interval: Duration,
+    last_time_ms: impl Fn() -> u64,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = ticker.tick() => {
+                let _ = lease.heartbeat(registry, cache, last_time_ms()).await;
+            }
+        }
+    }
+}

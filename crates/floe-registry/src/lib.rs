@@ -1,0 +1,263 @@
+//! # floe-registry
+//!
+//! A Snowflake generator is unique only if no two live generators share a worker ID, and no
+//! generator reuses an ID's time after a restart or a clock step. This crate hands out worker
+//! IDs (and sno partitions) and decides when it is safe to start:
+//!
+//! - [`Registry`]: one small trait, one module per backend. A registry gives an identity
+//!   (service + host:port, as Leaf) a worker ID, the same one after a restart, and records the
+//!   last time its holder was alive (told by a heartbeat). Backends here: [`file`] (the
+//!   embedded default: the state directory and OS file locks) and [`static_id`] (an ID from
+//!   configuration). ZooKeeper and etcd come next, behind the same trait and the same
+//!   conformance suite.
+//! - [`cache`]: every registration and heartbeat is also written to a local cache file,
+//!   atomically; when the registry is unreachable at start-up floe starts from it.
+//! - [`guard`]: at start-up, a clock behind the last recorded time refuses to start (or waits,
+//!   within a small bound).
+//! - [`lease`]: the start-up decision put together: registry, then cache, then the explicit
+//!   fallback, then the clock guard.
+#![deny(missing_docs)]
+
+pub mod cache;
+pub mod file;
+pub mod guard;
+pub mod lease;
+pub mod static_id;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Who holds a worker ID: a service and the host and port it runs on (as Leaf's
+/// `/leaf_snowflake/{service}/{host:port}`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Identity {
+    /// The service name.
+    pub service: String,
+    /// The host name or address.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+impl Identity {
+    /// An identity.
+    pub fn new(service: impl Into<String>, host: impl Into<String>, port: u16) -> Self {
+        Identity {
+            service: service.into(),
+            host: host.into(),
+            port,
+        }
+    }
+
+    /// Checks the fields: a non-empty service of `[A-Za-z0-9._-]`, a non-empty host.
+    ///
+    /// # Errors
+    /// [`RegistryError`] of kind [`ErrorKind::Config`] naming the field.
+    pub fn validate(&self) -> Result<(), RegistryError> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        if self.service.is_empty() || !self.service.chars().all(ok) {
+            return Err(RegistryError::config(format!(
+                "service: expected a non-empty name of letters, digits, '.', '_' or '-', found {:?}",
+                self.service
+            )));
+        }
+        if self.host.is_empty() || self.host.contains(['/', ' ']) {
+            return Err(RegistryError::config(format!(
+                "host: expected a non-empty host name or address, found {:?}",
+                self.host
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}:{}", self.service, self.host, self.port)
+    }
+}
+
+/// How many IDs there are to hand out: `2^node_bits` for a Snowflake layout (1024 for `leaf`,
+/// 32 x 32 for `twitter`), 65536 for sno partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdSpace {
+    /// IDs run from 0 to `size - 1`.
+    pub size: u32,
+}
+
+impl IdSpace {
+    /// The worker IDs of a Snowflake layout (datacenter and worker bits together).
+    pub fn snowflake(layout: &floe_core::snowflake::Layout) -> Self {
+        IdSpace {
+            size: (layout.max_node() + 1).min(u64::from(u32::MAX)) as u32,
+        }
+    }
+
+    /// sno partitions (16 bits).
+    pub const SNO_PARTITIONS: IdSpace = IdSpace { size: 1 << 16 };
+}
+
+/// One allocated ID, as a registry records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    /// The ID.
+    pub id: u32,
+    /// Who holds it.
+    pub identity: Identity,
+    /// The last time (Unix ms) its holder was known alive; 0 if never.
+    pub last_time_ms: u64,
+}
+
+/// What [`Registry::register`] returns.
+#[derive(Debug)]
+pub struct Registration {
+    /// The record: the ID and the last time recorded *before* this registration (the
+    /// previous run's, or the previous holder's when the ID was taken over).
+    pub record: WorkerRecord,
+    /// Whether the ID was already this identity's (a restart) rather than newly allocated.
+    pub existing: bool,
+    /// Held for as long as the registration lives: for the file registry, the OS lock that
+    /// keeps another process on this host off the ID.
+    pub(crate) _hold: Option<std::fs::File>,
+}
+
+/// The kind of a registry error, and so what to do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The registry cannot be reached or did not answer: temporary.
+    Unavailable,
+    /// Every ID of the space is allocated.
+    SpaceFull,
+    /// The ID is held by another live process or identity.
+    Conflict,
+    /// Invalid configuration (unknown registry, bad address, ID out of range).
+    Config,
+    /// The clock is behind the last recorded time.
+    ClockBehind,
+    /// Neither the registry nor the cache could give an ID.
+    NoWorkerId,
+    /// Stored data could not be read.
+    Corrupt,
+}
+
+/// An error from a registry, the cache or a guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// What happened, naming the field, file or server.
+    pub message: String,
+}
+
+impl RegistryError {
+    /// An error of a kind.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        RegistryError {
+            kind,
+            message: message.into(),
+        }
+    }
+    /// A configuration error.
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Config, message)
+    }
+    /// Whether the same call may succeed later.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Conflict)
+    }
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
+/// A registry of worker IDs. One small primitive per operation; the cache, the clock guards
+/// and heartbeat scheduling are written once, above every backend ([`lease`]).
+#[async_trait]
+pub trait Registry: Send + Sync + fmt::Debug {
+    /// The registry's name in logs and URLs (`file`, `static`, `zookeeper`, `etcd`).
+    fn name(&self) -> &'static str;
+
+    /// Gives `identity` an ID in `space`: its own ID again if it has one, else a free one.
+    /// The registration's record carries the last time recorded before this call.
+    ///
+    /// # Errors
+    /// [`ErrorKind::SpaceFull`] when every ID is allocated, [`ErrorKind::Conflict`] when the
+    /// identity's ID is held by another live process, [`ErrorKind::Unavailable`] when the
+    /// registry cannot be reached.
+    async fn register(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError>;
+
+    /// Records that the holder of `id` was alive at `last_time_ms` (never moving it back).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`], or [`ErrorKind::Conflict`] if the ID is no longer this
+    /// identity's.
+    async fn heartbeat(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError>;
+
+    /// Gives up `identity`'s ID. Its last time is forgotten with it, so only release an ID
+    /// whose holder is gone for good.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`].
+    async fn release(&self, identity: &Identity) -> Result<bool, RegistryError>;
+
+    /// Every allocated ID of `service`, in ID order.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`].
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError>;
+}
+
+/// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`) or
+/// `static:ID`.
+///
+/// # Errors
+/// [`ErrorKind::Config`] naming the field `registry`: an unknown scheme, a bad path or ID.
+pub fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
+    let (scheme, rest) = url.split_once(':').ok_or_else(|| {
+        RegistryError::config(format!(
+            "registry: expected a URL such as file:///var/lib/floe or static:7, found {url:?}"
+        ))
+    })?;
+    match scheme {
+        "file" => {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(RegistryError::config(format!(
+                    "registry: {url:?} has no directory"
+                )));
+            }
+            Ok(Box::new(file::FileRegistry::new(path)?))
+        }
+        "static" => {
+            let id = rest.trim_start_matches('/').parse::<u32>().map_err(|_| {
+                RegistryError::config(format!(
+                    "registry: expected static:ID with a number, found {url:?}"
+                ))
+            })?;
+            Ok(Box::new(static_id::StaticRegistry::new(id)))
+        }
+        "zk" | "zookeeper" | "etcd" => Err(RegistryError::config(format!(
+            "registry: {scheme} is not available in this build yet (use file: or static:)"
+        ))),
+        other => Err(RegistryError::config(format!(
+            "registry: unknown scheme {other:?} in {url:?}: expected file: or static:"
+        ))),
+    }
+}

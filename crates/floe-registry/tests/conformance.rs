@@ -1,0 +1,161 @@
+//! One behaviour suite for every registry. Each backend gets a fresh, real instance: the file
+//! registry a throw-away state directory (ZooKeeper and etcd will run the same suite against
+//! real servers).
+
+use floe_registry::file::FileRegistry;
+use floe_registry::{ErrorKind, IdSpace, Identity, Registry};
+
+/// Makes a fresh registry; a second call for the same test gives another handle to the same
+/// store (as a second process would have).
+trait Backend {
+    fn handle(&self) -> Box<dyn Registry>;
+}
+
+struct FileBackend(tempfile::TempDir);
+
+impl Backend for FileBackend {
+    fn handle(&self) -> Box<dyn Registry> {
+        Box::new(FileRegistry::new(self.0.path()).unwrap())
+    }
+}
+
+fn file_backend() -> FileBackend {
+    FileBackend(tempfile::tempdir().unwrap())
+}
+
+const SPACE: IdSpace = IdSpace { size: 1024 };
+
+fn who(port: u16) -> Identity {
+    Identity::new("orders", "10.0.0.1", port)
+}
+
+async fn distinct_identities_get_distinct_ids(b: &dyn Backend) {
+    let r = b.handle();
+    let a = r.register(&who(1), SPACE).await.unwrap();
+    let c = r.register(&who(2), SPACE).await.unwrap();
+    assert_ne!(a.record.id, c.record.id);
+    assert!(!a.existing && !c.existing);
+}
+
+async fn a_restart_gets_the_same_id_and_last_time(b: &dyn Backend) {
+    let first = b.handle().register(&who(1), SPACE).await.unwrap();
+    let r = b.handle();
+    r.heartbeat(&who(1), first.record.id, 1_700_000_000_123)
+        .await
+        .unwrap();
+    drop(first); // the process ends
+    let again = b.handle().register(&who(1), SPACE).await.unwrap();
+    assert_eq!(again.record.last_time_ms, 1_700_000_000_123);
+    assert!(again.existing);
+}
+
+async fn a_live_holder_blocks_a_second_process(b: &dyn Backend) {
+    let first = b.handle().register(&who(1), SPACE).await.unwrap();
+    let e = b.handle().register(&who(1), SPACE).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    drop(first);
+    b.handle().register(&who(1), SPACE).await.unwrap();
+}
+
+async fn concurrent_registrations_get_distinct_ids(b: &dyn Backend) {
+    let tasks: Vec<_> = (0..10u16)
+        .map(|i| {
+            let r = b.handle();
+            tokio::spawn(async move {
+                r.register(&who(100 + i), SPACE)
+                    .await
+                    .map(|reg| (reg.record.id, reg))
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    let mut held = Vec::new();
+    for t in tasks {
+        let (id, reg) = t.await.unwrap().unwrap();
+        ids.push(id);
+        held.push(reg);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 10);
+}
+
+async fn a_full_space_fails_clearly(b: &dyn Backend) {
+    let r = b.handle();
+    let small = IdSpace { size: 4 };
+    let mut held = Vec::new();
+    for port in 0..4 {
+        held.push(r.register(&who(port), small).await.unwrap());
+    }
+    let e = r.register(&who(9), small).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::SpaceFull);
+    assert!(e.message.contains("all 4 IDs"), "{e}");
+}
+
+async fn heartbeats_never_move_back_and_list_shows_them(b: &dyn Backend) {
+    let r = b.handle();
+    let reg = r.register(&who(1), SPACE).await.unwrap();
+    let id = reg.record.id;
+    r.heartbeat(&who(1), id, 2_000).await.unwrap();
+    r.heartbeat(&who(1), id, 1_000).await.unwrap();
+    let list = r.list("orders").await.unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!((list[0].id, list[0].last_time_ms), (id, 2_000));
+    assert_eq!(list[0].identity, who(1));
+    // A heartbeat for an ID that is not this identity's is refused.
+    let e = r.heartbeat(&who(2), id, 3_000).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict);
+}
+
+async fn release_frees_the_id(b: &dyn Backend) {
+    let r = b.handle();
+    let small = IdSpace { size: 1 };
+    drop(r.register(&who(1), small).await.unwrap());
+    assert_eq!(
+        r.register(&who(2), small).await.unwrap_err().kind,
+        ErrorKind::SpaceFull
+    );
+    assert!(r.release(&who(1)).await.unwrap());
+    assert!(!r.release(&who(1)).await.unwrap());
+    assert_eq!(r.register(&who(2), small).await.unwrap().record.id, 0);
+}
+
+async fn bad_identities_are_config_errors(b: &dyn Backend) {
+    let r = b.handle();
+    let e = r
+        .register(&Identity::new("", "h", 1), SPACE)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Config);
+    assert!(e.message.starts_with("service:"), "{e}");
+    let e = r
+        .register(&Identity::new("s", "", 1), SPACE)
+        .await
+        .unwrap_err();
+    assert!(e.message.starts_with("host:"), "{e}");
+}
+
+macro_rules! suite {
+    ($backend:ident: $($case:ident),* $(,)?) => {
+        mod $backend {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&super::$backend()).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(file_backend:
+    distinct_identities_get_distinct_ids,
+    a_restart_gets_the_same_id_and_last_time,
+    a_live_holder_blocks_a_second_process,
+    concurrent_registrations_get_distinct_ids,
+    a_full_space_fails_clearly,
+    heartbeats_never_move_back_and_list_shows_them,
+    release_frees_the_id,
+    bad_identities_are_config_errors,
+);

@@ -1,0 +1,287 @@
+//! The start-up decision and heartbeats, with a manual clock. The registry is the real file
+//! registry; an unreachable one is a small stand-in that always answers Unavailable.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_core::clock::{Clock, ManualClock};
+use floe_core::snowflake::{Layout, SnowflakeConfig};
+use floe_registry::cache::{CacheEntry, LocalCache};
+use floe_registry::file::FileRegistry;
+use floe_registry::lease::{acquire, run_heartbeats, LeaseConfig, Source};
+use floe_registry::{
+    ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
+};
+
+const T0: u64 = 1_700_000_000_000;
+
+/// A registry that cannot be reached.
+#[derive(Debug)]
+struct Down;
+
+fn down() -> RegistryError {
+    RegistryError::new(ErrorKind::Unavailable, "connection refused")
+}
+
+#[async_trait]
+impl Registry for Down {
+    fn name(&self) -> &'static str {
+        "down"
+    }
+    async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
+        Err(down())
+    }
+    async fn heartbeat(&self, _: &Identity, _: u32, _: u64) -> Result<(), RegistryError> {
+        Err(down())
+    }
+    async fn release(&self, _: &Identity) -> Result<bool, RegistryError> {
+        Err(down())
+    }
+    async fn list(&self, _: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        Err(down())
+    }
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    registry: FileRegistry,
+    cache: LocalCache,
+    config: LeaseConfig,
+}
+
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = FileRegistry::new(dir.path().join("registry")).unwrap();
+    let cache = LocalCache::new(dir.path().join("state")).unwrap();
+    let config = LeaseConfig::new(
+        Identity::new("orders", "10.0.0.1", 8080),
+        IdSpace::snowflake(&Layout::LEAF),
+    );
+    Env {
+        _dir: dir,
+        registry,
+        cache,
+        config,
+    }
+}
+
+#[tokio::test]
+async fn first_start_then_restart_resumes_after_the_last_time() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    assert_eq!((lease.source, lease.not_before_ms), (Source::Registry, 0));
+    let id = lease.id;
+    // Alive until T0 + 3000, then the process ends.
+    lease
+        .heartbeat(&e.registry, &e.cache, T0 + 3000)
+        .await
+        .unwrap();
+    drop(lease);
+    clock.set_millis(T0 + 10_000);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    assert_eq!((lease.id, lease.not_before_ms), (id, T0 + 3000));
+    // The generator built from the lease issues after that time.
+    let gen = SnowflakeConfig::new(Layout::LEAF)
+        .worker(u64::from(lease.id))
+        .not_before_ms(lease.not_before_ms)
+        .build(clock.clone())
+        .unwrap();
+    assert!(Layout::LEAF.decode(gen.next_id().unwrap()).timestamp_ms > T0 + 3000);
+}
+
+#[tokio::test]
+async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    let id = lease.id;
+    lease
+        .heartbeat(&e.registry, &e.cache, T0 + 500)
+        .await
+        .unwrap();
+    drop(lease);
+    clock.set_millis(T0 + 1000);
+    let lease = acquire(&Down, &e.cache, &e.config, &clock).await.unwrap();
+    assert_eq!(
+        (lease.id, lease.source, lease.not_before_ms),
+        (id, Source::Cache, T0 + 500)
+    );
+    assert!(
+        lease
+            .notes
+            .iter()
+            .any(|n| n.contains("started from the local cache")),
+        "{:?}",
+        lease.notes
+    );
+    // Heartbeats during the outage still reach the cache, and count the registry's failure.
+    assert!(
+        lease.heartbeat(&Down, &e.cache, T0 + 2000).await.is_ok(),
+        "cache-sourced leases do not beat the registry"
+    );
+    assert_eq!(
+        e.cache
+            .load(&e.config.identity)
+            .unwrap()
+            .unwrap()
+            .last_time_ms,
+        T0 + 2000
+    );
+}
+
+#[tokio::test]
+async fn no_registry_and_no_cache_refuses_unless_the_fallback_was_chosen() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let err = acquire(&Down, &e.cache, &e.config, &clock)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NoWorkerId);
+    assert!(err.message.contains("refusing to start"), "{err}");
+    let config = LeaseConfig {
+        port_fallback: true,
+        ..e.config.clone()
+    };
+    let lease = acquire(&Down, &e.cache, &config, &clock).await.unwrap();
+    assert_eq!(
+        (lease.id, lease.source),
+        (8080 % 1024, Source::PortFallback)
+    );
+}
+
+#[tokio::test]
+async fn a_clock_behind_the_last_time_refuses_naming_both_times() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    lease
+        .heartbeat(&e.registry, &e.cache, T0 + 60_000)
+        .await
+        .unwrap();
+    drop(lease);
+    let err = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::ClockBehind);
+    assert!(err.message.contains(&format!("now {T0} ms")), "{err}");
+    assert!(
+        err.message
+            .contains(&format!("registry {} ms", T0 + 60_000)),
+        "{err}"
+    );
+    assert!(
+        err.message.contains(&format!("cache {} ms", T0 + 60_000)),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_later_of_registry_and_cache_counts_and_a_small_lag_is_waited_out() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    let id = lease.id;
+    e.registry
+        .heartbeat(&e.config.identity, id, T0 + 100)
+        .await
+        .unwrap();
+    e.cache
+        .store(&CacheEntry {
+            identity: e.config.identity.clone(),
+            id,
+            last_time_ms: T0 + 103,
+        })
+        .unwrap();
+    drop(lease);
+    clock.set_millis(T0 + 100);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    assert_eq!(lease.not_before_ms, T0 + 103);
+    assert_eq!(clock.waits(), 1);
+    assert!(clock.now_millis() > T0 + 103);
+}
+
+#[tokio::test]
+async fn a_full_space_fails_at_start_up() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let config = LeaseConfig {
+        space: IdSpace { size: 1 },
+        ..e.config.clone()
+    };
+    let _first = acquire(&e.registry, &e.cache, &config, &clock)
+        .await
+        .unwrap();
+    let other = LeaseConfig {
+        identity: Identity::new("orders", "10.0.0.2", 8080),
+        ..config
+    };
+    let err = acquire(&e.registry, &e.cache, &other, &clock)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::SpaceFull);
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_run_every_interval_and_count_failures() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    let last = || clock.now_millis();
+    let beats = async {
+        // Paused time: each tick advances tokio's clock, not the wall clock.
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            clock.advance(Duration::from_secs(3));
+        }
+    };
+    run_heartbeats(
+        &lease,
+        &e.registry,
+        &e.cache,
+        Duration::from_secs(3),
+        last,
+        beats,
+    )
+    .await;
+    let list = e.registry.list("orders").await.unwrap();
+    assert!(list[0].last_time_ms >= T0 + 6000, "{list:?}");
+    assert_eq!(
+        lease
+            .stats
+            .heartbeat_failures
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // Against an unreachable registry, each beat is counted as a failure.
+    run_heartbeats(
+        &lease,
+        &Down,
+        &e.cache,
+        Duration::from_secs(3),
+        last,
+        tokio::time::sleep(Duration::from_secs(7)),
+    )
+    .await;
+    assert_eq!(
+        lease
+            .stats
+            .heartbeat_failures
+            .load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
+}
