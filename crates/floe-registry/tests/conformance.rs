@@ -138,7 +138,6 @@ async fn bad_identities_are_config_errors(b: &dyn Backend) {
 macro_rules! suite {
     ($backend:ident: $($case:ident),* $(,)?) => {
         mod $backend {
-            use super::*;
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {

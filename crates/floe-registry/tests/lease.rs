@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use floe_core::clock::{Clock, ManualClock};
+use floe_core::clock::ManualClock;
 use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_registry::cache::{CacheEntry, LocalCache};
 use floe_registry::file::FileRegistry;
