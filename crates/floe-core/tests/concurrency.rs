@@ -93,7 +93,7 @@ fn chaos(clock: &ManualClock, done: &AtomicBool, unit: Duration, max_back: u64, 
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        if x % 4 == 0 {
+        if x.is_multiple_of(4) {
             clock.rewind(unit * (1 + (x >> 8) % max_back) as u32);
         } else {
             clock.advance(unit);
