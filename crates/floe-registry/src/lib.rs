@@ -16,6 +16,33 @@
 //!   within a small bound).
 //! - [`lease`]: the start-up decision put together: registry, then cache, then the explicit
 //!   fallback, then the clock guard.
+//!
+//! ## Quick start
+//!
+//! ```
+//! use floe_core::clock::SystemClock;
+//! use floe_core::snowflake::{Layout, SnowflakeConfig};
+//! use floe_registry::{cache::LocalCache, lease, IdSpace, Identity};
+//!
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let state = dir.path();
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! runtime.block_on(async {
+//!     let registry = floe_registry::open(&format!("file://{}", state.display())).unwrap();
+//!     let cache = LocalCache::new(state).unwrap();
+//!     let config = lease::LeaseConfig::new(
+//!         Identity::new("orders", "10.0.0.1", 8080),
+//!         IdSpace::snowflake(&Layout::LEAF),
+//!     );
+//!     let lease = lease::acquire(registry.as_ref(), &cache, &config, &SystemClock).await.unwrap();
+//!     let gen = SnowflakeConfig::new(Layout::LEAF)
+//!         .worker(u64::from(lease.id))
+//!         .not_before_ms(lease.not_before_ms)
+//!         .build(SystemClock)
+//!         .unwrap();
+//!     assert_eq!(Layout::LEAF.decode(gen.next_id().unwrap()).worker, u64::from(lease.id));
+//! });
+//! ```
 #![deny(missing_docs)]
 
 pub mod cache;
