@@ -3,6 +3,7 @@
 
 mod describe;
 mod inspect;
+mod worker;
 
 use std::io::{self, BufRead, BufWriter, Write};
 use std::process::ExitCode;
@@ -14,6 +15,7 @@ use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
 use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_core::ulid::UlidGenerator;
 use floe_core::uuid7::{Uuid, Uuid7Generator};
+use floe_registry::IdSpace;
 
 use describe::{hex, Described};
 use inspect::Format;
@@ -35,6 +37,8 @@ enum Command {
     Gen(GenArgs),
     /// Decode IDs into their parts (format detected from the text).
     Inspect(InspectArgs),
+    /// Worker IDs in a registry: list, register, release.
+    Worker(worker::WorkerArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -103,10 +107,10 @@ struct GenArgs {
     #[command(flatten)]
     snowflake: SnowflakeArgs,
     /// Snowflake datacenter field.
-    #[arg(long, conflicts_with = "id")]
+    #[arg(long, conflicts_with_all = ["id", "registry"])]
     datacenter: Option<u64>,
     /// Snowflake worker field.
-    #[arg(long, conflicts_with = "id")]
+    #[arg(long, conflicts_with_all = ["id", "registry"])]
     worker: Option<u64>,
     /// Snowflake node number (datacenter = high bits, worker = low bits), as flake-idgen's id.
     #[arg(long)]
@@ -126,9 +130,13 @@ struct GenArgs {
     /// LexicalUUID worker ID (default: Cassie's FNV-1a of the host name).
     #[arg(long, allow_hyphen_values = true, conflicts_with = "host")]
     worker_id: Option<i64>,
-    /// LexicalUUID: hash this host name instead of this machine's.
+    /// Host name: hashed for a LexicalUUID worker ID; the identity's host with --registry
+    /// (default: this machine's).
     #[arg(long)]
     host: Option<String>,
+    /// Snowflake worker ID / sno partition from a registry instead of the options above.
+    #[command(flatten)]
+    registry: worker::RegistryArgs,
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +159,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen(args) => gen(&args),
         Command::Inspect(args) => inspect_all(&args),
+        Command::Worker(args) => worker::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Failure::Usage),
     };
     match result {
         Ok(code) => code,
@@ -207,7 +218,7 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
         .ok_or_else(|| format!("invalid partition {text:?}: expected 0-65535 or 0x0000-0xffff"))
 }
 
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     gethostname::gethostname().to_string_lossy().into_owned()
 }
 
@@ -243,9 +254,21 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
         Kind::Snowflake => {
             let layout = args.snowflake.layout()?;
             let mut config = SnowflakeConfig::new(layout);
-            config = match args.id {
-                Some(id) => config.node_id(id).map_err(|e| e.to_string())?,
-                None => config
+            let lease = match &args.registry.registry {
+                Some(_) => Some(worker::GenLease::acquire(
+                    &args.registry,
+                    &args.host,
+                    IdSpace::snowflake(&layout),
+                )?),
+                None => None,
+            };
+            config = match (&lease, args.id) {
+                (Some(l), _) => config
+                    .node_id(u64::from(l.lease.id))
+                    .map_err(|e| e.to_string())?
+                    .not_before_ms(l.lease.not_before_ms),
+                (None, Some(id)) => config.node_id(id).map_err(|e| e.to_string())?,
+                (None, None) => config
                     .datacenter(args.datacenter.unwrap_or(0))
                     .worker(args.worker.unwrap_or(0)),
             };
@@ -260,16 +283,39 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     || Described::snowflake(&layout, id),
                 )?;
             }
+            if let Some(l) = &lease {
+                out.flush()?;
+                l.finish(g.last_timestamp_ms())?;
+            }
         }
         Kind::Sno => {
-            let partition = match &args.partition {
-                Some(p) => parse_partition(p)?,
-                None => SnoGenerator::new(SystemClock)
+            let lease = match &args.registry.registry {
+                Some(_) => Some(worker::GenLease::acquire(
+                    &args.registry,
+                    &args.host,
+                    IdSpace::SNO_PARTITIONS,
+                )?),
+                None => None,
+            };
+            let partition = match (&lease, &args.partition) {
+                (Some(l), _) => Partition::from_u16(l.lease.id as u16),
+                (None, Some(p)) => parse_partition(p)?,
+                (None, None) => SnoGenerator::new(SystemClock)
                     .map_err(|e| e.to_string())?
                     .partition(),
             };
+            // Units of 4 ms since sno's epoch: the lease's last time keeps a restart out of
+            // time it used (a clock behind it tick-tocks instead of repeating IDs).
+            let wall_hi = lease.as_ref().map_or(0, |l| {
+                (l.lease
+                    .not_before_ms
+                    .saturating_sub(floe_core::sno::EPOCH * 1000)
+                    / 4) as i64
+            });
             let snapshot = SnoSnapshot {
                 partition,
+                wall_hi,
+                sequence: if wall_hi > 0 { u32::from(u16::MAX) } else { 0 },
                 sequence_min: args.sequence_min,
                 sequence_max: args.sequence_max,
                 ..SnoSnapshot::default()
@@ -280,6 +326,11 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 let id = g.new_id(args.meta).map_err(|e| e.to_string())?;
                 let text = |o: &mut _| Write::write_all(o, &id.encode());
                 emit(&mut out, output, text, id.to_bytes(), || Described::Sno(id))?;
+            }
+            if let Some(l) = &lease {
+                out.flush()?;
+                let last = g.snapshot().wall_hi as u64 * 4 + floe_core::sno::EPOCH * 1000;
+                l.finish(last)?;
             }
         }
         Kind::Lexical => {

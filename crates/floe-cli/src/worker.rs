@@ -1,0 +1,183 @@
+//! `floe worker list|register|release`, and the worker-ID lease behind `floe gen --registry`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand};
+use floe_core::clock::SystemClock;
+use floe_core::snowflake::Layout;
+use floe_registry::cache::LocalCache;
+use floe_registry::lease::{acquire, Lease, LeaseConfig};
+use floe_registry::{IdSpace, Identity, Registry, RegistryError};
+use serde_json::json;
+
+/// Where worker IDs come from (shared by `floe worker` and `floe gen`).
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// Registry URL: file:///state/dir (the embedded default) or static:ID.
+    #[arg(long, global = true)]
+    pub registry: Option<String>,
+    /// Service name of the identity (service + host:port).
+    #[arg(long, default_value = "floe", global = true)]
+    pub service: String,
+    /// Port of the identity.
+    #[arg(long, default_value_t = 0, global = true)]
+    pub port: u16,
+    /// Directory of the local cache that outlives a registry outage.
+    #[arg(long, default_value = ".floe", global = true)]
+    pub state_dir: PathBuf,
+    /// When neither registry nor cache answers, use worker ID = port % IDs (seed 000's
+    /// fallback: two services on one port on different hosts then share an ID).
+    #[arg(long, global = true)]
+    pub port_fallback: bool,
+}
+
+/// `floe worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(subcommand)]
+    command: WorkerCommand,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    /// Host of the identity (default: this machine's host name).
+    #[arg(long, global = true)]
+    host: Option<String>,
+    /// Snowflake layout whose node bits bound the IDs (default leaf: 1024 IDs).
+    #[arg(long, default_value = "leaf", global = true)]
+    layout: String,
+    /// One JSON object per line.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkerCommand {
+    /// What is allocated, to whom, and how long ago each holder was last alive.
+    List,
+    /// Registers the identity (or finds its ID again) and prints the ID.
+    Register,
+    /// Releases the identity's ID (its last time is forgotten: only for holders gone for good).
+    Release,
+}
+
+/// Runs `f` on a single-threaded runtime (the CLI has nothing else to run).
+pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    Ok(rt.block_on(f))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn open(args: &RegistryArgs) -> Result<Box<dyn Registry>, String> {
+    let url = args
+        .registry
+        .as_deref()
+        .ok_or("registry: --registry URL is required (e.g. file:///var/lib/floe)")?;
+    floe_registry::open(url).map_err(|e| e.to_string())
+}
+
+fn identity(args: &RegistryArgs, host: &Option<String>) -> Identity {
+    let host = host.clone().unwrap_or_else(crate::host_name);
+    Identity::new(args.service.clone(), host, args.port)
+}
+
+/// A worker lease for `floe gen`, with what it needs to heartbeat at the end.
+pub struct GenLease {
+    pub lease: Lease,
+    registry: Box<dyn Registry>,
+    cache: LocalCache,
+}
+
+impl GenLease {
+    /// Acquires a lease, printing what happened on the way to stderr.
+    pub fn acquire(
+        args: &RegistryArgs,
+        host: &Option<String>,
+        space: IdSpace,
+    ) -> Result<Self, String> {
+        let registry = open(args)?;
+        let cache = LocalCache::new(&args.state_dir).map_err(|e| e.to_string())?;
+        let mut config = LeaseConfig::new(identity(args, host), space);
+        config.port_fallback = args.port_fallback;
+        let lease = block_on(acquire(registry.as_ref(), &cache, &config, &SystemClock))?
+            .map_err(|e: RegistryError| e.to_string())?;
+        for note in &lease.notes {
+            eprintln!("floe: {note}");
+        }
+        Ok(GenLease {
+            lease,
+            registry,
+            cache,
+        })
+    }
+
+    /// Records the last issued time in the registry and the cache.
+    pub fn finish(&self, last_time_ms: u64) -> Result<(), String> {
+        block_on(
+            self.lease
+                .heartbeat(self.registry.as_ref(), &self.cache, last_time_ms),
+        )?
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// `floe worker ...`.
+pub fn run(args: &WorkerArgs) -> Result<(), String> {
+    let registry = open(&args.registry)?;
+    let layout = Layout::preset(&args.layout).map_err(|e| e.to_string())?;
+    let who = identity(&args.registry, &args.host);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let io = |e: std::io::Error| e.to_string();
+    match args.command {
+        WorkerCommand::List => {
+            let records =
+                block_on(registry.list(&args.registry.service))?.map_err(|e| e.to_string())?;
+            let now = now_ms();
+            if !args.json {
+                writeln!(out, "{:<6} {:<40} last alive", "id", "holder").map_err(io)?;
+            }
+            for r in records {
+                let age = (r.last_time_ms > 0).then(|| now.saturating_sub(r.last_time_ms));
+                if args.json {
+                    let v = json!({
+                        "id": r.id, "service": r.identity.service, "host": r.identity.host,
+                        "port": r.identity.port, "last_time_ms": r.last_time_ms, "age_ms": age,
+                    });
+                    writeln!(out, "{v}").map_err(io)?;
+                } else {
+                    let holder = format!("{}:{}", r.identity.host, r.identity.port);
+                    let age = age.map_or("never".to_string(), |a| {
+                        format!("{:.1} s ago", a as f64 / 1000.0)
+                    });
+                    writeln!(out, "{:<6} {holder:<40} {age}", r.id).map_err(io)?;
+                }
+            }
+        }
+        WorkerCommand::Register => {
+            let reg = block_on(registry.register(&who, IdSpace::snowflake(&layout)))?
+                .map_err(|e| e.to_string())?;
+            if args.json {
+                let v = json!({"id": reg.record.id, "existing": reg.existing, "last_time_ms": reg.record.last_time_ms});
+                writeln!(out, "{v}").map_err(io)?;
+            } else {
+                writeln!(out, "{}", reg.record.id).map_err(io)?;
+            }
+        }
+        WorkerCommand::Release => {
+            let released = block_on(registry.release(&who))?.map_err(|e| e.to_string())?;
+            if !released {
+                return Err(format!("{who} holds no worker ID in this registry"));
+            }
+        }
+    }
+    Ok(())
+}

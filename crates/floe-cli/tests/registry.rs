@@ -1,0 +1,259 @@
+//! Worker IDs across real `floe` processes sharing one file registry.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn floe(args: &[&str]) -> Output {
+    Command::new(assert_cmd::cargo::cargo_bin("floe"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn url(dir: &Path) -> String {
+    format!("file://{}", dir.join("registry").display())
+}
+
+fn register(dir: &Path, port: u16) -> Output {
+    floe(&[
+        "worker",
+        "register",
+        "--registry",
+        &url(dir),
+        "--service",
+        "orders",
+        "--host",
+        "h1",
+        "--port",
+        &port.to_string(),
+    ])
+}
+
+#[test]
+fn distinct_identities_get_distinct_ids_and_a_restart_keeps_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ok(register(dir.path(), 1));
+    let b = ok(register(dir.path(), 2));
+    assert_ne!(a, b);
+    // The first process has exited: registering again is a restart, same ID.
+    assert_eq!(ok(register(dir.path(), 1)), a);
+}
+
+#[test]
+fn ten_processes_registering_at_once_get_ten_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let children: Vec<_> = (0..10u16)
+        .map(|port| {
+            Command::new(assert_cmd::cargo::cargo_bin("floe"))
+                .args([
+                    "worker",
+                    "register",
+                    "--registry",
+                    &url(dir.path()),
+                    "--service",
+                    "orders",
+                    "--host",
+                    "h1",
+                    "--port",
+                    &port.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ids: HashSet<String> = children
+        .into_iter()
+        .map(|c| ok(c.wait_with_output().unwrap()))
+        .collect();
+    assert_eq!(ids.len(), 10, "{ids:?}");
+}
+
+#[test]
+fn processes_sharing_a_registry_issue_no_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = url(dir.path());
+    let state = dir.path().join("state");
+    let state = state.to_str().unwrap();
+    let children: Vec<_> = (0..4u16)
+        .map(|i| {
+            Command::new(assert_cmd::cargo::cargo_bin("floe"))
+                .args([
+                    "gen",
+                    "snowflake",
+                    "-n",
+                    "500000",
+                    "--registry",
+                    &registry,
+                    "--state-dir",
+                    state,
+                    "--service",
+                    "orders",
+                    "--host",
+                    "h1",
+                    "--port",
+                    &(9000 + i).to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut all = HashSet::new();
+    let mut workers = HashSet::new();
+    for child in children {
+        let out = ok(child.wait_with_output().unwrap());
+        let mut per_process_workers = HashSet::new();
+        for line in out.lines() {
+            let id: u64 = line.parse().unwrap();
+            assert!(all.insert(id), "duplicate ID {id}");
+            per_process_workers.insert((id >> 12) & 0x3ff);
+        }
+        assert_eq!(per_process_workers.len(), 1, "one worker ID per process");
+        workers.extend(per_process_workers);
+    }
+    assert_eq!(all.len(), 2_000_000);
+    assert_eq!(workers.len(), 4);
+}
+
+fn gen_with(dir: &Path, state: &str, extra: &[&str]) -> Output {
+    let registry = url(dir);
+    let state = dir.join(state);
+    let mut args = vec![
+        "gen",
+        "snowflake",
+        "-o",
+        "json",
+        "--registry",
+        &registry,
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--service",
+        "orders",
+        "--host",
+        "h1",
+        "--port",
+        "8080",
+    ];
+    args.extend_from_slice(extra);
+    floe(&args)
+}
+
+fn worker_of(out: &str) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    v["worker"].as_u64().unwrap()
+}
+
+#[test]
+fn registry_down_uses_the_cache_then_refuses_without_one_unless_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(register(dir.path(), 1)); // someone else holds ID 0
+    let first = worker_of(&ok(gen_with(dir.path(), "state", &[])));
+    assert_eq!(first, 1);
+    // Break the registry: its lock file cannot be opened (a directory in its place).
+    let lock = dir.path().join("registry").join("registry.lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    let out = gen_with(dir.path(), "state", &[]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(worker_of(&ok(out)), first);
+    assert!(err.contains("started from the local cache"), "{err}");
+    // No cache either: refuse, exit 2, one line.
+    let out = gen_with(dir.path(), "empty-state", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to start"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // The operator's explicit fallback: port % 1024.
+    let out = ok(gen_with(dir.path(), "empty-state", &["--port-fallback"]));
+    assert_eq!(worker_of(&out), 8080 % 1024);
+}
+
+#[test]
+fn a_clock_behind_the_cached_last_time_refuses_naming_both_times() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(gen_with(dir.path(), "state", &[]));
+    // The cache says this identity was alive an hour from now.
+    let cache = dir.path().join("state").join("cache-orders-h1-8080.json");
+    let mut entry: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+    let future = entry["last_time_ms"].as_u64().unwrap() + 3_600_000;
+    entry["last_time_ms"] = future.into();
+    std::fs::write(&cache, entry.to_string()).unwrap();
+    let out = gen_with(dir.path(), "state", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("behind the last recorded time"), "{err}");
+    assert!(err.contains(&format!("local cache {future} ms")), "{err}");
+    assert!(err.contains("registry"), "{err}");
+}
+
+#[test]
+fn a_full_id_space_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    for port in 0..4 {
+        ok(floe(&[
+            "worker",
+            "register",
+            "--layout",
+            "41/2/12",
+            "--registry",
+            &url(dir.path()),
+            "--service",
+            "orders",
+            "--host",
+            "h1",
+            "--port",
+            &port.to_string(),
+        ]));
+    }
+    let out = gen_with(dir.path(), "state", &["--layout", "41/2/12"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("all 4 IDs"), "{err}");
+    let list = ok(floe(&[
+        "worker",
+        "list",
+        "--json",
+        "--registry",
+        &url(dir.path()),
+        "--service",
+        "orders",
+    ]));
+    let ids: HashMap<u64, u64> = list
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| (v["id"].as_u64().unwrap(), v["port"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(ids.len(), 4);
+}
+
+#[test]
+fn bad_registry_configuration_names_the_field() {
+    for (url, expect) in [
+        ("bogus://x", "registry: unknown scheme"),
+        ("static:abc", "registry: expected static:ID"),
+        ("nourl", "registry: expected a URL"),
+    ] {
+        let out = floe(&["gen", "snowflake", "--registry", url]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{url}: {err}");
+    }
+    let out = floe(&["gen", "snowflake", "--registry", "static:1024"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("worker_id: 1024 is out of range"), "{err}");
+}
