@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, and every test of the workspace.
 #
-# Later issues add real servers (ZooKeeper, etcd, Redis, PostgreSQL, MariaDB): this script
-# installs and starts them on throw-away directories and non-default loopback ports, and
-# stops them when it exits. The core issue needs none.
+# The tests that prove a backend talk to a real server: this script installs it (Debian
+# packages), starts it on a throw-away directory and a non-default loopback port, and stops
+# it when it exits (scripts/lib/services.sh). Now: ZooKeeper.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/services.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -15,9 +16,12 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "cargo test (workspace)"
+step "real servers"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'stop_services; rm -f "$log"' EXIT
+start_zookeeper
+
+step "cargo test (workspace)"
 set +e
 cargo test --workspace --locked 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}

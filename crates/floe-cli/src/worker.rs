@@ -61,12 +61,22 @@ enum WorkerCommand {
     Release,
 }
 
-/// Runs `f` on a single-threaded runtime (the CLI has nothing else to run).
+/// Runs `f` on the process's runtime. One runtime for the whole process, with a worker
+/// thread of its own: a registry's session (ZooKeeper's pings) runs on it in the background
+/// while IDs are generated, between these calls.
 pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
+        std::sync::OnceLock::new();
+    let rt = RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the async runtime: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
     Ok(rt.block_on(f))
 }
 
@@ -81,7 +91,7 @@ fn open(args: &RegistryArgs) -> Result<Box<dyn Registry>, String> {
         .registry
         .as_deref()
         .ok_or("registry: --registry URL is required (e.g. file:///var/lib/floe)")?;
-    floe_registry::open(url).map_err(|e| e.to_string())
+    block_on(floe_registry::open(url))?.map_err(|e| e.to_string())
 }
 
 fn identity(args: &RegistryArgs, host: &Option<String>) -> Identity {
@@ -103,7 +113,12 @@ impl GenLease {
         host: &Option<String>,
         space: IdSpace,
     ) -> Result<Self, String> {
-        let registry = open(args)?;
+        let url = args
+            .registry
+            .as_deref()
+            .ok_or("registry: --registry URL is required")?;
+        let registry =
+            block_on(floe_registry::open_or_unreachable(url))?.map_err(|e| e.to_string())?;
         let cache = LocalCache::new(&args.state_dir).map_err(|e| e.to_string())?;
         let mut config = LeaseConfig::new(identity(args, host), space);
         config.port_fallback = args.port_fallback;

@@ -18,7 +18,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{io_error, write_atomic};
-use crate::{ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord};
+use crate::{
+    ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
+};
 
 /// The file registry of a state directory.
 #[derive(Debug, Clone)]
@@ -125,7 +127,7 @@ impl FileRegistry {
                 }
             };
             let hold = self.hold(&identity.service, record.id, identity)?;
-            Ok((Registration { record, existing, _hold: Some(hold) }, !existing))
+            Ok((Registration { record, existing, _hold: Some(Hold::new(hold)) }, !existing))
         })
     }
 

@@ -33,6 +33,10 @@ pub struct LeaseConfig {
     /// Seed 000's last resort when neither registry nor cache answers: `port % space`. Off by
     /// default; see the module docs for its risk.
     pub port_fallback: bool,
+    /// How long to keep retrying while the identity is held by another session (10 s by
+    /// default): after a crash, the previous holder's ZooKeeper session lingers until its
+    /// timeout (6 s), and a restart should wait it out rather than fail.
+    pub conflict_wait: Duration,
 }
 
 impl LeaseConfig {
@@ -43,6 +47,7 @@ impl LeaseConfig {
             space,
             max_clock_wait: Duration::from_millis(5),
             port_fallback: false,
+            conflict_wait: Duration::from_secs(10),
         }
     }
 }
@@ -110,8 +115,24 @@ pub async fn acquire(
             None
         }
     };
-    let (id, registry_last, source, registration) =
+    let started = tokio::time::Instant::now();
+    let registered = loop {
         match registry.register(identity, config.space).await {
+            Err(e) if e.kind == ErrorKind::Conflict && started.elapsed() < config.conflict_wait => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) if e.kind == ErrorKind::Conflict => {
+                notes.push(format!(
+                    "gave up after waiting {:?} for the identity's previous holder",
+                    config.conflict_wait
+                ));
+                break Err(e);
+            }
+            other => break other,
+        }
+    };
+    let (id, registry_last, source, registration) =
+        match registered {
             Ok(reg) => {
                 let last = Some(reg.record.last_time_ms).filter(|&t| t > 0);
                 (reg.record.id, last, Source::Registry, Some(reg))

@@ -28,7 +28,7 @@
 //! # let state = dir.path();
 //! let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
 //! runtime.block_on(async {
-//!     let registry = floe_registry::open(&format!("file://{}", state.display())).unwrap();
+//!     let registry = floe_registry::open(&format!("file://{}", state.display())).await.unwrap();
 //!     let cache = LocalCache::new(state).unwrap();
 //!     let config = lease::LeaseConfig::new(
 //!         Identity::new("orders", "10.0.0.1", 8080),
@@ -50,6 +50,8 @@ pub mod file;
 pub mod guard;
 pub mod lease;
 pub mod static_id;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 use std::fmt;
 
@@ -146,8 +148,24 @@ pub struct Registration {
     /// Whether the ID was already this identity's (a restart) rather than newly allocated.
     pub existing: bool,
     /// Held for as long as the registration lives: for the file registry, the OS lock that
-    /// keeps another process on this host off the ID.
-    pub(crate) _hold: Option<std::fs::File>,
+    /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
+    /// the ephemeral holder node.
+    pub(crate) _hold: Option<Hold>,
+}
+
+/// Whatever keeps a registration's claim alive; dropped with the registration.
+pub(crate) struct Hold(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+
+impl Hold {
+    pub(crate) fn new(inner: impl std::any::Any + Send + Sync) -> Self {
+        Hold(Box::new(inner))
+    }
+}
+
+impl fmt::Debug for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hold")
+    }
 }
 
 /// The kind of a registry error, and so what to do about it.
@@ -251,12 +269,13 @@ pub trait Registry: Send + Sync + fmt::Debug {
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError>;
 }
 
-/// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`) or
-/// `static:ID`.
+/// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
+/// or `zk://host:port[,host:port...][/root]` (root `/floe` by default).
 ///
 /// # Errors
-/// [`ErrorKind::Config`] naming the field `registry`: an unknown scheme, a bad path or ID.
-pub fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
+/// [`ErrorKind::Config`] naming the field `registry`: an unknown scheme, a bad path or ID;
+/// [`ErrorKind::Unavailable`] when a server registry cannot be reached.
+pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| {
         RegistryError::config(format!(
             "registry: expected a URL such as file:///var/lib/floe or static:7, found {url:?}"
@@ -280,11 +299,64 @@ pub fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
             })?;
             Ok(Box::new(static_id::StaticRegistry::new(id)))
         }
-        "zk" | "zookeeper" | "etcd" => Err(RegistryError::config(format!(
-            "registry: {scheme} is not available in this build yet (use file: or static:)"
-        ))),
+        #[cfg(feature = "zookeeper")]
+        "zk" | "zookeeper" => {
+            let rest = rest.strip_prefix("//").ok_or_else(|| {
+                RegistryError::config(format!(
+                    "registry: expected zk://host:port[/root], found {url:?}"
+                ))
+            })?;
+            let (cluster, root) = match rest.find('/') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, "/floe"),
+            };
+            Ok(Box::new(
+                zookeeper::ZkRegistry::connect(cluster, root).await?,
+            ))
+        }
+        "etcd" => Err(RegistryError::config(
+            "registry: etcd is not available in this build yet (use file:, static: or zk:)",
+        )),
         other => Err(RegistryError::config(format!(
-            "registry: unknown scheme {other:?} in {url:?}: expected file: or static:"
+            "registry: unknown scheme {other:?} in {url:?}: expected file:, static: or zk:"
         ))),
+    }
+}
+
+/// A registry that could not be reached when it was opened: every call answers with that
+/// error (kind [`ErrorKind::Unavailable`]), so [`lease::acquire`] falls back to the cache.
+#[derive(Debug)]
+pub struct Unreachable {
+    error: RegistryError,
+}
+
+#[async_trait]
+impl Registry for Unreachable {
+    fn name(&self) -> &'static str {
+        "unreachable"
+    }
+    async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
+        Err(self.error.clone())
+    }
+    async fn heartbeat(&self, _: &Identity, _: u32, _: u64) -> Result<(), RegistryError> {
+        Err(self.error.clone())
+    }
+    async fn release(&self, _: &Identity) -> Result<bool, RegistryError> {
+        Err(self.error.clone())
+    }
+    async fn list(&self, _: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        Err(self.error.clone())
+    }
+}
+
+/// As [`open`], but a registry that cannot be reached opens as [`Unreachable`] instead of
+/// failing, for start-ups that may use the local cache.
+///
+/// # Errors
+/// Configuration errors, as [`open`].
+pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
+    match open(url).await {
+        Err(error) if error.kind == ErrorKind::Unavailable => Ok(Box::new(Unreachable { error })),
+        other => other,
     }
 }

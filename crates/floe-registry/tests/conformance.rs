@@ -5,16 +5,16 @@
 use floe_registry::file::FileRegistry;
 use floe_registry::{ErrorKind, IdSpace, Identity, Registry};
 
-/// Makes a fresh registry; a second call for the same test gives another handle to the same
-/// store (as a second process would have).
+/// Makes handles on one fresh store: a second call gives another handle to the same store,
+/// as a second process would have.
 trait Backend {
-    fn handle(&self) -> Box<dyn Registry>;
+    async fn handle(&self) -> Box<dyn Registry>;
 }
 
 struct FileBackend(tempfile::TempDir);
 
 impl Backend for FileBackend {
-    fn handle(&self) -> Box<dyn Registry> {
+    async fn handle(&self) -> Box<dyn Registry> {
         Box::new(FileRegistry::new(self.0.path()).unwrap())
     }
 }
@@ -23,51 +23,76 @@ fn file_backend() -> FileBackend {
     FileBackend(tempfile::tempdir().unwrap())
 }
 
+/// A real ZooKeeper server, started by scripts/test.sh; each test gets a root of its own.
+struct ZkBackend {
+    url: String,
+}
+
+impl Backend for ZkBackend {
+    async fn handle(&self) -> Box<dyn Registry> {
+        floe_registry::open(&self.url).await.unwrap()
+    }
+}
+
+fn zk_backend() -> ZkBackend {
+    let server = std::env::var("FLOE_TEST_ZOOKEEPER").expect(
+        "FLOE_TEST_ZOOKEEPER is not set: run the suite with scripts/test.sh, which starts ZooKeeper",
+    );
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    ZkBackend {
+        url: format!("zk://{server}/floe-test-{}-{nanos}-{n}", std::process::id()),
+    }
+}
+
 const SPACE: IdSpace = IdSpace { size: 1024 };
 
 fn who(port: u16) -> Identity {
     Identity::new("orders", "10.0.0.1", port)
 }
 
-async fn distinct_identities_get_distinct_ids(b: &dyn Backend) {
-    let r = b.handle();
+async fn distinct_identities_get_distinct_ids(b: &impl Backend) {
+    let r = b.handle().await;
     let a = r.register(&who(1), SPACE).await.unwrap();
     let c = r.register(&who(2), SPACE).await.unwrap();
     assert_ne!(a.record.id, c.record.id);
     assert!(!a.existing && !c.existing);
 }
 
-async fn a_restart_gets_the_same_id_and_last_time(b: &dyn Backend) {
-    let first = b.handle().register(&who(1), SPACE).await.unwrap();
-    let r = b.handle();
+async fn a_restart_gets_the_same_id_and_last_time(b: &impl Backend) {
+    let first = b.handle().await.register(&who(1), SPACE).await.unwrap();
+    let r = b.handle().await;
     r.heartbeat(&who(1), first.record.id, 1_700_000_000_123)
         .await
         .unwrap();
     drop(first); // the process ends
-    let again = b.handle().register(&who(1), SPACE).await.unwrap();
+    let again = b.handle().await.register(&who(1), SPACE).await.unwrap();
     assert_eq!(again.record.last_time_ms, 1_700_000_000_123);
     assert!(again.existing);
 }
 
-async fn a_live_holder_blocks_a_second_process(b: &dyn Backend) {
-    let first = b.handle().register(&who(1), SPACE).await.unwrap();
-    let e = b.handle().register(&who(1), SPACE).await.unwrap_err();
+async fn a_live_holder_blocks_a_second_process(b: &impl Backend) {
+    let first = b.handle().await.register(&who(1), SPACE).await.unwrap();
+    let e = b.handle().await.register(&who(1), SPACE).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
     drop(first);
-    b.handle().register(&who(1), SPACE).await.unwrap();
+    b.handle().await.register(&who(1), SPACE).await.unwrap();
 }
 
-async fn concurrent_registrations_get_distinct_ids(b: &dyn Backend) {
-    let tasks: Vec<_> = (0..10u16)
-        .map(|i| {
-            let r = b.handle();
-            tokio::spawn(async move {
-                r.register(&who(100 + i), SPACE)
-                    .await
-                    .map(|reg| (reg.record.id, reg))
-            })
-        })
-        .collect();
+async fn concurrent_registrations_get_distinct_ids(b: &impl Backend) {
+    let mut tasks = Vec::new();
+    for i in 0..10u16 {
+        let r = b.handle().await;
+        tasks.push(tokio::spawn(async move {
+            r.register(&who(100 + i), SPACE)
+                .await
+                .map(|reg| (reg.record.id, reg))
+        }));
+    }
     let mut ids = Vec::new();
     let mut held = Vec::new();
     for t in tasks {
@@ -80,8 +105,8 @@ async fn concurrent_registrations_get_distinct_ids(b: &dyn Backend) {
     assert_eq!(ids.len(), 10);
 }
 
-async fn a_full_space_fails_clearly(b: &dyn Backend) {
-    let r = b.handle();
+async fn a_full_space_fails_clearly(b: &impl Backend) {
+    let r = b.handle().await;
     let small = IdSpace { size: 4 };
     let mut held = Vec::new();
     for port in 0..4 {
@@ -92,8 +117,8 @@ async fn a_full_space_fails_clearly(b: &dyn Backend) {
     assert!(e.message.contains("all 4 IDs"), "{e}");
 }
 
-async fn heartbeats_never_move_back_and_list_shows_them(b: &dyn Backend) {
-    let r = b.handle();
+async fn heartbeats_never_move_back_and_list_shows_them(b: &impl Backend) {
+    let r = b.handle().await;
     let reg = r.register(&who(1), SPACE).await.unwrap();
     let id = reg.record.id;
     r.heartbeat(&who(1), id, 2_000).await.unwrap();
@@ -107,8 +132,8 @@ async fn heartbeats_never_move_back_and_list_shows_them(b: &dyn Backend) {
     assert_eq!(e.kind, ErrorKind::Conflict);
 }
 
-async fn release_frees_the_id(b: &dyn Backend) {
-    let r = b.handle();
+async fn release_frees_the_id(b: &impl Backend) {
+    let r = b.handle().await;
     let small = IdSpace { size: 1 };
     drop(r.register(&who(1), small).await.unwrap());
     assert_eq!(
@@ -120,8 +145,8 @@ async fn release_frees_the_id(b: &dyn Backend) {
     assert_eq!(r.register(&who(2), small).await.unwrap().record.id, 0);
 }
 
-async fn bad_identities_are_config_errors(b: &dyn Backend) {
-    let r = b.handle();
+async fn bad_identities_are_config_errors(b: &impl Backend) {
+    let r = b.handle().await;
     let e = r
         .register(&Identity::new("", "h", 1), SPACE)
         .await
@@ -148,13 +173,20 @@ macro_rules! suite {
     };
 }
 
-suite!(file_backend:
-    distinct_identities_get_distinct_ids,
-    a_restart_gets_the_same_id_and_last_time,
-    a_live_holder_blocks_a_second_process,
-    concurrent_registrations_get_distinct_ids,
-    a_full_space_fails_clearly,
-    heartbeats_never_move_back_and_list_shows_them,
-    release_frees_the_id,
-    bad_identities_are_config_errors,
-);
+macro_rules! all_cases {
+    ($backend:ident) => {
+        suite!($backend:
+            distinct_identities_get_distinct_ids,
+            a_restart_gets_the_same_id_and_last_time,
+            a_live_holder_blocks_a_second_process,
+            concurrent_registrations_get_distinct_ids,
+            a_full_space_fails_clearly,
+            heartbeats_never_move_back_and_list_shows_them,
+            release_frees_the_id,
+            bad_identities_are_config_errors,
+        );
+    };
+}
+
+all_cases!(file_backend);
+all_cases!(zk_backend);

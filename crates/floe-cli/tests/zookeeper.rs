@@ -1,0 +1,205 @@
+//! Worker IDs from a real ZooKeeper server (started by scripts/test.sh, address in
+//! FLOE_TEST_ZOOKEEPER), across real `floe` processes.
+
+use std::collections::HashSet;
+use std::process::{Command, Output, Stdio};
+
+fn server() -> String {
+    std::env::var("FLOE_TEST_ZOOKEEPER")
+        .expect("FLOE_TEST_ZOOKEEPER is not set: run the suite with scripts/test.sh, which starts ZooKeeper")
+}
+
+/// A registry URL with a root of its own for each test.
+fn zk_url(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("zk://{}/floe-cli-{test}-{nanos}", server())
+}
+
+fn floe() -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("floe"));
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn ten_processes_registering_at_once_get_ten_ids() {
+    let url = zk_url("ten");
+    let children: Vec<_> = (0..10u16)
+        .map(|port| {
+            floe()
+                .args([
+                    "worker",
+                    "register",
+                    "--registry",
+                    &url,
+                    "--service",
+                    "orders",
+                    "--host",
+                    "h1",
+                    "--port",
+                    &port.to_string(),
+                ])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ids: HashSet<String> = children
+        .into_iter()
+        .map(|c| ok(c.wait_with_output().unwrap()))
+        .collect();
+    assert_eq!(ids.len(), 10, "{ids:?}");
+    let list = ok(floe()
+        .args([
+            "worker",
+            "list",
+            "--json",
+            "--registry",
+            &url,
+            "--service",
+            "orders",
+        ])
+        .output()
+        .unwrap());
+    assert_eq!(list.lines().count(), 10);
+}
+
+#[test]
+fn processes_sharing_zookeeper_issue_no_duplicate_and_a_restart_keeps_its_id() {
+    let url = zk_url("gen");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap().to_string();
+    let run = |port: u16, n: &str| {
+        floe()
+            .args([
+                "gen",
+                "snowflake",
+                "-n",
+                n,
+                "--registry",
+                &url,
+                "--state-dir",
+                &state,
+                "--service",
+                "orders",
+                "--host",
+                "h1",
+                "--port",
+                &port.to_string(),
+            ])
+            .spawn()
+            .unwrap()
+    };
+    let children: Vec<_> = (0..4u16).map(|i| run(9000 + i, "300000")).collect();
+    let mut all = HashSet::new();
+    let mut workers = Vec::new();
+    for child in children {
+        let out = ok(child.wait_with_output().unwrap());
+        let mut mine = HashSet::new();
+        for line in out.lines() {
+            let id: u64 = line.parse().unwrap();
+            assert!(all.insert(id), "duplicate ID {id}");
+            mine.insert((id >> 12) & 0x3ff);
+        }
+        assert_eq!(mine.len(), 1);
+        workers.extend(mine);
+    }
+    assert_eq!(all.len(), 1_200_000);
+    assert_eq!(workers.iter().collect::<HashSet<_>>().len(), 4);
+    // A restart of the first identity gets its ID back, and its IDs follow the last time the
+    // registry recorded for it.
+    let first = ok(run(9000, "1").wait_with_output().unwrap());
+    let id: u64 = first.trim().parse().unwrap();
+    let before_max = all
+        .iter()
+        .filter(|i| (*i >> 12) & 0x3ff == (id >> 12) & 0x3ff)
+        .max()
+        .unwrap();
+    assert!(id > *before_max);
+    let list = ok(floe()
+        .args([
+            "worker",
+            "list",
+            "--json",
+            "--registry",
+            &url,
+            "--service",
+            "orders",
+        ])
+        .output()
+        .unwrap());
+    for line in list.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            v["last_time_ms"].as_u64().unwrap() > 0,
+            "a heartbeat was recorded: {v}"
+        );
+    }
+}
+
+#[test]
+fn zookeeper_unreachable_at_start_up_uses_the_cache() {
+    let url = zk_url("down");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap().to_string();
+    let gen = |registry: &str| {
+        floe()
+            .args([
+                "gen",
+                "snowflake",
+                "-o",
+                "json",
+                "--registry",
+                registry,
+                "--state-dir",
+                &state,
+                "--service",
+                "orders",
+                "--host",
+                "h1",
+                "--port",
+                "8080",
+            ])
+            .output()
+            .unwrap()
+    };
+    let first: serde_json::Value = serde_json::from_str(ok(gen(&url)).trim()).unwrap();
+    // The same identity with ZooKeeper unreachable (nothing listens on port 1).
+    let out = gen("zk://127.0.0.1:1/floe");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let again: serde_json::Value = serde_json::from_str(ok(out).trim()).unwrap();
+    assert_eq!(again["worker"], first["worker"]);
+    assert!(err.contains("started from the local cache"), "{err}");
+    // Without a cache: refused.
+    let empty = tempfile::tempdir().unwrap();
+    let out = floe()
+        .args([
+            "gen",
+            "snowflake",
+            "--registry",
+            "zk://127.0.0.1:1/floe",
+            "--state-dir",
+            empty.path().to_str().unwrap(),
+            "--service",
+            "orders",
+            "--port",
+            "8080",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to start"));
+}

@@ -1,0 +1,295 @@
+//! The `zookeeper` registry (ZooKeeper 3.5+): `zk://host:port[,host:port...]/root`.
+//!
+//! Nodes, all under the root (default `/floe`):
+//! - `{root}/{service}/workers/{id}`: **persistent**, one per allocated ID, holding the
+//!   [`WorkerRecord`] as JSON (identity, last time). Unlike Leaf's ephemeral-free scheme and
+//!   Layotto's ephemeral counters, nothing here is lost with a session.
+//! - `{root}/{service}/holders/{host}:{port}`: **ephemeral**, created by the live holder of an
+//!   identity, so that a second process with the same identity gets [`ErrorKind::Conflict`]
+//!   instead of the same ID. It goes when the holder's session closes (at once on a clean exit,
+//!   after the session timeout on a crash).
+//!
+//! **Race-free allocation:** a new ID is taken by `create` of its worker node, which fails
+//! with `NodeExists` if another process took it first; the loser tries the next free ID.
+//! Heartbeats `setData` the worker node with the version just read, so a record that changed
+//! hands (released and re-registered) is never overwritten.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+
+use crate::{
+    ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
+};
+
+/// A registry on a ZooKeeper ensemble.
+pub struct ZkRegistry {
+    client: Client,
+    root: String,
+    cluster: String,
+}
+
+impl fmt::Debug for ZkRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkRegistry")
+            .field("cluster", &self.cluster)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+/// Maps the client's errors to registry errors: connection trouble is temporary.
+fn map_err(what: &str, e: ZkError) -> RegistryError {
+    let kind = match e {
+        ZkError::NoHosts
+        | ZkError::Timeout
+        | ZkError::ConnectionLoss
+        | ZkError::SessionExpired
+        | ZkError::ClientClosed => ErrorKind::Unavailable,
+        ZkError::NoAuth | ZkError::AuthFailed | ZkError::BadArguments(_) => ErrorKind::Config,
+        _ => ErrorKind::Unavailable,
+    };
+    RegistryError::new(kind, format!("zookeeper: {what}: {e}"))
+}
+
+impl ZkRegistry {
+    /// Connects to `cluster` (`host:port[,host:port...]`) and uses `root` (e.g. `/floe`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] for a bad root; [`ErrorKind::Unavailable`] when no server answers
+    /// within the connection timeout.
+    pub async fn connect(cluster: &str, root: &str) -> Result<Self, RegistryError> {
+        if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
+            return Err(RegistryError::config(format!(
+                "registry: the ZooKeeper root must be an absolute path such as /floe, found {root:?}"
+            )));
+        }
+        if cluster.is_empty() {
+            return Err(RegistryError::config("registry: zk:// needs host:port"));
+        }
+        let client = Client::connector()
+            .with_session_timeout(Duration::from_secs(6))
+            .with_connection_timeout(Duration::from_secs(3))
+            .connect(cluster)
+            .await
+            .map_err(|e| map_err(&format!("cannot connect to {cluster}"), e))?;
+        Ok(ZkRegistry {
+            client,
+            root: root.to_string(),
+            cluster: cluster.to_string(),
+        })
+    }
+
+    fn workers(&self, service: &str) -> String {
+        format!("{}/{service}/workers", self.root)
+    }
+
+    fn holder(&self, identity: &Identity) -> String {
+        format!(
+            "{}/{}/holders/{}:{}",
+            self.root, identity.service, identity.host, identity.port
+        )
+    }
+
+    async fn records(&self, service: &str) -> Result<Vec<(WorkerRecord, i32)>, RegistryError> {
+        let dir = self.workers(service);
+        let children = match self.client.list_children(&dir).await {
+            Ok(c) => c,
+            Err(ZkError::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(map_err(&format!("list {dir}"), e)),
+        };
+        let mut records = Vec::with_capacity(children.len());
+        for child in children {
+            let path = format!("{dir}/{child}");
+            let (data, stat) = match self.client.get_data(&path).await {
+                Ok(d) => d,
+                Err(ZkError::NoNode) => continue, // released meanwhile
+                Err(e) => return Err(map_err(&format!("read {path}"), e)),
+            };
+            let record: WorkerRecord = serde_json::from_slice(&data).map_err(|e| {
+                RegistryError::new(
+                    ErrorKind::Corrupt,
+                    format!("zookeeper: {path} is not a worker record: {e}"),
+                )
+            })?;
+            records.push((record, stat.version));
+        }
+        records.sort_by_key(|(r, _)| r.id);
+        Ok(records)
+    }
+
+    /// The identity's own ID, or a newly created worker node for it.
+    async fn allocate(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<(WorkerRecord, bool), RegistryError> {
+        let records = self.records(&identity.service).await?;
+        if let Some((record, _)) = records.iter().find(|(r, _)| &r.identity == identity) {
+            if record.id >= space.size {
+                return Err(RegistryError::config(format!(
+                    "{identity} holds worker ID {} in ZooKeeper, outside this layout's {} IDs: release it first",
+                    record.id, space.size
+                )));
+            }
+            return Ok((record.clone(), true));
+        }
+        let used: std::collections::HashSet<u32> = records.iter().map(|(r, _)| r.id).collect();
+        let dir = self.workers(&identity.service);
+        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for id in (0..space.size).filter(|id| !used.contains(id)) {
+            let record = WorkerRecord {
+                id,
+                identity: identity.clone(),
+                last_time_ms: 0,
+            };
+            let path = format!("{dir}/{id}");
+            match self
+                .client
+                .create(&path, &Self::encode(&record)?, &persistent)
+                .await
+            {
+                Ok(_) => return Ok((record, false)),
+                Err(ZkError::NodeExists) => continue, // another process took it first
+                Err(e) => return Err(map_err(&format!("create {path}"), e)),
+            }
+        }
+        Err(RegistryError::new(
+            ErrorKind::SpaceFull,
+            format!(
+                "no free worker ID for {identity}: all {} IDs of service {:?} are allocated in ZooKeeper (see `floe worker list`)",
+                space.size, identity.service
+            ),
+        ))
+    }
+
+    fn encode(record: &WorkerRecord) -> Result<Vec<u8>, RegistryError> {
+        serde_json::to_vec(record).map_err(|e| {
+            RegistryError::new(ErrorKind::Corrupt, format!("cannot encode record: {e}"))
+        })
+    }
+}
+
+#[async_trait]
+impl Registry for ZkRegistry {
+    fn name(&self) -> &'static str {
+        "zookeeper"
+    }
+
+    async fn register(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError> {
+        identity.validate()?;
+        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        for dir in [
+            self.workers(&identity.service),
+            format!("{}/{}/holders", self.root, identity.service),
+        ] {
+            self.client
+                .mkdir(&dir, &persistent)
+                .await
+                .map_err(|e| map_err(&format!("create {dir}"), e))?;
+        }
+        let holder = self.holder(identity);
+        let created = match self.client.create(&holder, b"", &ephemeral).await {
+            Ok(_) => true,
+            Err(ZkError::NodeExists) => {
+                // Ours from an earlier registration of this session, or another process's.
+                let own = self.client.session_id().0;
+                match self.client.check_stat(&holder).await {
+                    Ok(Some(stat)) if stat.ephemeral_owner == own => false,
+                    Ok(None) => return Err(RegistryError::new(
+                        ErrorKind::Conflict,
+                        format!("{identity}: {holder} was just released by its previous holder; try again"),
+                    )),
+                    Ok(Some(_)) => return Err(RegistryError::new(
+                        ErrorKind::Conflict,
+                        format!("{identity} is held by another live process ({holder} exists; it goes when that process's session ends)"),
+                    )),
+                    Err(e) => return Err(map_err(&format!("read {holder}"), e)),
+                }
+            }
+            Err(e) => return Err(map_err(&format!("create {holder}"), e)),
+        };
+        let result = self.allocate(identity, space).await;
+        if result.is_err() && created {
+            // Do not keep the identity claimed by a registration that failed.
+            let _ = self.client.delete(&holder, None).await;
+        }
+        let (record, existing) = result?;
+        Ok(Registration {
+            record,
+            existing,
+            _hold: Some(Hold::new(self.client.clone())),
+        })
+    }
+
+    async fn heartbeat(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let path = format!("{}/{id}", self.workers(&identity.service));
+        let lost = || {
+            RegistryError::new(
+                ErrorKind::Conflict,
+                format!("worker ID {id} is no longer {identity}'s"),
+            )
+        };
+        let (data, stat) = match self.client.get_data(&path).await {
+            Ok(d) => d,
+            Err(ZkError::NoNode) => return Err(lost()),
+            Err(e) => return Err(map_err(&format!("read {path}"), e)),
+        };
+        let mut record: WorkerRecord = serde_json::from_slice(&data).map_err(|e| {
+            RegistryError::new(ErrorKind::Corrupt, format!("zookeeper: {path}: {e}"))
+        })?;
+        if &record.identity != identity {
+            return Err(lost());
+        }
+        if last_time_ms <= record.last_time_ms {
+            return Ok(());
+        }
+        record.last_time_ms = last_time_ms;
+        match self
+            .client
+            .set_data(&path, &Self::encode(&record)?, Some(stat.version))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Changed meanwhile (a concurrent beat): the next beat writes again.
+            Err(ZkError::BadVersion) => Ok(()),
+            Err(ZkError::NoNode) => Err(lost()),
+            Err(e) => Err(map_err(&format!("write {path}"), e)),
+        }
+    }
+
+    async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        for (record, version) in self.records(&identity.service).await? {
+            if &record.identity == identity {
+                let path = format!("{}/{}", self.workers(&identity.service), record.id);
+                return match self.client.delete(&path, Some(version)).await {
+                    Ok(()) => Ok(true),
+                    Err(ZkError::NoNode) => Ok(false),
+                    Err(e) => Err(map_err(&format!("delete {path}"), e)),
+                };
+            }
+        }
+        Ok(false)
+    }
+
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        Ok(self
+            .records(service)
+            .await?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect())
+    }
+}
