@@ -19,7 +19,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "real servers"
 log=$(mktemp)
 trap 'stop_services; rm -f "$log"' EXIT
-start_zookeeper
+start_zookeeper FLOE_TEST_ZOOKEEPER
+# A second one, for the tests that stop it with SIGKILL and start it again.
+start_zookeeper FLOE_TEST_ZOOKEEPER_KILLABLE
 
 step "cargo test (workspace)"
 set +e

@@ -42,7 +42,10 @@ zk_ask() {
   (exec 3<>"/dev/tcp/$1/$2" && printf '%s' "$3" >&3 && timeout 2 cat <&3) 2>/dev/null
 }
 
+# start_zookeeper [NAME]: exports NAME (default FLOE_TEST_ZOOKEEPER) = host:port, and
+# NAME_PID and NAME_CFG, so that a test can kill the server and start it again.
 start_zookeeper() {
+  local name=${1:-FLOE_TEST_ZOOKEEPER}
   ensure_package zookeeper /usr/share/java/zookeeper.jar
   local dir port pid
   dir=$(mktemp -d /tmp/floe-zk.XXXXXX)
@@ -65,8 +68,8 @@ CFG
   FLOE_SERVICE_DIRS+=("$dir")
   for _ in $(seq 1 60); do
     if zk_ask 127.0.0.1 "$port" srvr | grep -q 'Mode: standalone'; then
-      export FLOE_TEST_ZOOKEEPER="127.0.0.1:$port"
-      echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') on $FLOE_TEST_ZOOKEEPER (pid $pid, $dir)"
+      export "$name=127.0.0.1:$port" "${name}_PID=$pid" "${name}_CFG=$dir/zoo.cfg"
+      echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') on 127.0.0.1:$port as $name (pid $pid, $dir)"
       return 0
     fi
     sleep 0.5

@@ -21,6 +21,9 @@ use crate::cache::{CacheEntry, LocalCache};
 use crate::guard::{check_start, StartCheck};
 use crate::{ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError};
 
+/// The longest a heartbeat waits for the registry.
+pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How to acquire a worker ID.
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
@@ -227,10 +230,20 @@ impl Lease {
             self.stats.cache_failures.fetch_add(1, Ordering::Relaxed);
         }
         if self.source == Source::Registry {
-            if let Err(e) = registry
-                .heartbeat(&self.identity, self.id, last_time_ms)
-                .await
-            {
+            // A registry that lost its server may hold a request until it reconnects: bound
+            // the wait so that beats keep coming.
+            let beat = registry.heartbeat(&self.identity, self.id, last_time_ms);
+            let result = match tokio::time::timeout(HEARTBEAT_TIMEOUT, beat).await {
+                Ok(r) => r,
+                Err(_) => Err(RegistryError::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{}: heartbeat timed out after {HEARTBEAT_TIMEOUT:?}",
+                        registry.name()
+                    ),
+                )),
+            };
+            if let Err(e) = result {
                 self.stats
                     .heartbeat_failures
                     .fetch_add(1, Ordering::Relaxed);

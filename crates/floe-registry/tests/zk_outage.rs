@@ -1,0 +1,135 @@
+//! ZooKeeper stopped with SIGKILL during a run, then started again on the same data.
+//!
+//! The server is the disposable instance scripts/test.sh starts (FLOE_TEST_ZOOKEEPER_KILLABLE,
+//! with its pid and config), used by this test only.
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use floe_core::clock::SystemClock;
+use floe_core::snowflake::{Layout, SnowflakeConfig};
+use floe_registry::cache::LocalCache;
+use floe_registry::lease::{acquire, LeaseConfig, Source};
+use floe_registry::{IdSpace, Identity};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the suite with scripts/test.sh, which starts ZooKeeper")
+    })
+}
+
+/// The restarted server, stopped when the test ends however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_killed_during_a_run_then_restarted() {
+    let addr = env("FLOE_TEST_ZOOKEEPER_KILLABLE");
+    let pid = env("FLOE_TEST_ZOOKEEPER_KILLABLE_PID");
+    let cfg = env("FLOE_TEST_ZOOKEEPER_KILLABLE_CFG");
+    let url = format!("zk://{addr}/floe-outage");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let identity = Identity::new("orders", "h1", 7000);
+    let config = LeaseConfig::new(identity.clone(), IdSpace::snowflake(&Layout::LEAF));
+
+    let registry = floe_registry::open(&url).await.unwrap();
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    assert_eq!(lease.source, Source::Registry);
+    let gen = SnowflakeConfig::new(Layout::LEAF)
+        .worker(u64::from(lease.id))
+        .not_before_ms(lease.not_before_ms)
+        .build(SystemClock)
+        .unwrap();
+    let mut ids: HashSet<u64> = (0..10_000).map(|_| gen.next_id().unwrap()).collect();
+    lease
+        .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
+        .await
+        .unwrap();
+
+    // SIGKILL: no clean shutdown.
+    assert!(Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Generating does not need the registry.
+    for _ in 0..100_000 {
+        assert!(ids.insert(gen.next_id().unwrap()));
+    }
+    // A heartbeat fails within its bound and is counted; the local cache still takes the time.
+    let during = gen.last_timestamp_ms();
+    let started = Instant::now();
+    assert!(lease
+        .heartbeat(registry.as_ref(), &cache, during)
+        .await
+        .is_err());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(lease.stats.heartbeat_failures.load(Ordering::Relaxed), 1);
+    assert_eq!(cache.load(&identity).unwrap().unwrap().last_time_ms, during);
+    let id = lease.id;
+    drop(lease);
+    drop(registry);
+
+    // ZooKeeper comes back on the same data directory.
+    let _server = Server(
+        Command::new("java")
+            .args([
+                "-cp",
+                "/usr/share/java/zookeeper.jar:/usr/share/java/*",
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+                &cfg,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let registry = loop {
+        match floe_registry::open(&url).await {
+            Ok(r) => break r,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("ZooKeeper did not come back: {e}"),
+        }
+    };
+    // A restarted floe gets its ID back (after the dead session's holder node expires) and
+    // starts after the time only the cache saw.
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    assert_eq!((lease.id, lease.source), (id, Source::Registry));
+    assert_eq!(lease.not_before_ms, during);
+    let gen = SnowflakeConfig::new(Layout::LEAF)
+        .worker(u64::from(lease.id))
+        .not_before_ms(lease.not_before_ms)
+        .build(SystemClock)
+        .unwrap();
+    for _ in 0..10_000 {
+        let next = gen.next_id().unwrap();
+        assert!(Layout::LEAF.decode(next).timestamp_ms > during);
+        assert!(ids.insert(next), "duplicate after the restart");
+    }
+}
