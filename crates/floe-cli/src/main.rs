@@ -266,7 +266,8 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 (Some(l), _) => config
                     .node_id(u64::from(l.lease.id))
                     .map_err(|e| e.to_string())?
-                    .not_before_ms(l.lease.not_before_ms),
+                    .not_before_ms(l.lease.not_before_ms)
+                    .fence(l.lease.fence.clone()),
                 (None, Some(id)) => config.node_id(id).map_err(|e| e.to_string())?,
                 (None, None) => config
                     .datacenter(args.datacenter.unwrap_or(0))
@@ -320,8 +321,11 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 sequence_max: args.sequence_max,
                 ..SnoSnapshot::default()
             };
-            let g =
+            let mut g =
                 SnoGenerator::from_snapshot(&snapshot, SystemClock).map_err(|e| e.to_string())?;
+            if let Some(l) = &lease {
+                g = g.with_fence(l.lease.fence.clone());
+            }
             for _ in 0..n {
                 let id = g.new_id(args.meta).map_err(|e| e.to_string())?;
                 let text = |o: &mut _| Write::write_all(o, &id.encode());

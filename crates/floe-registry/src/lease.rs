@@ -13,9 +13,11 @@
 //! space is guaranteed by other means.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use floe_core::clock::{Clock, NANOS_PER_MILLI};
+use floe_core::fence::Fence;
 
 use crate::cache::{CacheEntry, LocalCache};
 use crate::guard::{check_start, StartCheck};
@@ -73,8 +75,14 @@ pub struct LeaseStats {
     pub heartbeat_failures: AtomicU64,
     /// Heartbeats the local cache did not take.
     pub cache_failures: AtomicU64,
-    /// Start-ups refused because the clock was behind.
-    pub clock_refusals: AtomicU64,
+}
+
+static CLOCK_REFUSALS: AtomicU64 = AtomicU64::new(0);
+
+/// Start-ups refused in this process because the clock was behind the last recorded time
+/// (process-wide: a refused start-up has no lease to count it on).
+pub fn clock_refusals() -> u64 {
+    CLOCK_REFUSALS.load(Ordering::Relaxed)
 }
 
 /// A worker ID this process may use.
@@ -92,6 +100,11 @@ pub struct Lease {
     pub identity: Identity,
     /// Counters.
     pub stats: LeaseStats,
+    /// Raised when a heartbeat learns that the ID is no longer this identity's (released, or
+    /// taken over): give it to the generators (`SnowflakeConfig::fence`,
+    /// `SnoGenerator::with_fence`) so that they stop at once. `fence.periods()` counts the
+    /// fenced periods.
+    pub fence: Arc<Fence>,
     _registration: Option<Registration>,
 }
 
@@ -186,7 +199,7 @@ pub async fn acquire(
             clock.wait_until((ms + 1) * NANOS_PER_MILLI);
         }
         Err(e) => {
-            stats.clock_refusals.fetch_add(1, Ordering::Relaxed);
+            CLOCK_REFUSALS.fetch_add(1, Ordering::Relaxed);
             return Err(e);
         }
     }
@@ -198,6 +211,7 @@ pub async fn acquire(
         notes,
         identity: identity.clone(),
         stats,
+        fence: Arc::new(Fence::new()),
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
@@ -247,6 +261,10 @@ impl Lease {
                 self.stats
                     .heartbeat_failures
                     .fetch_add(1, Ordering::Relaxed);
+                if e.kind == ErrorKind::Conflict {
+                    // The ID is someone else's now: stop every generator using it.
+                    self.fence.raise();
+                }
                 return Err(e);
             }
         }

@@ -168,10 +168,12 @@ async fn a_clock_behind_the_last_time_refuses_naming_both_times() {
         .await
         .unwrap();
     drop(lease);
+    let refused = floe_registry::lease::clock_refusals();
     let err = acquire(&e.registry, &e.cache, &e.config, &clock)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::ClockBehind);
+    assert!(floe_registry::lease::clock_refusals() > refused);
     assert!(err.message.contains(&format!("now {T0} ms")), "{err}");
     assert!(
         err.message
@@ -281,4 +283,31 @@ async fn heartbeats_run_every_interval_and_count_failures() {
             .load(std::sync::atomic::Ordering::Relaxed),
         3
     );
+}
+
+#[tokio::test]
+async fn an_id_released_under_a_live_holder_fences_its_generator() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    let gen = SnowflakeConfig::new(Layout::LEAF)
+        .worker(u64::from(lease.id))
+        .fence(lease.fence.clone())
+        .build(clock.clone())
+        .unwrap();
+    gen.next_id().unwrap();
+    // An operator releases the ID (floe worker release) while this process still runs.
+    assert!(e.registry.release(&e.config.identity).await.unwrap());
+    let err = lease
+        .heartbeat(&e.registry, &e.cache, T0 + 10)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict);
+    assert_eq!(
+        gen.next_id().unwrap_err(),
+        floe_core::snowflake::SnowflakeError::LeaseLost
+    );
+    assert_eq!(lease.fence.periods(), 1);
 }

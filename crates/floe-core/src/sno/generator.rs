@@ -10,6 +10,7 @@ use super::{
     TIME_UNIT_NANOS,
 };
 use crate::clock::{Clock, SystemClock};
+use crate::fence::Fence;
 use crate::poll::{Poll, WaitReason};
 
 // The state word: [ units: 39 bits | tick-tock: 1 bit | next sequence: 24 bits ].
@@ -108,6 +109,7 @@ pub struct SnoGenerator<C = SystemClock> {
     static_seq: AtomicU64,
     overflow: Mutex<OverflowState>,
     on_overflow: Option<Handler>,
+    fence: Option<Arc<Fence>>,
     clock: C,
 }
 
@@ -211,6 +213,7 @@ impl<C: Clock> SnoGenerator<C> {
             static_seq: AtomicU64::new(min),
             overflow: Mutex::new(OverflowState::default()),
             on_overflow: None,
+            fence: None,
             clock,
         })
     }
@@ -224,6 +227,14 @@ impl<C: Clock> SnoGenerator<C> {
         handler: impl Fn(&OverflowNotification) + Send + Sync + 'static,
     ) -> Self {
         self.on_overflow = Some(Arc::new(handler));
+        self
+    }
+
+    /// Stops issuing IDs (with [`SnoError::LeaseLost`]) while `fence` is raised: the
+    /// partition's lease holder raises it when the partition is no longer provably ours.
+    #[must_use]
+    pub fn with_fence(mut self, fence: Arc<Fence>) -> Self {
+        self.fence = Some(fence);
         self
     }
 
@@ -318,6 +329,11 @@ impl<C: Clock> SnoGenerator<C> {
     /// [`SnoError::TimeOutOfRange`] if the clock is outside 2010..2079.
     #[inline]
     pub fn poll_new(&self, meta: u8) -> Result<Poll<SnoId>, SnoError> {
+        if let Some(fence) = &self.fence {
+            if fence.is_raised() {
+                return Err(SnoError::LeaseLost);
+            }
+        }
         // One read-modify-write on the shared word, then the clock. The word fetch_add
         // returns is authoritative: its unit, tick and sequence were never handed out before.
         // Reading the clock after it means the word's unit comes from a reading no later
@@ -741,6 +757,18 @@ mod tests {
             (id.timestamp_units(), id.tick_tock(), id.sequence()),
             (t0_units() + 1, false, 0)
         );
+    }
+
+    #[test]
+    fn a_raised_fence_stops_the_generator_until_lowered() {
+        let clock = ManualClock::from_millis(T0_MS);
+        let fence = Arc::new(Fence::new());
+        let g = gen(&clock, 0, 0).with_fence(fence.clone());
+        g.new_id(0).unwrap();
+        fence.raise();
+        assert_eq!(g.new_id(0).unwrap_err(), SnoError::LeaseLost);
+        fence.lower();
+        assert!(g.new_id(0).is_ok());
     }
 
     #[test]

@@ -128,6 +128,9 @@ pub enum SnoError {
         /// The time, in nanoseconds since the Unix epoch.
         unix_nanos: u64,
     },
+    /// The generator's fence is raised: its partition lease is lost, and no ID is issued until
+    /// it is held again.
+    LeaseLost,
 }
 
 impl fmt::Display for SnoError {
@@ -139,6 +142,9 @@ impl fmt::Display for SnoError {
             ),
             SnoError::PartitionPoolExhausted => f.write_str(
                 "partition pool exhausted: more than 65536 sno generators with default partitions in this process",
+            ),
+            SnoError::LeaseLost => f.write_str(
+                "partition lease lost: refusing to issue IDs until the partition is held again",
             ),
             SnoError::TimeOutOfRange { unix_nanos } => write!(
                 f,

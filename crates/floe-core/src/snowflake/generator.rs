@@ -1,10 +1,12 @@
 //! The Snowflake generator: lock-free, one atomic word of state.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Layout, SnowflakeError};
 use crate::clock::{Clock, NANOS_PER_MILLI};
+use crate::fence::Fence;
 use crate::poll::{Poll, WaitReason};
 
 /// What a generator does when every sequence number of a time unit has been issued.
@@ -35,7 +37,7 @@ pub enum OnExhausted {
 /// assert_eq!((parts.timestamp_ms, parts.datacenter, parts.worker, parts.sequence),
 ///            (1_700_000_000_000, 3, 9, 0));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SnowflakeConfig {
     /// The bit layout, epoch and time unit.
     pub layout: Layout,
@@ -51,6 +53,9 @@ pub struct SnowflakeConfig {
     /// Issue no ID in a time unit at or before this Unix millisecond (the last time a previous
     /// holder of this node was alive, or this process's own last time before a restart).
     pub not_before_ms: Option<u64>,
+    /// Stop issuing IDs (with [`SnowflakeError::LeaseLost`]) while this fence is raised: the
+    /// worker ID's lease holder raises it when the ID is no longer provably ours.
+    pub fence: Option<Arc<Fence>>,
 }
 
 impl SnowflakeConfig {
@@ -64,6 +69,7 @@ impl SnowflakeConfig {
             max_backward: Duration::from_millis(5),
             on_exhausted: OnExhausted::Wait,
             not_before_ms: None,
+            fence: None,
         }
     }
 
@@ -114,6 +120,13 @@ impl SnowflakeConfig {
         self
     }
 
+    /// Checks `fence` on every call.
+    #[must_use]
+    pub fn fence(mut self, fence: Arc<Fence>) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
     /// Validates the configuration and builds a generator reading `clock`.
     ///
     /// # Errors
@@ -148,6 +161,7 @@ impl SnowflakeConfig {
             unit_ns: layout.time_unit_ms() * NANOS_PER_MILLI,
             max_backward_units: self.max_backward.as_millis() as u64 / layout.time_unit_ms(),
             on_exhausted: self.on_exhausted,
+            fence: self.fence,
             stats: Counters::default(),
             layout,
             clock,
@@ -192,6 +206,7 @@ pub struct SnowflakeGenerator<C> {
     unit_ns: u64,
     max_backward_units: u64,
     on_exhausted: OnExhausted,
+    fence: Option<Arc<Fence>>,
     stats: Counters,
     layout: Layout,
     clock: C,
@@ -290,6 +305,11 @@ impl<C: Clock> SnowflakeGenerator<C> {
     /// As [`next_id`](Self::next_id).
     #[inline]
     pub fn poll_next(&self) -> Result<Poll<u64>, SnowflakeError> {
+        if let Some(fence) = &self.fence {
+            if fence.is_raised() {
+                return Err(SnowflakeError::LeaseLost);
+            }
+        }
         // Load before reading the clock: the unit in the word then comes from a reading no
         // later than ours, so `now < last` means the clock really moved back.
         let mut state = self.state.load(Ordering::Acquire);
@@ -572,6 +592,22 @@ mod tests {
             .build(clock)
             .unwrap_err();
         assert!(e.to_string().contains("datacenter"), "{e}");
+    }
+
+    #[test]
+    fn a_raised_fence_stops_the_generator_until_lowered() {
+        let clock = ManualClock::from_millis(T0);
+        let fence = Arc::new(Fence::new());
+        let g = SnowflakeConfig::new(Layout::LEAF)
+            .fence(fence.clone())
+            .build(clock)
+            .unwrap();
+        let a = g.next_id().unwrap();
+        fence.raise();
+        assert_eq!(g.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+        assert!(g.poll_next().is_err());
+        fence.lower();
+        assert!(g.next_id().unwrap() > a);
     }
 
     #[test]

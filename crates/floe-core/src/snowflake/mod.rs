@@ -73,6 +73,9 @@ pub enum SnowflakeError {
         /// The exhausted time unit, in Unix milliseconds.
         timestamp_ms: u64,
     },
+    /// The generator's fence is raised: its worker ID lease is lost, and no ID is issued
+    /// until it is held again.
+    LeaseLost,
 }
 
 impl SnowflakeError {
@@ -80,7 +83,9 @@ impl SnowflakeError {
     pub fn is_temporary(&self) -> bool {
         matches!(
             self,
-            SnowflakeError::ClockMovedBackwards { .. } | SnowflakeError::SequenceExhausted { .. }
+            SnowflakeError::ClockMovedBackwards { .. }
+                | SnowflakeError::SequenceExhausted { .. }
+                | SnowflakeError::LeaseLost
         )
     }
 }
@@ -109,6 +114,9 @@ impl fmt::Display for SnowflakeError {
             SnowflakeError::SequenceExhausted { timestamp_ms } => write!(
                 f,
                 "sequence exhausted for the time unit at {timestamp_ms} ms"
+            ),
+            SnowflakeError::LeaseLost => f.write_str(
+                "worker ID lease lost: refusing to issue IDs until the ID is held again",
             ),
         }
     }
