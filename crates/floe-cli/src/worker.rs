@@ -31,6 +31,10 @@ pub struct RegistryArgs {
     /// fallback: two services on one port on different hosts then share an ID).
     #[arg(long, global = true)]
     pub port_fallback: bool,
+    /// When every ID is allocated, take over one whose holder has not been alive for this many
+    /// seconds (it then starts after that holder's last time). Off by default.
+    #[arg(long, global = true, value_name = "SECONDS")]
+    pub reclaim_after: Option<u64>,
 }
 
 /// `floe worker`.
@@ -122,6 +126,7 @@ impl GenLease {
         let cache = LocalCache::new(&args.state_dir).map_err(|e| e.to_string())?;
         let mut config = LeaseConfig::new(identity(args, host), space);
         config.port_fallback = args.port_fallback;
+        config.reclaim_after = args.reclaim_after.map(std::time::Duration::from_secs);
         let lease = block_on(acquire(registry.as_ref(), &cache, &config, &SystemClock))?
             .map_err(|e: RegistryError| e.to_string())?;
         for note in &lease.notes {

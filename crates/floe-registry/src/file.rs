@@ -208,6 +208,45 @@ impl Registry for FileRegistry {
         })
     }
 
+    async fn reclaim(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        identity.validate()?;
+        self.with_table(|table| {
+            let records = table.services.entry(identity.service.clone()).or_default();
+            let mut idle: Vec<WorkerRecord> = records
+                .values()
+                .filter(|r| {
+                    r.id < space.size && r.last_time_ms > 0 && r.last_time_ms <= idle_before_ms
+                })
+                .filter(|r| &r.identity != identity)
+                .cloned()
+                .collect();
+            idle.sort_by_key(|r| r.last_time_ms);
+            for previous in idle {
+                // A live process still holds it: not idle after all.
+                let Ok(hold) = self.hold(&identity.service, previous.id, &previous.identity) else {
+                    continue;
+                };
+                let record = WorkerRecord {
+                    identity: identity.clone(),
+                    ..previous
+                };
+                records.insert(record.id, record.clone());
+                let registration = Registration {
+                    record,
+                    existing: false,
+                    _hold: Some(Hold::new(hold)),
+                };
+                return Ok((Some(registration), true));
+            }
+            Ok((None, false))
+        })
+    }
+
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
         self.with_table(|table| {
             let records = table

@@ -38,6 +38,10 @@ pub struct LeaseConfig {
     /// Seed 000's last resort when neither registry nor cache answers: `port % space`. Off by
     /// default; see the module docs for its risk.
     pub port_fallback: bool,
+    /// Take over the ID of another identity whose holder was last alive longer ago than this,
+    /// when the space is full (off by default). The new holder starts after the previous
+    /// holder's last time, so a host whose clock is behind cannot repeat its IDs.
+    pub reclaim_after: Option<Duration>,
     /// How long to keep retrying while the identity is held by another session (10 s by
     /// default): after a crash, the previous holder's ZooKeeper session lingers until its
     /// timeout (6 s), and a restart should wait it out rather than fail.
@@ -52,6 +56,7 @@ impl LeaseConfig {
             space,
             max_clock_wait: Duration::from_millis(5),
             port_fallback: false,
+            reclaim_after: None,
             conflict_wait: Duration::from_secs(10),
         }
     }
@@ -143,6 +148,24 @@ pub async fn acquire(
                     config.conflict_wait
                 ));
                 break Err(e);
+            }
+            Err(e) if e.kind == ErrorKind::SpaceFull && config.reclaim_after.is_some() => {
+                let idle = config.reclaim_after.unwrap_or_default().as_millis() as u64;
+                let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
+                match registry
+                    .reclaim(identity, config.space, now_ms.saturating_sub(idle))
+                    .await
+                {
+                    Ok(Some(reg)) => {
+                        notes.push(format!(
+                            "space full: took over worker ID {} (its previous holder was last alive at {} ms)",
+                            reg.record.id, reg.record.last_time_ms
+                        ));
+                        break Ok(reg);
+                    }
+                    Ok(None) => break Err(e),
+                    Err(other) => break Err(other),
+                }
             }
             other => break other,
         }

@@ -267,6 +267,24 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`ErrorKind::Unavailable`].
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError>;
+
+    /// Takes over, for `identity`, the ID of another identity of the same service whose holder
+    /// was last alive at or before `idle_before_ms` and is not alive now (no live process
+    /// holds it). The ID longest idle goes first. The registration's record keeps the
+    /// previous holder's last time, so the new holder starts after it. Records never
+    /// heartbeaten (last time 0) are not taken. `None`: nothing to take.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`]; [`ErrorKind::Conflict`] if `identity` is held elsewhere.
+    async fn reclaim(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        let _ = (identity, space, idle_before_ms);
+        Ok(None)
+    }
 }
 
 /// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,

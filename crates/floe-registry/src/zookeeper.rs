@@ -284,6 +284,73 @@ impl Registry for ZkRegistry {
         Ok(false)
     }
 
+    async fn reclaim(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        identity.validate()?;
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let holder = self.holder(identity);
+        match self.client.create(&holder, b"", &ephemeral).await {
+            Ok(_) => {}
+            Err(ZkError::NodeExists) => {
+                return Err(RegistryError::new(
+                    ErrorKind::Conflict,
+                    format!("{identity} is held by another live process ({holder} exists)"),
+                ))
+            }
+            Err(e) => return Err(map_err(&format!("create {holder}"), e)),
+        }
+        let mut idle: Vec<(WorkerRecord, i32)> = self
+            .records(&identity.service)
+            .await?
+            .into_iter()
+            .filter(|(r, _)| {
+                r.id < space.size && r.last_time_ms > 0 && r.last_time_ms <= idle_before_ms
+            })
+            .filter(|(r, _)| &r.identity != identity)
+            .collect();
+        idle.sort_by_key(|(r, _)| r.last_time_ms);
+        for (previous, version) in idle {
+            // Its holder's session is alive: not idle after all.
+            match self
+                .client
+                .check_stat(&self.holder(&previous.identity))
+                .await
+            {
+                Ok(None) => {}
+                Ok(Some(_)) => continue,
+                Err(e) => return Err(map_err("read holder", e)),
+            }
+            let record = WorkerRecord {
+                identity: identity.clone(),
+                ..previous
+            };
+            let path = format!("{}/{}", self.workers(&identity.service), record.id);
+            // Compare-and-set on the version read: two reclaimers cannot both win.
+            match self
+                .client
+                .set_data(&path, &Self::encode(&record)?, Some(version))
+                .await
+            {
+                Ok(_) => {
+                    let hold = Hold::new(self.client.clone());
+                    return Ok(Some(Registration {
+                        record,
+                        existing: false,
+                        _hold: Some(hold),
+                    }));
+                }
+                Err(ZkError::BadVersion | ZkError::NoNode) => continue,
+                Err(e) => return Err(map_err(&format!("write {path}"), e)),
+            }
+        }
+        let _ = self.client.delete(&holder, None).await;
+        Ok(None)
+    }
+
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
         Ok(self
             .records(service)

@@ -145,6 +145,29 @@ async fn release_frees_the_id(b: &impl Backend) {
     assert_eq!(r.register(&who(2), small).await.unwrap().record.id, 0);
 }
 
+async fn an_idle_id_is_taken_over_with_its_last_time(b: &impl Backend) {
+    let small = IdSpace { size: 1 };
+    let first = b.handle().await.register(&who(1), small).await.unwrap();
+    let r = b.handle().await;
+    r.heartbeat(&who(1), 0, 1_000).await.unwrap();
+    // Alive: not taken, however old its last time.
+    assert!(r.reclaim(&who(2), small, 5_000).await.unwrap().is_none());
+    drop(first);
+    // Gone, but alive more recently than the idle bound: not taken.
+    assert!(r.reclaim(&who(2), small, 500).await.unwrap().is_none());
+    // Gone and idle: taken, with the previous holder's last time.
+    let taken = r.reclaim(&who(2), small, 5_000).await.unwrap().unwrap();
+    assert_eq!((taken.record.id, taken.record.last_time_ms), (0, 1_000));
+    assert_eq!(taken.record.identity, who(2));
+    let list = r.list("orders").await.unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].identity, who(2));
+    // The previous holder, back, finds its ID gone and the space full.
+    drop(taken);
+    let e = b.handle().await.register(&who(1), small).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::SpaceFull);
+}
+
 async fn bad_identities_are_config_errors(b: &impl Backend) {
     let r = b.handle().await;
     let e = r
@@ -183,6 +206,7 @@ macro_rules! all_cases {
             a_full_space_fails_clearly,
             heartbeats_never_move_back_and_list_shows_them,
             release_frees_the_id,
+            an_idle_id_is_taken_over_with_its_last_time,
             bad_identities_are_config_errors,
         );
     };

@@ -311,3 +311,62 @@ async fn an_id_released_under_a_live_holder_fences_its_generator() {
     );
     assert_eq!(lease.fence.periods(), 1);
 }
+
+#[tokio::test]
+async fn a_taken_over_id_starts_after_its_previous_holders_last_time() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let small = IdSpace { size: 1 };
+    let config = LeaseConfig {
+        space: small,
+        ..e.config.clone()
+    };
+    let old = acquire(&e.registry, &e.cache, &config, &clock)
+        .await
+        .unwrap();
+    old.heartbeat(&e.registry, &e.cache, T0 + 1_000)
+        .await
+        .unwrap();
+    drop(old);
+    let other = LeaseConfig {
+        identity: Identity::new("orders", "10.0.0.2", 8080),
+        reclaim_after: Some(Duration::from_secs(60)),
+        ..config
+    };
+    // Off by default: the space is simply full.
+    let default = LeaseConfig {
+        reclaim_after: None,
+        ..other.clone()
+    };
+    clock.set_millis(T0 + 120_000);
+    assert_eq!(
+        acquire(&e.registry, &e.cache, &default, &clock)
+            .await
+            .unwrap_err()
+            .kind,
+        ErrorKind::SpaceFull
+    );
+    // Too recent for the idle bound: full.
+    clock.set_millis(T0 + 30_000);
+    assert_eq!(
+        acquire(&e.registry, &e.cache, &other, &clock)
+            .await
+            .unwrap_err()
+            .kind,
+        ErrorKind::SpaceFull
+    );
+    // Idle long enough: taken over, starting after the previous holder's last time.
+    clock.set_millis(T0 + 120_000);
+    let lease = acquire(&e.registry, &e.cache, &other, &clock)
+        .await
+        .unwrap();
+    assert_eq!((lease.id, lease.not_before_ms), (0, T0 + 1_000));
+    assert!(
+        lease
+            .notes
+            .iter()
+            .any(|n| n.contains("took over worker ID 0")),
+        "{:?}",
+        lease.notes
+    );
+}
