@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{io_error, write_atomic};
+use crate::reclaimable;
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -219,10 +220,7 @@ impl Registry for FileRegistry {
             let records = table.services.entry(identity.service.clone()).or_default();
             let mut idle: Vec<WorkerRecord> = records
                 .values()
-                .filter(|r| {
-                    r.id < space.size && r.last_time_ms > 0 && r.last_time_ms <= idle_before_ms
-                })
-                .filter(|r| &r.identity != identity)
+                .filter(|r| reclaimable(r, identity, space, idle_before_ms))
                 .cloned()
                 .collect();
             idle.sort_by_key(|r| r.last_time_ms);

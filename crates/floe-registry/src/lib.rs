@@ -128,6 +128,21 @@ impl IdSpace {
     pub const SNO_PARTITIONS: IdSpace = IdSpace { size: 1 << 16 };
 }
 
+/// Whether `previous` may be taken over by `identity` (see [`Registry::reclaim`]): in the
+/// space, heartbeaten at least once, idle since `idle_before_ms`, and someone else's. Whether
+/// its holder is still alive is the registry's own check.
+pub(crate) fn reclaimable(
+    previous: &WorkerRecord,
+    identity: &Identity,
+    space: IdSpace,
+    idle_before_ms: u64,
+) -> bool {
+    previous.id < space.size
+        && previous.last_time_ms > 0
+        && previous.last_time_ms <= idle_before_ms
+        && &previous.identity != identity
+}
+
 /// One allocated ID, as a registry records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerRecord {

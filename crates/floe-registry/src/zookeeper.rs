@@ -20,6 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
+use crate::reclaimable;
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -307,10 +308,7 @@ impl Registry for ZkRegistry {
             .records(&identity.service)
             .await?
             .into_iter()
-            .filter(|(r, _)| {
-                r.id < space.size && r.last_time_ms > 0 && r.last_time_ms <= idle_before_ms
-            })
-            .filter(|(r, _)| &r.identity != identity)
+            .filter(|(r, _)| reclaimable(r, identity, space, idle_before_ms))
             .collect();
         idle.sort_by_key(|(r, _)| r.last_time_ms);
         for (previous, version) in idle {
