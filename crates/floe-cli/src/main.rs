@@ -284,7 +284,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     || Described::snowflake(&layout, id),
                 )?;
             }
-            if let Some(l) = &lease {
+            if let Some(l) = lease {
                 out.flush()?;
                 l.finish(g.last_timestamp_ms())?;
             }
@@ -331,7 +331,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 let text = |o: &mut _| Write::write_all(o, &id.encode());
                 emit(&mut out, output, text, id.to_bytes(), || Described::Sno(id))?;
             }
-            if let Some(l) = &lease {
+            if let Some(l) = lease {
                 out.flush()?;
                 let last = g.snapshot().wall_hi as u64 * 4 + floe_core::sno::EPOCH * 1000;
                 l.finish(last)?;

@@ -139,13 +139,15 @@ impl GenLease {
         })
     }
 
-    /// Records the last issued time in the registry and the cache.
-    pub fn finish(&self, last_time_ms: u64) -> Result<(), String> {
-        block_on(
-            self.lease
-                .heartbeat(self.registry.as_ref(), &self.cache, last_time_ms),
-        )?
-        .map_err(|e| e.to_string())
+    /// Records the last issued time in the registry and the cache, and ends this process's
+    /// hold on the ID so that the next run finds it free at once.
+    pub fn finish(self, last_time_ms: u64) -> Result<(), String> {
+        let GenLease {
+            lease,
+            registry,
+            cache,
+        } = self;
+        block_on(lease.close(registry.as_ref(), &cache, last_time_ms))?.map_err(|e| e.to_string())
     }
 }
 

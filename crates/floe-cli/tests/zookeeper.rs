@@ -121,7 +121,14 @@ fn processes_sharing_zookeeper_issue_no_duplicate_and_a_restart_keeps_its_id() {
     assert_eq!(workers.iter().collect::<HashSet<_>>().len(), 4);
     // A restart of the first identity gets its ID back, and its IDs follow the last time the
     // registry recorded for it.
+    // The earlier run exited cleanly and ended its hold: no wait for its session to lapse.
+    let started = std::time::Instant::now();
     let first = ok(run(9000, "1").wait_with_output().unwrap());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     let id: u64 = first.trim().parse().unwrap();
     let before_max = all
         .iter()

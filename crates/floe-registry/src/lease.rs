@@ -295,6 +295,26 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// At a clean shutdown: records `last_time_ms` (as a heartbeat) and ends this process's
+    /// hold on the ID, so that a restart finds it free at once. The ID stays this identity's.
+    ///
+    /// # Errors
+    /// As [`Lease::heartbeat`], or the registry's error on closing.
+    pub async fn close(
+        self,
+        registry: &dyn Registry,
+        cache: &LocalCache,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        self.heartbeat(registry, cache, last_time_ms).await?;
+        if self.source == Source::Registry {
+            registry.close(&self.identity).await?;
+        }
+        Ok(())
+    }
+}
+
 /// Heartbeats every `interval` (3 s in seed 000) until `shutdown` resolves, recording the time
 /// `last_time_ms` returns (the generator's last issued time, or the clock). Failures are
 /// counted in the lease's stats and retried at the next beat.

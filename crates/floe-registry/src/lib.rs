@@ -283,6 +283,17 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// [`ErrorKind::Unavailable`].
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError>;
 
+    /// Ends this process's hold on `identity`'s ID at a clean shutdown, so that a restart
+    /// need not wait for it to lapse. The ID stays allocated to the identity, with its last
+    /// time. (The file registry's hold is an OS lock that ends with the registration.)
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`].
+    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+        let _ = identity;
+        Ok(())
+    }
+
     /// Takes over, for `identity`, the ID of another identity of the same service whose holder
     /// was last alive at or before `idle_before_ms` and is not alive now (no live process
     /// holds it). The ID longest idle goes first. The registration's record keeps the

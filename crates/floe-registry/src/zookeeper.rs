@@ -285,6 +285,14 @@ impl Registry for ZkRegistry {
         Ok(false)
     }
 
+    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+        let holder = self.holder(identity);
+        match self.client.delete(&holder, None).await {
+            Ok(()) | Err(ZkError::NoNode) => Ok(()),
+            Err(e) => Err(map_err(&format!("delete {holder}"), e)),
+        }
+    }
+
     async fn reclaim(
         &self,
         identity: &Identity,
