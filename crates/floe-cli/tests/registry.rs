@@ -253,7 +253,88 @@ fn bad_registry_configuration_names_the_field() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(expect), "{url}: {err}");
     }
+    for url in [
+        "zk://localhost/floe",
+        "zk://:2181/floe",
+        "zk://h:99999",
+        "zk://h:2181,h2/floe",
+    ] {
+        let out = floe(&["gen", "snowflake", "--registry", url]);
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("registry: bad ZooKeeper address"),
+            "{url}: {err}"
+        );
+    }
     let out = floe(&["gen", "snowflake", "--registry", "static:1024"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("worker_id: 1024 is out of range"), "{err}");
+}
+
+#[test]
+fn a_static_id_is_still_guarded_by_the_local_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap();
+    let gen = || {
+        floe(&[
+            "gen",
+            "snowflake",
+            "-o",
+            "json",
+            "--registry",
+            "static:5",
+            "--state-dir",
+            state,
+            "--service",
+            "orders",
+            "--host",
+            "h1",
+            "--port",
+            "8080",
+        ])
+    };
+    let first: serde_json::Value = serde_json::from_str(ok(gen()).trim()).unwrap();
+    assert_eq!(first["worker"], 5);
+    let cache = dir.path().join("cache-orders-h1-8080.json");
+    let mut entry: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+    assert_eq!(entry["id"], 5);
+    assert_eq!(entry["last_time_ms"], first["timestamp_ms"]);
+    // The cache says the ID was in use an hour from now: this clock is behind it.
+    entry["last_time_ms"] = (entry["last_time_ms"].as_u64().unwrap() + 3_600_000).into();
+    std::fs::write(&cache, entry.to_string()).unwrap();
+    let out = gen();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("behind the last recorded time"));
+}
+
+#[test]
+fn sno_partitions_come_from_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = url(dir.path());
+    let state = dir.path().join("state");
+    let partitions: HashSet<u64> = (0..3u16)
+        .map(|port| {
+            let out = ok(floe(&[
+                "gen",
+                "sno",
+                "-o",
+                "json",
+                "--registry",
+                &registry,
+                "--state-dir",
+                state.to_str().unwrap(),
+                "--service",
+                "events",
+                "--host",
+                "h1",
+                "--port",
+                &port.to_string(),
+            ]));
+            let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+            v["partition"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(partitions, HashSet::from([0, 1, 2]));
 }

@@ -67,8 +67,15 @@ impl ZkRegistry {
                 "registry: the ZooKeeper root must be an absolute path such as /floe, found {root:?}"
             )));
         }
-        if cluster.is_empty() {
-            return Err(RegistryError::config("registry: zk:// needs host:port"));
+        for server in cluster.split(',') {
+            let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+            });
+            if !valid {
+                return Err(RegistryError::config(format!(
+                    "registry: bad ZooKeeper address {server:?} in {cluster:?}: expected host:port[,host:port...]"
+                )));
+            }
         }
         let client = Client::connector()
             .with_session_timeout(Duration::from_secs(6))
