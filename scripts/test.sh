@@ -3,18 +3,23 @@
 #
 # The tests that prove a backend talk to a real server: this script installs it (Debian
 # packages), starts it on a throw-away directory and a non-default loopback port, and stops
-# it when it exits (scripts/lib/services.sh). Now: ZooKeeper.
+# it when it exits (scripts/lib/services.sh). Now: ZooKeeper and etcd. Every feature is built
+# and tested (the etcd registry needs protoc, installed here too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "build tools"
+ensure_package protobuf-compiler /usr/bin/protoc
+ensure_package libprotobuf-dev /usr/include/google/protobuf/empty.proto
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy (all targets, warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 step "real servers"
 log=$(mktemp)
@@ -22,10 +27,12 @@ trap 'stop_services; rm -f "$log"' EXIT
 start_zookeeper FLOE_TEST_ZOOKEEPER
 # A second one, for the tests that stop it with SIGKILL and start it again.
 start_zookeeper FLOE_TEST_ZOOKEEPER_KILLABLE
+start_etcd FLOE_TEST_ETCD
+start_etcd FLOE_TEST_ETCD_KILLABLE
 
 step "cargo test (workspace)"
 set +e
-cargo test --workspace --locked 2>&1 | tee "$log"
+cargo test --workspace --all-features --locked 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run: the sum of every test binary's results.

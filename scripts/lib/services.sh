@@ -78,3 +78,36 @@ CFG
   tail -20 "$dir/server.log" >&2
   return 1
 }
+
+# start_etcd [NAME]: exports NAME (default FLOE_TEST_ETCD) = host:port, NAME_PID, and
+# NAME_START, a script that starts the same server again on the same data (for tests that
+# kill it).
+start_etcd() {
+  local name=${1:-FLOE_TEST_ETCD}
+  ensure_package etcd-server /usr/bin/etcd
+  local dir cport pport pid
+  dir=$(mktemp -d /tmp/floe-etcd.XXXXXX)
+  cport=$(free_port 23790)
+  pport=$(free_port $((cport + 100)))
+  cat >"$dir/start.sh" <<START
+exec etcd --name floe-test --data-dir "$dir/data" \
+  --listen-client-urls http://127.0.0.1:$cport --advertise-client-urls http://127.0.0.1:$cport \
+  --listen-peer-urls http://127.0.0.1:$pport --initial-advertise-peer-urls http://127.0.0.1:$pport \
+  --initial-cluster floe-test=http://127.0.0.1:$pport --log-level error >>"$dir/server.log" 2>&1
+START
+  bash "$dir/start.sh" &
+  pid=$!
+  FLOE_SERVICE_PIDS+=("$pid")
+  FLOE_SERVICE_DIRS+=("$dir")
+  for _ in $(seq 1 60); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$cport" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && timeout 2 cat <&3) 2>/dev/null | grep -q '"health":"true"'; then
+      export "$name=127.0.0.1:$cport" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
+      echo "etcd $(etcd --version | sed -n 's/^etcd Version: //p') on 127.0.0.1:$cport as $name (pid $pid, $dir)"
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "etcd did not start; its log:" >&2
+  tail -20 "$dir/server.log" >&2
+  return 1
+}

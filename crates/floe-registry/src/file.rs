@@ -128,7 +128,9 @@ impl FileRegistry {
                 }
             };
             let hold = self.hold(&identity.service, record.id, identity)?;
-            Ok((Registration { record, existing, _hold: Some(Hold::new(hold)) }, !existing))
+            Ok((Registration {
+                fence: Default::default(),
+                record, existing, _hold: Some(Hold::new(hold)) }, !existing))
         })
     }
 
@@ -235,6 +237,7 @@ impl Registry for FileRegistry {
                 };
                 records.insert(record.id, record.clone());
                 let registration = Registration {
+                    fence: Default::default(),
                     record,
                     existing: false,
                     _hold: Some(Hold::new(hold)),

@@ -234,7 +234,9 @@ pub async fn acquire(
         notes,
         identity: identity.clone(),
         stats,
-        fence: Arc::new(Fence::new()),
+        fence: registration
+            .as_ref()
+            .map_or_else(|| Arc::new(Fence::new()), |r| r.fence.clone()),
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;

@@ -46,6 +46,8 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod file;
 pub mod guard;
 pub mod lease;
@@ -128,6 +130,22 @@ impl IdSpace {
     pub const SNO_PARTITIONS: IdSpace = IdSpace { size: 1 << 16 };
 }
 
+/// Checks a server list `host:port[,host:port...]`.
+#[allow(dead_code)] // used by the server registries, each behind a feature
+pub(crate) fn check_addresses(kind: &str, list: &str) -> Result<(), RegistryError> {
+    for server in list.split(',') {
+        let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !valid {
+            return Err(RegistryError::config(format!(
+                "registry: bad {kind} address {server:?} in {list:?}: expected host:port[,host:port...]"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `previous` may be taken over by `identity` (see [`Registry::reclaim`]): in the
 /// space, heartbeaten at least once, idle since `idle_before_ms`, and someone else's. Whether
 /// its holder is still alive is the registry's own check.
@@ -162,6 +180,9 @@ pub struct Registration {
     pub record: WorkerRecord,
     /// Whether the ID was already this identity's (a restart) rather than newly allocated.
     pub existing: bool,
+    /// Raised by the registry when it learns in the background that the ID is no longer
+    /// provably this identity's (etcd: the lease was lost); lowered when it holds it again.
+    pub fence: std::sync::Arc<floe_core::fence::Fence>,
     /// Held for as long as the registration lives: for the file registry, the OS lock that
     /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
     /// the ephemeral holder node.
@@ -358,11 +379,34 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
                 zookeeper::ZkRegistry::connect(cluster, root).await?,
             ))
         }
+        #[cfg(feature = "etcd")]
+        "etcd" => {
+            let rest = rest.strip_prefix("//").ok_or_else(|| {
+                RegistryError::config(format!(
+                    "registry: expected etcd://host:port[/root][?ttl=SECONDS], found {url:?}"
+                ))
+            })?;
+            let (rest, ttl) = match rest.split_once("?ttl=") {
+                Some((r, t)) => (
+                    r,
+                    t.parse::<i64>().map_err(|_| {
+                        RegistryError::config(format!("registry: ttl must be whole seconds, found {t:?}"))
+                    })?,
+                ),
+                None => (rest, 10),
+            };
+            let (endpoints, root) = match rest.find('/') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, "/floe"),
+            };
+            Ok(Box::new(etcd::EtcdRegistry::connect(endpoints, root, ttl).await?))
+        }
+        #[cfg(not(feature = "etcd"))]
         "etcd" => Err(RegistryError::config(
-            "registry: etcd is not available in this build yet (use file:, static: or zk:)",
+            "registry: etcd is not in this build: build floe with --features etcd (it needs protoc)",
         )),
         other => Err(RegistryError::config(format!(
-            "registry: unknown scheme {other:?} in {url:?}: expected file:, static: or zk:"
+            "registry: unknown scheme {other:?} in {url:?}: expected file:, static:, zk: or etcd:"
         ))),
     }
 }

@@ -39,6 +39,7 @@ impl Registry for StaticRegistry {
             )));
         }
         Ok(Registration {
+            fence: Default::default(),
             record: WorkerRecord {
                 id: self.id,
                 identity: identity.clone(),

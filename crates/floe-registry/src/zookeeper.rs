@@ -67,16 +67,7 @@ impl ZkRegistry {
                 "registry: the ZooKeeper root must be an absolute path such as /floe, found {root:?}"
             )));
         }
-        for server in cluster.split(',') {
-            let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
-                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-            });
-            if !valid {
-                return Err(RegistryError::config(format!(
-                    "registry: bad ZooKeeper address {server:?} in {cluster:?}: expected host:port[,host:port...]"
-                )));
-            }
-        }
+        crate::check_addresses("ZooKeeper", cluster)?;
         let client = Client::connector()
             .with_session_timeout(Duration::from_secs(6))
             .with_connection_timeout(Duration::from_secs(3))
@@ -231,6 +222,7 @@ impl Registry for ZkRegistry {
         }
         let (record, existing) = result?;
         Ok(Registration {
+            fence: Default::default(),
             record,
             existing,
             _hold: Some(Hold::new(self.client.clone())),
@@ -351,6 +343,7 @@ impl Registry for ZkRegistry {
                 Ok(_) => {
                     let hold = Hold::new(self.client.clone());
                     return Ok(Some(Registration {
+                        fence: Default::default(),
                         record,
                         existing: false,
                         _hold: Some(hold),

@@ -23,7 +23,7 @@ fn file_backend() -> FileBackend {
     FileBackend(tempfile::tempdir().unwrap())
 }
 
-/// A real ZooKeeper server, started by scripts/test.sh; each test gets a root of its own.
+/// A real server registry (ZooKeeper or etcd) opened by URL; each test gets a root of its own.
 struct ZkBackend {
     url: String,
 }
@@ -31,6 +31,25 @@ struct ZkBackend {
 impl Backend for ZkBackend {
     async fn handle(&self) -> Box<dyn Registry> {
         floe_registry::open(&self.url).await.unwrap()
+    }
+}
+
+/// A real etcd server, started by scripts/test.sh; each test gets a root of its own.
+#[cfg(feature = "etcd")]
+fn etcd_backend() -> ZkBackend {
+    let server = std::env::var("FLOE_TEST_ETCD")
+        .expect("FLOE_TEST_ETCD is not set: run the suite with scripts/test.sh, which starts etcd");
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    ZkBackend {
+        url: format!(
+            "etcd://{server}/floe-test-{}-{nanos}-{n}?ttl=5",
+            std::process::id()
+        ),
     }
 }
 
@@ -69,7 +88,9 @@ async fn a_restart_gets_the_same_id_and_last_time(b: &impl Backend) {
     r.heartbeat(&who(1), first.record.id, 1_700_000_000_123)
         .await
         .unwrap();
-    drop(first); // the process ends
+    // The process ends cleanly.
+    r.close(&who(1)).await.unwrap();
+    drop(first);
     let again = b.handle().await.register(&who(1), SPACE).await.unwrap();
     assert_eq!(again.record.last_time_ms, 1_700_000_000_123);
     assert!(again.existing);
@@ -79,6 +100,7 @@ async fn a_live_holder_blocks_a_second_process(b: &impl Backend) {
     let first = b.handle().await.register(&who(1), SPACE).await.unwrap();
     let e = b.handle().await.register(&who(1), SPACE).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    b.handle().await.close(&who(1)).await.unwrap();
     drop(first);
     b.handle().await.register(&who(1), SPACE).await.unwrap();
 }
@@ -152,6 +174,7 @@ async fn an_idle_id_is_taken_over_with_its_last_time(b: &impl Backend) {
     r.heartbeat(&who(1), 0, 1_000).await.unwrap();
     // Alive: not taken, however old its last time.
     assert!(r.reclaim(&who(2), small, 5_000).await.unwrap().is_none());
+    r.close(&who(1)).await.unwrap();
     drop(first);
     // Gone, but alive more recently than the idle bound: not taken.
     assert!(r.reclaim(&who(2), small, 500).await.unwrap().is_none());
@@ -214,3 +237,5 @@ macro_rules! all_cases {
 
 all_cases!(file_backend);
 all_cases!(zk_backend);
+#[cfg(feature = "etcd")]
+all_cases!(etcd_backend);

@@ -1,21 +1,20 @@
-//! Worker IDs from a real ZooKeeper server (started by scripts/test.sh, address in
-//! FLOE_TEST_ZOOKEEPER), across real `floe` processes.
+//! Worker IDs from real ZooKeeper and etcd servers (started by scripts/test.sh, addresses in
+//! FLOE_TEST_ZOOKEEPER and FLOE_TEST_ETCD), across real `floe` processes. The same tests run
+//! against each.
 
 use std::collections::HashSet;
 use std::process::{Command, Output, Stdio};
 
-fn server() -> String {
-    std::env::var("FLOE_TEST_ZOOKEEPER")
-        .expect("FLOE_TEST_ZOOKEEPER is not set: run the suite with scripts/test.sh, which starts ZooKeeper")
-}
-
-/// A registry URL with a root of its own for each test.
-fn zk_url(test: &str) -> String {
+/// A registry URL of `scheme` on the server in `var`, with a root of its own for each test.
+fn url(scheme: &str, var: &str, test: &str) -> String {
+    let server = std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the suite with scripts/test.sh, which starts the servers")
+    });
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("zk://{}/floe-cli-{test}-{nanos}", server())
+    format!("{scheme}://{server}/floe-cli-{test}-{nanos}")
 }
 
 fn floe() -> Command {
@@ -35,9 +34,7 @@ fn ok(out: Output) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-#[test]
-fn ten_processes_registering_at_once_get_ten_ids() {
-    let url = zk_url("ten");
+fn ten_processes_registering_at_once_get_ten_ids(url: &str) {
     let children: Vec<_> = (0..10u16)
         .map(|port| {
             floe()
@@ -45,7 +42,7 @@ fn ten_processes_registering_at_once_get_ten_ids() {
                     "worker",
                     "register",
                     "--registry",
-                    &url,
+                    url,
                     "--service",
                     "orders",
                     "--host",
@@ -68,7 +65,7 @@ fn ten_processes_registering_at_once_get_ten_ids() {
             "list",
             "--json",
             "--registry",
-            &url,
+            url,
             "--service",
             "orders",
         ])
@@ -77,9 +74,7 @@ fn ten_processes_registering_at_once_get_ten_ids() {
     assert_eq!(list.lines().count(), 10);
 }
 
-#[test]
-fn processes_sharing_zookeeper_issue_no_duplicate_and_a_restart_keeps_its_id() {
-    let url = zk_url("gen");
+fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(url: &str) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().to_str().unwrap().to_string();
     let run = |port: u16, n: &str| {
@@ -90,7 +85,7 @@ fn processes_sharing_zookeeper_issue_no_duplicate_and_a_restart_keeps_its_id() {
                 "-n",
                 n,
                 "--registry",
-                &url,
+                url,
                 "--state-dir",
                 &state,
                 "--service",
@@ -142,7 +137,7 @@ fn processes_sharing_zookeeper_issue_no_duplicate_and_a_restart_keeps_its_id() {
             "list",
             "--json",
             "--registry",
-            &url,
+            url,
             "--service",
             "orders",
         ])
@@ -157,9 +152,7 @@ fn processes_sharing_zookeeper_issue_no_duplicate_and_a_restart_keeps_its_id() {
     }
 }
 
-#[test]
-fn zookeeper_unreachable_at_start_up_uses_the_cache() {
-    let url = zk_url("down");
+fn server_unreachable_at_start_up_uses_the_cache(url: &str, unreachable: &str) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().to_str().unwrap().to_string();
     let gen = |registry: &str| {
@@ -183,9 +176,9 @@ fn zookeeper_unreachable_at_start_up_uses_the_cache() {
             .output()
             .unwrap()
     };
-    let first: serde_json::Value = serde_json::from_str(ok(gen(&url)).trim()).unwrap();
+    let first: serde_json::Value = serde_json::from_str(ok(gen(url)).trim()).unwrap();
     // The same identity with ZooKeeper unreachable (nothing listens on port 1).
-    let out = gen("zk://127.0.0.1:1/floe");
+    let out = gen(unreachable);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     let again: serde_json::Value = serde_json::from_str(ok(out).trim()).unwrap();
     assert_eq!(again["worker"], first["worker"]);
@@ -210,3 +203,34 @@ fn zookeeper_unreachable_at_start_up_uses_the_cache() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to start"));
 }
+
+macro_rules! server_tests {
+    ($name:ident, $scheme:literal, $var:literal) => {
+        mod $name {
+            #[test]
+            fn ten_processes_registering_at_once_get_ten_ids() {
+                super::ten_processes_registering_at_once_get_ten_ids(&super::url(
+                    $scheme, $var, "ten",
+                ));
+            }
+            #[test]
+            fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id() {
+                super::processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(
+                    &super::url($scheme, $var, "gen"),
+                );
+            }
+            #[test]
+            fn server_unreachable_at_start_up_uses_the_cache() {
+                // Nothing listens on port 1.
+                super::server_unreachable_at_start_up_uses_the_cache(
+                    &super::url($scheme, $var, "down"),
+                    concat!($scheme, "://127.0.0.1:1/floe"),
+                );
+            }
+        }
+    };
+}
+
+server_tests!(zookeeper, "zk", "FLOE_TEST_ZOOKEEPER");
+#[cfg(feature = "etcd")]
+server_tests!(etcd, "etcd", "FLOE_TEST_ETCD");

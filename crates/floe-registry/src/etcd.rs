@@ -1,0 +1,503 @@
+//! The `etcd` registry (etcd 3.4+): `etcd://host:port[,host:port...][/root][?ttl=SECONDS]`.
+//!
+//! Keys, all under the root (default `/floe`):
+//! - `{root}/{service}/workers/{id}`: one per allocated ID, holding the [`WorkerRecord`] as
+//!   JSON (identity, last time). It has **no lease**: the last time outlives every lease.
+//! - `{root}/{service}/holders/{host}:{port}`: the live holder's claim, **attached to its
+//!   lease** (TTL 10 s by default). A second process with the same identity cannot create it.
+//!
+//! **Fencing, the reason to choose etcd.** A keeper task keeps the lease alive every TTL/3.
+//! When the lease is gone (expired, or revoked), or no keep-alive succeeded for 2/3 of the TTL
+//! (etcd unreachable: the server may expire the lease soon, and then another process could
+//! take the identity), it raises the registration's [`Fence`](floe_core::fence::Fence): every
+//! generator built with it stops issuing IDs. It then tries to hold the ID again under a new
+//! lease (the holder key is free and the worker record is still this identity's) and lowers
+//! the fence when it does.
+//!
+//! All changes are transactions: a new ID is taken only if its worker key does not exist
+//! (`create_revision == 0`), a heartbeat or take-over only if the record is unchanged since it
+//! was read (`mod_revision`).
+
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, GetOptions, PutOptions, Txn,
+    TxnOp,
+};
+use floe_core::fence::Fence;
+use tokio::time::Instant;
+
+use crate::reclaimable;
+use crate::{
+    ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
+};
+
+/// A registry on an etcd cluster.
+pub struct EtcdRegistry {
+    client: Client,
+    root: String,
+    endpoints: String,
+    ttl_secs: i64,
+}
+
+impl fmt::Debug for EtcdRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdRegistry")
+            .field("endpoints", &self.endpoints)
+            .field("root", &self.root)
+            .field("ttl_secs", &self.ttl_secs)
+            .finish()
+    }
+}
+
+fn map_err(what: &str, e: EtcdError) -> RegistryError {
+    let kind = match e {
+        EtcdError::InvalidArgs(_) | EtcdError::InvalidUri(_) => ErrorKind::Config,
+        _ => ErrorKind::Unavailable,
+    };
+    RegistryError::new(kind, format!("etcd: {what}: {e}"))
+}
+
+/// The registration's claim: the keeper task and the lease it keeps.
+struct EtcdHold {
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for EtcdHold {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+impl EtcdRegistry {
+    /// Connects to `endpoints` (`host:port[,host:port...]`), using `root` and leases of
+    /// `ttl_secs` seconds.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] for a bad address, root or TTL; [`ErrorKind::Unavailable`] when
+    /// no endpoint answers.
+    pub async fn connect(
+        endpoints: &str,
+        root: &str,
+        ttl_secs: i64,
+    ) -> Result<Self, RegistryError> {
+        crate::check_addresses("etcd", endpoints)?;
+        if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
+            return Err(RegistryError::config(format!(
+                "registry: the etcd root must be an absolute path such as /floe, found {root:?}"
+            )));
+        }
+        if !(2..=3600).contains(&ttl_secs) {
+            return Err(RegistryError::config(format!(
+                "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"
+            )));
+        }
+        let urls: Vec<String> = endpoints
+            .split(',')
+            .map(|e| format!("http://{e}"))
+            .collect();
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(3))
+            .with_timeout(Duration::from_secs(3));
+        let mut client = Client::connect(urls, Some(options))
+            .await
+            .map_err(|e| map_err(&format!("cannot connect to {endpoints}"), e))?;
+        // The connection is made lazily: ask once, so that an unreachable cluster says so now.
+        client
+            .get(root, None)
+            .await
+            .map_err(|e| map_err(&format!("cannot reach {endpoints}"), e))?;
+        Ok(EtcdRegistry {
+            client,
+            root: root.to_string(),
+            endpoints: endpoints.to_string(),
+            ttl_secs,
+        })
+    }
+
+    fn workers(&self, service: &str) -> String {
+        format!("{}/{service}/workers/", self.root)
+    }
+
+    fn worker_key(&self, service: &str, id: u32) -> String {
+        format!("{}{id}", self.workers(service))
+    }
+
+    fn holder_key(&self, identity: &Identity) -> String {
+        format!(
+            "{}/{}/holders/{}:{}",
+            self.root, identity.service, identity.host, identity.port
+        )
+    }
+
+    async fn records(&self, service: &str) -> Result<Vec<(WorkerRecord, i64)>, RegistryError> {
+        let prefix = self.workers(service);
+        let resp = self
+            .client
+            .clone()
+            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(|e| map_err(&format!("list {prefix}"), e))?;
+        let mut records = Vec::with_capacity(resp.kvs().len());
+        for kv in resp.kvs() {
+            let record: WorkerRecord = serde_json::from_slice(kv.value()).map_err(|e| {
+                RegistryError::new(
+                    ErrorKind::Corrupt,
+                    format!("etcd: a worker record under {prefix} is not valid: {e}"),
+                )
+            })?;
+            records.push((record, kv.mod_revision()));
+        }
+        records.sort_by_key(|(r, _)| r.id);
+        Ok(records)
+    }
+
+    fn encode(record: &WorkerRecord) -> Result<Vec<u8>, RegistryError> {
+        serde_json::to_vec(record).map_err(|e| {
+            RegistryError::new(ErrorKind::Corrupt, format!("cannot encode record: {e}"))
+        })
+    }
+
+    /// Creates the holder key under a new lease. `Ok(None)`: someone else holds it.
+    async fn claim(&self, identity: &Identity) -> Result<Option<i64>, RegistryError> {
+        claim(&self.client, &self.holder_key(identity), self.ttl_secs).await
+    }
+
+    /// Starts the keeper of `lease` and builds the registration.
+    fn registration(&self, record: WorkerRecord, existing: bool, lease: i64) -> Registration {
+        let fence = Arc::new(Fence::new());
+        let keeper = tokio::spawn(keep(
+            self.client.clone(),
+            self.holder_key(&record.identity),
+            self.worker_key(&record.identity.service, record.id),
+            record.identity.clone(),
+            self.ttl_secs,
+            Arc::new(AtomicI64::new(lease)),
+            fence.clone(),
+        ));
+        Registration {
+            fence,
+            record,
+            existing,
+            _hold: Some(Hold::new(EtcdHold { keeper })),
+        }
+    }
+
+    async fn allocate(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<(WorkerRecord, bool), RegistryError> {
+        let records = self.records(&identity.service).await?;
+        if let Some((record, _)) = records.iter().find(|(r, _)| &r.identity == identity) {
+            if record.id >= space.size {
+                return Err(RegistryError::config(format!(
+                    "{identity} holds worker ID {} in etcd, outside this layout's {} IDs: release it first",
+                    record.id, space.size
+                )));
+            }
+            return Ok((record.clone(), true));
+        }
+        let used: std::collections::HashSet<u32> = records.iter().map(|(r, _)| r.id).collect();
+        for id in (0..space.size).filter(|id| !used.contains(id)) {
+            let record = WorkerRecord {
+                id,
+                identity: identity.clone(),
+                last_time_ms: 0,
+            };
+            let key = self.worker_key(&identity.service, id);
+            let txn = Txn::new()
+                .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
+            let resp = self
+                .client
+                .clone()
+                .txn(txn)
+                .await
+                .map_err(|e| map_err(&format!("create {key}"), e))?;
+            if resp.succeeded() {
+                return Ok((record, false));
+            }
+        }
+        Err(RegistryError::new(
+            ErrorKind::SpaceFull,
+            format!(
+                "no free worker ID for {identity}: all {} IDs of service {:?} are allocated in etcd (see `floe worker list`)",
+                space.size, identity.service
+            ),
+        ))
+    }
+}
+
+async fn claim(client: &Client, holder: &str, ttl_secs: i64) -> Result<Option<i64>, RegistryError> {
+    let mut client = client.clone();
+    let lease = client
+        .lease_grant(ttl_secs, None)
+        .await
+        .map_err(|e| map_err("grant a lease", e))?
+        .id();
+    let txn = Txn::new()
+        .when([Compare::create_revision(holder, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(
+            holder,
+            lease.to_string(),
+            Some(PutOptions::new().with_lease(lease)),
+        )]);
+    match client.txn(txn).await {
+        Ok(resp) if resp.succeeded() => Ok(Some(lease)),
+        other => {
+            let _ = client.lease_revoke(lease).await;
+            other
+                .map(|_| None)
+                .map_err(|e| map_err(&format!("claim {holder}"), e))
+        }
+    }
+}
+
+/// Whether the keep-alive of `lease` succeeded: `Some(true)` alive, `Some(false)` the lease is
+/// gone, `None` etcd did not answer in time.
+async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Option<bool> {
+    let mut client = client.clone();
+    let round = async {
+        let (mut keeper, mut stream) = client.lease_keep_alive(lease).await.ok()?;
+        keeper.keep_alive().await.ok()?;
+        stream.message().await.ok()?
+    };
+    match tokio::time::timeout(within, round).await {
+        Ok(Some(resp)) => Some(resp.ttl() > 0),
+        // The stream ended without an answer: treat as no answer.
+        Ok(None) | Err(_) => None,
+    }
+}
+
+/// The keeper: keeps the lease alive, raises the fence when the lease is lost or may be, and
+/// lowers it when the ID is held again.
+async fn keep(
+    client: Client,
+    holder: String,
+    worker: String,
+    identity: Identity,
+    ttl_secs: i64,
+    lease: Arc<AtomicI64>,
+    fence: Arc<Fence>,
+) {
+    let ttl = Duration::from_secs(ttl_secs as u64);
+    let period = ttl / 3;
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::time::sleep(period).await;
+        match keep_alive_once(&client, lease.load(Ordering::Acquire), period).await {
+            Some(true) => {
+                last_ok = Instant::now();
+                fence.lower();
+                continue;
+            }
+            Some(false) => {
+                fence.raise();
+            }
+            None => {
+                if last_ok.elapsed() >= ttl * 2 / 3 {
+                    fence.raise();
+                }
+            }
+        }
+        if !fence.is_raised() {
+            continue;
+        }
+        // Hold the ID again: a fresh claim, and the worker record still ours.
+        let Ok(Some(new_lease)) = claim(&client, &holder, ttl_secs).await else {
+            continue;
+        };
+        let still_ours = match client.clone().get(worker.as_str(), None).await {
+            Ok(resp) => resp
+                .kvs()
+                .first()
+                .and_then(|kv| serde_json::from_slice::<WorkerRecord>(kv.value()).ok())
+                .is_some_and(|r| r.identity == identity),
+            Err(_) => false,
+        };
+        if still_ours {
+            lease.store(new_lease, Ordering::Release);
+            last_ok = Instant::now();
+            fence.lower();
+        } else {
+            let _ = client.clone().lease_revoke(new_lease).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Registry for EtcdRegistry {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+
+    async fn register(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError> {
+        identity.validate()?;
+        let holder = self.holder_key(identity);
+        let Some(lease) = self.claim(identity).await? else {
+            return Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!("{identity} is held by another live process ({holder} exists until its lease ends)"),
+            ));
+        };
+        match self.allocate(identity, space).await {
+            Ok((record, existing)) => Ok(self.registration(record, existing, lease)),
+            Err(e) => {
+                let _ = self.client.clone().lease_revoke(lease).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn heartbeat(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let key = self.worker_key(&identity.service, id);
+        let lost = || {
+            RegistryError::new(
+                ErrorKind::Conflict,
+                format!("worker ID {id} is no longer {identity}'s"),
+            )
+        };
+        let resp = self
+            .client
+            .clone()
+            .get(key.as_str(), None)
+            .await
+            .map_err(|e| map_err(&format!("read {key}"), e))?;
+        let Some(kv) = resp.kvs().first() else {
+            return Err(lost());
+        };
+        let mut record: WorkerRecord = serde_json::from_slice(kv.value())
+            .map_err(|e| RegistryError::new(ErrorKind::Corrupt, format!("etcd: {key}: {e}")))?;
+        if &record.identity != identity {
+            return Err(lost());
+        }
+        if last_time_ms <= record.last_time_ms {
+            return Ok(());
+        }
+        record.last_time_ms = last_time_ms;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                kv.mod_revision(),
+            )])
+            .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
+        // Not applied: it changed meanwhile; the next beat writes again.
+        self.client
+            .clone()
+            .txn(txn)
+            .await
+            .map_err(|e| map_err(&format!("write {key}"), e))?;
+        Ok(())
+    }
+
+    async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        for (record, revision) in self.records(&identity.service).await? {
+            if &record.identity == identity {
+                let key = self.worker_key(&identity.service, record.id);
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(
+                        key.as_str(),
+                        CompareOp::Equal,
+                        revision,
+                    )])
+                    .and_then([TxnOp::delete(key.as_str(), None)]);
+                let resp = self
+                    .client
+                    .clone()
+                    .txn(txn)
+                    .await
+                    .map_err(|e| map_err(&format!("delete {key}"), e))?;
+                return Ok(resp.succeeded());
+            }
+        }
+        Ok(false)
+    }
+
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        Ok(self
+            .records(service)
+            .await?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect())
+    }
+
+    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+        let holder = self.holder_key(identity);
+        let mut client = self.client.clone();
+        let resp = client
+            .get(holder.as_str(), None)
+            .await
+            .map_err(|e| map_err(&format!("read {holder}"), e))?;
+        if let Some(kv) = resp.kvs().first() {
+            client
+                .lease_revoke(kv.lease())
+                .await
+                .map_err(|e| map_err("revoke the lease", e))?;
+        }
+        Ok(())
+    }
+
+    async fn reclaim(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        identity.validate()?;
+        let Some(lease) = self.claim(identity).await? else {
+            return Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!("{identity} is held by another live process"),
+            ));
+        };
+        let mut idle: Vec<(WorkerRecord, i64)> = self
+            .records(&identity.service)
+            .await?
+            .into_iter()
+            .filter(|(r, _)| reclaimable(r, identity, space, idle_before_ms))
+            .collect();
+        idle.sort_by_key(|(r, _)| r.last_time_ms);
+        for (previous, revision) in idle {
+            let previous_holder = self.holder_key(&previous.identity);
+            let record = WorkerRecord {
+                identity: identity.clone(),
+                ..previous
+            };
+            let key = self.worker_key(&identity.service, record.id);
+            // Only if unchanged since read and its holder's claim is gone (lease ended).
+            let txn = Txn::new()
+                .when([
+                    Compare::mod_revision(key.as_str(), CompareOp::Equal, revision),
+                    Compare::create_revision(previous_holder.as_str(), CompareOp::Equal, 0),
+                ])
+                .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
+            let resp = self
+                .client
+                .clone()
+                .txn(txn)
+                .await
+                .map_err(|e| map_err(&format!("take over {key}"), e))?;
+            if resp.succeeded() {
+                return Ok(Some(self.registration(record, false, lease)));
+            }
+        }
+        let _ = self.client.clone().lease_revoke(lease).await;
+        Ok(None)
+    }
+}

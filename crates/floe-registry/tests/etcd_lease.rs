@@ -1,0 +1,162 @@
+//! etcd's lease fencing against real servers started by scripts/test.sh: FLOE_TEST_ETCD, and
+//! FLOE_TEST_ETCD_KILLABLE (with its pid and start script) for the test that kills it.
+#![cfg(feature = "etcd")]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use floe_core::clock::SystemClock;
+use floe_core::fence::Fence;
+use floe_core::snowflake::{Layout, SnowflakeConfig, SnowflakeError};
+use floe_registry::cache::LocalCache;
+use floe_registry::lease::{acquire, LeaseConfig};
+use floe_registry::{IdSpace, Identity};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the suite with scripts/test.sh, which starts etcd")
+    })
+}
+
+async fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn root(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("/floe-{test}-{nanos}")
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
+    let server = env("FLOE_TEST_ETCD");
+    let root = root("revoke");
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let identity = Identity::new("orders", "h1", 8080);
+    let config = LeaseConfig::new(identity, IdSpace::snowflake(&Layout::LEAF));
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    let fence: Arc<Fence> = lease.fence.clone();
+    let gen = SnowflakeConfig::new(Layout::LEAF)
+        .worker(u64::from(lease.id))
+        .fence(fence.clone())
+        .build(SystemClock)
+        .unwrap();
+    let before = gen.next_id().unwrap();
+
+    // Someone revokes our lease and removes our worker record (an operator, by mistake).
+    let mut admin = etcd_client::Client::connect([format!("http://{server}")], None)
+        .await
+        .unwrap();
+    let holder = format!("{root}/orders/holders/h1:8080");
+    let worker = format!("{root}/orders/workers/{}", lease.id);
+    let record = admin.get(worker.as_str(), None).await.unwrap().kvs()[0]
+        .value()
+        .to_vec();
+    let lease_id = admin.get(holder.as_str(), None).await.unwrap().kvs()[0].lease();
+    admin.delete(worker.as_str(), None).await.unwrap();
+    admin.lease_revoke(lease_id).await.unwrap();
+
+    // The keeper notices within a keep-alive period: the generator stops.
+    until("the fence to rise", Duration::from_secs(5), || {
+        fence.is_raised()
+    })
+    .await;
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+    // It cannot hold the ID again while the record is not ours: still stopped.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+
+    // The record is back: the keeper holds the ID under a new lease and lets it go on.
+    admin.put(worker.as_str(), record, None).await.unwrap();
+    until("the fence to fall", Duration::from_secs(5), || {
+        !fence.is_raised()
+    })
+    .await;
+    assert!(gen.next_id().unwrap() > before);
+    assert_eq!(fence.periods(), 1);
+    let new_lease = admin.get(holder.as_str(), None).await.unwrap().kvs()[0].lease();
+    assert_ne!(new_lease, lease_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_killed_past_the_ttl_fences_then_recovers() {
+    let server = env("FLOE_TEST_ETCD_KILLABLE");
+    let pid = env("FLOE_TEST_ETCD_KILLABLE_PID");
+    let start = env("FLOE_TEST_ETCD_KILLABLE_START");
+    let registry = floe_registry::open(&format!("etcd://{server}{}?ttl=3", root("kill")))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let config = LeaseConfig::new(
+        Identity::new("orders", "h1", 8080),
+        IdSpace::snowflake(&Layout::LEAF),
+    );
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    let fence = lease.fence.clone();
+    let gen = SnowflakeConfig::new(Layout::LEAF)
+        .worker(u64::from(lease.id))
+        .fence(fence.clone())
+        .build(SystemClock)
+        .unwrap();
+    let before = gen.next_id().unwrap();
+
+    assert!(Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // Unreachable for 2/3 of the TTL: the generator stops before the lease can expire.
+    let killed = Instant::now();
+    until("the fence to rise", Duration::from_secs(8), || {
+        fence.is_raised()
+    })
+    .await;
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+
+    // etcd comes back on the same data: the ID is held again, generation goes on.
+    let _server = Server(
+        Command::new("bash")
+            .arg(&start)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    until("the fence to fall", Duration::from_secs(30), || {
+        !fence.is_raised()
+    })
+    .await;
+    assert!(gen.next_id().unwrap() > before);
+    assert_eq!(fence.periods(), 1);
+}
