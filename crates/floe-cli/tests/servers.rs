@@ -98,7 +98,7 @@ fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(url:
             .spawn()
             .unwrap()
     };
-    let children: Vec<_> = (0..4u16).map(|i| run(9000 + i, "300000")).collect();
+    let children: Vec<_> = (0..4u16).map(|i| run(9000 + i, "500000")).collect();
     let mut all = HashSet::new();
     let mut workers = Vec::new();
     for child in children {
@@ -112,7 +112,7 @@ fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(url:
         assert_eq!(mine.len(), 1);
         workers.extend(mine);
     }
-    assert_eq!(all.len(), 1_200_000);
+    assert_eq!(all.len(), 2_000_000);
     assert_eq!(workers.iter().collect::<HashSet<_>>().len(), 4);
     // A restart of the first identity gets its ID back, and its IDs follow the last time the
     // registry recorded for it.

@@ -23,6 +23,10 @@ use crate::cache::{CacheEntry, LocalCache};
 use crate::guard::{check_start, StartCheck};
 use crate::{ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError};
 
+/// How often a running generator's holder heartbeats by default (seed 000: every 3 s). Pass
+/// it to [`run_heartbeats`].
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
+
 /// The longest a heartbeat waits for the registry.
 pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(2);
 
