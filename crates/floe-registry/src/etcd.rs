@@ -31,7 +31,7 @@ use etcd_client::{
 use floe_core::fence::Fence;
 use tokio::time::Instant;
 
-use crate::reclaimable;
+use crate::{plan, reclaimable, space_full, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -193,17 +193,11 @@ impl EtcdRegistry {
         space: IdSpace,
     ) -> Result<(WorkerRecord, bool), RegistryError> {
         let records = self.records(&identity.service).await?;
-        if let Some((record, _)) = records.iter().find(|(r, _)| &r.identity == identity) {
-            if record.id >= space.size {
-                return Err(RegistryError::config(format!(
-                    "{identity} holds worker ID {} in etcd, outside this layout's {} IDs: release it first",
-                    record.id, space.size
-                )));
-            }
-            return Ok((record.clone(), true));
-        }
-        let used: std::collections::HashSet<u32> = records.iter().map(|(r, _)| r.id).collect();
-        for id in (0..space.size).filter(|id| !used.contains(id)) {
+        let free = match plan(records.iter().map(|(r, _)| r), identity, space, "etcd")? {
+            Plan::Own(record) => return Ok((record, true)),
+            Plan::Free(free) => free,
+        };
+        for id in free {
             let record = WorkerRecord {
                 id,
                 identity: identity.clone(),
@@ -223,13 +217,7 @@ impl EtcdRegistry {
                 return Ok((record, false));
             }
         }
-        Err(RegistryError::new(
-            ErrorKind::SpaceFull,
-            format!(
-                "no free worker ID for {identity}: all {} IDs of service {:?} are allocated in etcd (see `floe worker list`)",
-                space.size, identity.service
-            ),
-        ))
+        Err(space_full(identity, space, "etcd"))
     }
 }
 

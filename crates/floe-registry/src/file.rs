@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{io_error, write_atomic};
-use crate::reclaimable;
+use crate::{plan, reclaimable, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -101,36 +101,29 @@ impl FileRegistry {
         identity.validate()?;
         self.with_table(|table| {
             let records = table.services.entry(identity.service.clone()).or_default();
-            let own = records.values().find(|r| &r.identity == identity).cloned();
-            let (record, existing) = match own {
-                Some(r) if r.id >= space.size => {
-                    return Err(RegistryError::config(format!(
-                        "{identity} holds worker ID {} in {}, outside this layout's {} IDs: release it first",
-                        r.id,
-                        self.table_path().display(),
-                        space.size
-                    )))
-                }
-                Some(r) => (r, true),
-                None => {
-                    let id = (0..space.size).find(|id| !records.contains_key(id)).ok_or_else(|| {
-                        RegistryError::new(
-                            ErrorKind::SpaceFull,
-                            format!(
-                                "no free worker ID for {identity}: all {} IDs of service {:?} are allocated (see `floe worker list`)",
-                                space.size, identity.service
-                            ),
-                        )
-                    })?;
-                    let r = WorkerRecord { id, identity: identity.clone(), last_time_ms: 0 };
-                    records.insert(id, r.clone());
-                    (r, false)
+            let store = self.table_path().display().to_string();
+            let (record, existing) = match plan(records.values(), identity, space, &store)? {
+                Plan::Own(record) => (record, true),
+                Plan::Free(free) => {
+                    let record = WorkerRecord {
+                        id: free[0],
+                        identity: identity.clone(),
+                        last_time_ms: 0,
+                    };
+                    records.insert(record.id, record.clone());
+                    (record, false)
                 }
             };
             let hold = self.hold(&identity.service, record.id, identity)?;
-            Ok((Registration {
-                fence: Default::default(),
-                record, existing, _hold: Some(Hold::new(hold)) }, !existing))
+            Ok((
+                Registration {
+                    fence: Default::default(),
+                    record,
+                    existing,
+                    _hold: Some(Hold::new(hold)),
+                },
+                !existing,
+            ))
         })
     }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use crate::reclaimable;
+use crate::{plan, reclaimable, space_full, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -126,19 +126,13 @@ impl ZkRegistry {
         space: IdSpace,
     ) -> Result<(WorkerRecord, bool), RegistryError> {
         let records = self.records(&identity.service).await?;
-        if let Some((record, _)) = records.iter().find(|(r, _)| &r.identity == identity) {
-            if record.id >= space.size {
-                return Err(RegistryError::config(format!(
-                    "{identity} holds worker ID {} in ZooKeeper, outside this layout's {} IDs: release it first",
-                    record.id, space.size
-                )));
-            }
-            return Ok((record.clone(), true));
-        }
-        let used: std::collections::HashSet<u32> = records.iter().map(|(r, _)| r.id).collect();
+        let free = match plan(records.iter().map(|(r, _)| r), identity, space, "ZooKeeper")? {
+            Plan::Own(record) => return Ok((record, true)),
+            Plan::Free(free) => free,
+        };
         let dir = self.workers(&identity.service);
         let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        for id in (0..space.size).filter(|id| !used.contains(id)) {
+        for id in free {
             let record = WorkerRecord {
                 id,
                 identity: identity.clone(),
@@ -155,13 +149,7 @@ impl ZkRegistry {
                 Err(e) => return Err(map_err(&format!("create {path}"), e)),
             }
         }
-        Err(RegistryError::new(
-            ErrorKind::SpaceFull,
-            format!(
-                "no free worker ID for {identity}: all {} IDs of service {:?} are allocated in ZooKeeper (see `floe worker list`)",
-                space.size, identity.service
-            ),
-        ))
+        Err(space_full(identity, space, "ZooKeeper"))
     }
 
     fn encode(record: &WorkerRecord) -> Result<Vec<u8>, RegistryError> {
