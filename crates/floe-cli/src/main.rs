@@ -7,6 +7,7 @@ mod worker;
 
 use std::io::{self, BufRead, BufWriter, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use floe_core::clock::SystemClock;
@@ -218,6 +219,11 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
         .ok_or_else(|| format!("invalid partition {text:?}: expected 0-65535 or 0x0000-0xffff"))
 }
 
+/// Unix ms of the time unit of a sno generator's last ID.
+fn sno_last_ms(g: &SnoGenerator<SystemClock>) -> u64 {
+    g.snapshot().wall_hi as u64 * 4 + floe_core::sno::EPOCH * 1000
+}
+
 pub(crate) fn host_name() -> String {
     gethostname::gethostname().to_string_lossy().into_owned()
 }
@@ -254,7 +260,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
         Kind::Snowflake => {
             let layout = args.snowflake.layout()?;
             let mut config = SnowflakeConfig::new(layout);
-            let lease = match &args.registry.registry {
+            let mut lease = match &args.registry.registry {
                 Some(_) => Some(worker::GenLease::acquire(
                     &args.registry,
                     &args.host,
@@ -273,7 +279,11 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     .datacenter(args.datacenter.unwrap_or(0))
                     .worker(args.worker.unwrap_or(0)),
             };
-            let g = config.build(SystemClock).map_err(|e| e.to_string())?;
+            let g = Arc::new(config.build(SystemClock).map_err(|e| e.to_string())?);
+            if let Some(l) = &mut lease {
+                let g = g.clone();
+                l.start_heartbeats(move || g.last_timestamp_ms());
+            }
             for _ in 0..n {
                 let id = g.next_id().map_err(|e| e.to_string())?;
                 emit(
@@ -290,7 +300,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
             }
         }
         Kind::Sno => {
-            let lease = match &args.registry.registry {
+            let mut lease = match &args.registry.registry {
                 Some(_) => Some(worker::GenLease::acquire(
                     &args.registry,
                     &args.host,
@@ -326,6 +336,11 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
             if let Some(l) = &lease {
                 g = g.with_fence(l.lease.fence.clone());
             }
+            let g = Arc::new(g);
+            if let Some(l) = &mut lease {
+                let g = g.clone();
+                l.start_heartbeats(move || sno_last_ms(&g));
+            }
             for _ in 0..n {
                 let id = g.new_id(args.meta).map_err(|e| e.to_string())?;
                 let text = |o: &mut _| Write::write_all(o, &id.encode());
@@ -333,8 +348,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
             }
             if let Some(l) = lease {
                 out.flush()?;
-                let last = g.snapshot().wall_hi as u64 * 4 + floe_core::sno::EPOCH * 1000;
-                l.finish(last)?;
+                l.finish(sno_last_ms(&g))?;
             }
         }
         Kind::Lexical => {

@@ -2,13 +2,14 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
 use floe_core::clock::SystemClock;
 use floe_core::snowflake::Layout;
 use floe_registry::cache::LocalCache;
-use floe_registry::lease::{acquire, Lease, LeaseConfig};
+use floe_registry::lease::{acquire, run_heartbeats, Lease, LeaseConfig, HEARTBEAT_INTERVAL};
 use floe_registry::{IdSpace, Identity, Registry, RegistryError};
 use serde_json::json;
 
@@ -69,9 +70,13 @@ enum WorkerCommand {
 /// thread of its own: a registry's session (ZooKeeper's pings) runs on it in the background
 /// while IDs are generated, between these calls.
 pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, String> {
+    Ok(runtime()?.block_on(f))
+}
+
+fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
     static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
         std::sync::OnceLock::new();
-    let rt = RUNTIME
+    RUNTIME
         .get_or_init(|| {
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -80,8 +85,7 @@ pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, String>
                 .map_err(|e| format!("cannot start the async runtime: {e}"))
         })
         .as_ref()
-        .map_err(Clone::clone)?;
-    Ok(rt.block_on(f))
+        .map_err(Clone::clone)
 }
 
 fn now_ms() -> u64 {
@@ -103,11 +107,15 @@ fn identity(args: &RegistryArgs, host: &Option<String>) -> Identity {
     Identity::new(args.service.clone(), host, args.port)
 }
 
-/// A worker lease for `floe gen`, with what it needs to heartbeat at the end.
+/// A worker lease for `floe gen`, heartbeating in the background while IDs are generated.
 pub struct GenLease {
-    pub lease: Lease,
-    registry: Box<dyn Registry>,
-    cache: LocalCache,
+    pub lease: Arc<Lease>,
+    registry: Arc<dyn Registry>,
+    cache: Arc<LocalCache>,
+    beats: Option<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    )>,
 }
 
 impl GenLease {
@@ -121,8 +129,9 @@ impl GenLease {
             .registry
             .as_deref()
             .ok_or("registry: --registry URL is required")?;
-        let registry =
-            block_on(floe_registry::open_or_unreachable(url))?.map_err(|e| e.to_string())?;
+        let registry: Arc<dyn Registry> = block_on(floe_registry::open_or_unreachable(url))?
+            .map_err(|e| e.to_string())?
+            .into();
         let cache = LocalCache::new(&args.state_dir).map_err(|e| e.to_string())?;
         let mut config = LeaseConfig::new(identity(args, host), space);
         config.port_fallback = args.port_fallback;
@@ -133,20 +142,56 @@ impl GenLease {
             eprintln!("floe: {note}");
         }
         Ok(GenLease {
-            lease,
+            lease: Arc::new(lease),
             registry,
-            cache,
+            cache: Arc::new(cache),
+            beats: None,
         })
     }
 
-    /// Records the last issued time in the registry and the cache, and ends this process's
-    /// hold on the ID so that the next run finds it free at once.
-    pub fn finish(self, last_time_ms: u64) -> Result<(), String> {
+    /// Heartbeats every 3 s (seed 000) with the time `last_time_ms` gives, until `finish`, so
+    /// that a run that dies leaves a recent last time behind.
+    pub fn start_heartbeats(&mut self, last_time_ms: impl Fn() -> u64 + Send + Sync + 'static) {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (lease, registry, cache) = (
+            self.lease.clone(),
+            self.registry.clone(),
+            self.cache.clone(),
+        );
+        let task = async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            run_heartbeats(
+                &lease,
+                registry.as_ref(),
+                &cache,
+                HEARTBEAT_INTERVAL,
+                last_time_ms,
+                shutdown,
+            )
+            .await;
+        };
+        if let Ok(handle) = runtime().map(|rt| rt.spawn(task)) {
+            self.beats = Some((stop, handle));
+        }
+    }
+
+    /// Stops the heartbeats, records the last issued time in the registry and the cache, and
+    /// ends this process's hold on the ID so that the next run finds it free at once.
+    pub fn finish(mut self, last_time_ms: u64) -> Result<(), String> {
+        if let Some((stop, handle)) = self.beats.take() {
+            let _ = stop.send(());
+            let _ = block_on(handle);
+        }
         let GenLease {
             lease,
             registry,
             cache,
+            ..
         } = self;
+        let lease = Arc::try_unwrap(lease)
+            .map_err(|_| "internal: the lease is still shared".to_string())?;
         block_on(lease.close(registry.as_ref(), &cache, last_time_ms))?.map_err(|e| e.to_string())
     }
 }

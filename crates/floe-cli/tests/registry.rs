@@ -338,3 +338,60 @@ fn sno_partitions_come_from_the_registry() {
         .collect();
     assert_eq!(partitions, HashSet::from([0, 1, 2]));
 }
+
+#[test]
+fn a_long_run_heartbeats_while_it_generates() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = url(dir.path());
+    let state = dir.path().join("state");
+    // About 7 s at the cap of 4,096,000 IDs/s, so several 3 s beats happen during the run.
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("floe"))
+        .args([
+            "gen",
+            "snowflake",
+            "-n",
+            "30000000",
+            "--registry",
+            &registry,
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--service",
+            "orders",
+            "--host",
+            "h1",
+            "--port",
+            "8080",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut seen = HashSet::new();
+    while seen.len() < 2 && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let list = ok(floe(&[
+            "worker",
+            "list",
+            "--json",
+            "--registry",
+            &registry,
+            "--service",
+            "orders",
+        ]));
+        if let Some(line) = list.lines().next() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let last = v["last_time_ms"].as_u64().unwrap();
+            if last > 0 {
+                seen.insert(last);
+            }
+        }
+    }
+    let still_running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        still_running,
+        "the run ended before two heartbeats were seen: {seen:?}"
+    );
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
