@@ -230,6 +230,19 @@ impl Registry for ZkRegistry {
                 format!("worker ID {id} is no longer {identity}'s"),
             )
         };
+        // Our claim must still stand: the holder node, owned by this session. When the
+        // session expired, or the node went, another process may hold the identity now.
+        let holder = self.holder(identity);
+        match self.client.check_stat(&holder).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == self.client.session_id().0 => {}
+            Ok(_) | Err(ZkError::SessionExpired | ZkError::ClientClosed) => {
+                return Err(RegistryError::new(
+                    ErrorKind::Conflict,
+                    format!("the claim on {identity} lapsed ({holder} is not this session's): stop issuing IDs"),
+                ))
+            }
+            Err(e) => return Err(map_err(&format!("read {holder}"), e)),
+        }
         let (data, stat) = match self.client.get_data(&path).await {
             Ok(d) => d,
             Err(ZkError::NoNode) => return Err(lost()),

@@ -83,14 +83,16 @@ async fn distinct_identities_get_distinct_ids(b: &impl Backend) {
 }
 
 async fn a_restart_gets_the_same_id_and_last_time(b: &impl Backend) {
-    let first = b.handle().await.register(&who(1), SPACE).await.unwrap();
+    // The holder registers and beats through its own registry handle (its session).
     let r = b.handle().await;
+    let first = r.register(&who(1), SPACE).await.unwrap();
     r.heartbeat(&who(1), first.record.id, 1_700_000_000_123)
         .await
         .unwrap();
     // The process ends cleanly.
     r.close(&who(1)).await.unwrap();
     drop(first);
+    drop(r);
     let again = b.handle().await.register(&who(1), SPACE).await.unwrap();
     assert_eq!(again.record.last_time_ms, 1_700_000_000_123);
     assert!(again.existing);
@@ -169,13 +171,15 @@ async fn release_frees_the_id(b: &impl Backend) {
 
 async fn an_idle_id_is_taken_over_with_its_last_time(b: &impl Backend) {
     let small = IdSpace { size: 1 };
-    let first = b.handle().await.register(&who(1), small).await.unwrap();
+    let holder = b.handle().await;
+    let first = holder.register(&who(1), small).await.unwrap();
+    holder.heartbeat(&who(1), 0, 1_000).await.unwrap();
+    // Another process. The holder is alive: not taken, however old its last time.
     let r = b.handle().await;
-    r.heartbeat(&who(1), 0, 1_000).await.unwrap();
-    // Alive: not taken, however old its last time.
     assert!(r.reclaim(&who(2), small, 5_000).await.unwrap().is_none());
-    r.close(&who(1)).await.unwrap();
+    holder.close(&who(1)).await.unwrap();
     drop(first);
+    drop(holder);
     // Gone, but alive more recently than the idle bound: not taken.
     assert!(r.reclaim(&who(2), small, 500).await.unwrap().is_none());
     // Gone and idle: taken, with the previous holder's last time.
