@@ -464,13 +464,14 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
 /// error (kind [`ErrorKind::Unavailable`]), so [`lease::acquire`] falls back to the cache.
 #[derive(Debug)]
 pub struct Unreachable {
+    name: &'static str,
     error: RegistryError,
 }
 
 #[async_trait]
 impl Registry for Unreachable {
     fn name(&self) -> &'static str {
-        "unreachable"
+        self.name
     }
     async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
         Err(self.error.clone())
@@ -493,7 +494,15 @@ impl Registry for Unreachable {
 /// Configuration errors, as [`open`].
 pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
     match open(url).await {
-        Err(error) if error.kind == ErrorKind::Unavailable => Ok(Box::new(Unreachable { error })),
+        Err(error) if error.kind == ErrorKind::Unavailable => {
+            let name = match url.split(':').next() {
+                Some("zk" | "zookeeper") => "zookeeper",
+                Some("etcd") => "etcd",
+                Some("file") => "file",
+                _ => "registry",
+            };
+            Ok(Box::new(Unreachable { name, error }))
+        }
         other => other,
     }
 }
