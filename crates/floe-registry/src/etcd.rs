@@ -86,11 +86,7 @@ impl EtcdRegistry {
         ttl_secs: i64,
     ) -> Result<Self, RegistryError> {
         crate::check_addresses("etcd", endpoints)?;
-        if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
-            return Err(RegistryError::config(format!(
-                "registry: the etcd root must be an absolute path such as /floe, found {root:?}"
-            )));
-        }
+        crate::check_root("etcd", root)?;
         if !(2..=3600).contains(&ttl_secs) {
             return Err(RegistryError::config(format!(
                 "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"
@@ -156,6 +152,17 @@ impl EtcdRegistry {
         Ok(records)
     }
 
+    /// Runs a transaction; whether its conditions held. `what` names it in errors.
+    async fn run(&self, txn: Txn, what: &str) -> Result<bool, RegistryError> {
+        let resp = self
+            .client
+            .clone()
+            .txn(txn)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        Ok(resp.succeeded())
+    }
+
     fn encode(record: &WorkerRecord) -> Result<Vec<u8>, RegistryError> {
         serde_json::to_vec(record).map_err(|e| {
             RegistryError::new(ErrorKind::Corrupt, format!("cannot encode record: {e}"))
@@ -207,13 +214,7 @@ impl EtcdRegistry {
             let txn = Txn::new()
                 .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
                 .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
-            let resp = self
-                .client
-                .clone()
-                .txn(txn)
-                .await
-                .map_err(|e| map_err(&format!("create {key}"), e))?;
-            if resp.succeeded() {
+            if self.run(txn, &format!("create {key}")).await? {
                 return Ok((record, false));
             }
         }
@@ -404,13 +405,7 @@ impl Registry for EtcdRegistry {
                         revision,
                     )])
                     .and_then([TxnOp::delete(key.as_str(), None)]);
-                let resp = self
-                    .client
-                    .clone()
-                    .txn(txn)
-                    .await
-                    .map_err(|e| map_err(&format!("delete {key}"), e))?;
-                return Ok(resp.succeeded());
+                return self.run(txn, &format!("delete {key}")).await;
             }
         }
         Ok(false)
@@ -475,13 +470,7 @@ impl Registry for EtcdRegistry {
                     Compare::create_revision(previous_holder.as_str(), CompareOp::Equal, 0),
                 ])
                 .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
-            let resp = self
-                .client
-                .clone()
-                .txn(txn)
-                .await
-                .map_err(|e| map_err(&format!("take over {key}"), e))?;
-            if resp.succeeded() {
+            if self.run(txn, &format!("take over {key}")).await? {
                 return Ok(Some(self.registration(record, false, lease)));
             }
         }

@@ -146,6 +146,34 @@ pub(crate) fn check_addresses(kind: &str, list: &str) -> Result<(), RegistryErro
     Ok(())
 }
 
+/// Checks a server registry's root: an absolute path such as `/floe`.
+#[allow(dead_code)] // used by the server registries, each behind a feature
+pub(crate) fn check_root(kind: &str, root: &str) -> Result<(), RegistryError> {
+    if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
+        return Err(RegistryError::config(format!(
+            "registry: the {kind} root must be an absolute path such as /floe, found {root:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Splits the part of a server registry URL after the scheme, `//servers[/root]`, into the
+/// servers and the root (`/floe` by default). `shape` is the URL form, for the message.
+#[allow(dead_code)] // used by the server registries, each behind a feature
+fn servers_and_root<'a>(
+    url: &str,
+    rest: &'a str,
+    shape: &str,
+) -> Result<(&'a str, &'a str), RegistryError> {
+    let rest = rest.strip_prefix("//").ok_or_else(|| {
+        RegistryError::config(format!("registry: expected {shape}, found {url:?}"))
+    })?;
+    Ok(match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/floe"),
+    })
+}
+
 /// What registering `identity` comes to, given the records of its service: its own ID again,
 /// or one of the free IDs (lowest first; a registry takes the first it can claim atomically).
 pub(crate) enum Plan {
@@ -415,26 +443,13 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
         }
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => {
-            let rest = rest.strip_prefix("//").ok_or_else(|| {
-                RegistryError::config(format!(
-                    "registry: expected zk://host:port[/root], found {url:?}"
-                ))
-            })?;
-            let (cluster, root) = match rest.find('/') {
-                Some(i) => (&rest[..i], &rest[i..]),
-                None => (rest, "/floe"),
-            };
+            let (cluster, root) = servers_and_root(url, rest, "zk://host:port[/root]")?;
             Ok(Box::new(
                 zookeeper::ZkRegistry::connect(cluster, root).await?,
             ))
         }
         #[cfg(feature = "etcd")]
         "etcd" => {
-            let rest = rest.strip_prefix("//").ok_or_else(|| {
-                RegistryError::config(format!(
-                    "registry: expected etcd://host:port[/root][?ttl=SECONDS], found {url:?}"
-                ))
-            })?;
             let (rest, ttl) = match rest.split_once("?ttl=") {
                 Some((r, t)) => (
                     r,
@@ -444,10 +459,8 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
                 ),
                 None => (rest, 10),
             };
-            let (endpoints, root) = match rest.find('/') {
-                Some(i) => (&rest[..i], &rest[i..]),
-                None => (rest, "/floe"),
-            };
+            let (endpoints, root) =
+                servers_and_root(url, rest, "etcd://host:port[/root][?ttl=SECONDS]")?;
             Ok(Box::new(etcd::EtcdRegistry::connect(endpoints, root, ttl).await?))
         }
         #[cfg(not(feature = "etcd"))]

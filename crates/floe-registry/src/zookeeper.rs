@@ -62,11 +62,7 @@ impl ZkRegistry {
     /// [`ErrorKind::Config`] for a bad root; [`ErrorKind::Unavailable`] when no server answers
     /// within the connection timeout.
     pub async fn connect(cluster: &str, root: &str) -> Result<Self, RegistryError> {
-        if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
-            return Err(RegistryError::config(format!(
-                "registry: the ZooKeeper root must be an absolute path such as /floe, found {root:?}"
-            )));
-        }
+        crate::check_root("ZooKeeper", root)?;
         crate::check_addresses("ZooKeeper", cluster)?;
         let client = Client::connector()
             .with_session_timeout(Duration::from_secs(6))
