@@ -29,11 +29,9 @@ const EXPECTED: &str = "expected a decimal Snowflake ID, a 16-character sno, an 
 
 /// Decodes one ID.
 pub fn inspect(text: &str, format: Format, layout: &Layout) -> Result<Described, String> {
-    let format = match format {
-        Format::Auto => detect(text)?,
-        f => f,
-    };
     match format {
+        // `detect` never answers Auto.
+        Format::Auto => inspect(text, detect(text)?, layout),
         Format::Snowflake => snowflake(text, layout),
         Format::Sno => text
             .parse::<SnoId>()
@@ -50,12 +48,7 @@ pub fn inspect(text: &str, format: Format, layout: &Layout) -> Result<Described,
         Format::Ulid => Ulid::from_string(text).map(Described::Ulid).map_err(|e| {
             format!("{text:?}: invalid ULID ({e}): expected 26 characters of Crockford base32")
         }),
-        Format::Auto => unreachable_auto(),
     }
-}
-
-fn unreachable_auto() -> Result<Described, String> {
-    Err("internal: format not detected".into())
 }
 
 fn detect(text: &str) -> Result<Format, String> {

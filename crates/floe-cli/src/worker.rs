@@ -94,12 +94,14 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+fn registry_url(args: &RegistryArgs) -> Result<&str, String> {
+    args.registry.as_deref().ok_or_else(|| {
+        "registry: --registry URL is required (e.g. file:///var/lib/floe)".to_string()
+    })
+}
+
 fn open(args: &RegistryArgs) -> Result<Box<dyn Registry>, String> {
-    let url = args
-        .registry
-        .as_deref()
-        .ok_or("registry: --registry URL is required (e.g. file:///var/lib/floe)")?;
-    block_on(floe_registry::open(url))?.map_err(|e| e.to_string())
+    block_on(floe_registry::open(registry_url(args)?))?.map_err(|e| e.to_string())
 }
 
 fn identity(args: &RegistryArgs, host: &Option<String>) -> Identity {
@@ -125,13 +127,10 @@ impl GenLease {
         host: &Option<String>,
         space: IdSpace,
     ) -> Result<Self, String> {
-        let url = args
-            .registry
-            .as_deref()
-            .ok_or("registry: --registry URL is required")?;
-        let registry: Arc<dyn Registry> = block_on(floe_registry::open_or_unreachable(url))?
-            .map_err(|e| e.to_string())?
-            .into();
+        let registry: Arc<dyn Registry> =
+            block_on(floe_registry::open_or_unreachable(registry_url(args)?))?
+                .map_err(|e| e.to_string())?
+                .into();
         let cache = LocalCache::new(&args.state_dir).map_err(|e| e.to_string())?;
         let mut config = LeaseConfig::new(identity(args, host), space);
         config.port_fallback = args.port_fallback;
