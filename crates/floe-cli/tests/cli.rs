@@ -3,6 +3,8 @@
 use std::collections::HashSet;
 
 use assert_cmd::Command;
+
+mod common;
 use serde_json::Value;
 
 fn floe() -> Command {
@@ -10,13 +12,7 @@ fn floe() -> Command {
 }
 
 fn run_ok(args: &[&str]) -> String {
-    let out = floe().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "floe {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::ok(common::run(args))
 }
 
 /// Runs floe expecting bad input: exit code 2, one line on stderr naming what was expected,

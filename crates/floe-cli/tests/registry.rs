@@ -2,24 +2,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-fn floe(args: &[&str]) -> Output {
-    Command::new(assert_cmd::cargo::cargo_bin("floe"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+mod common;
 
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::{ok, run as floe};
 
 fn url(dir: &Path) -> String {
     format!("file://{}", dir.join("registry").display())
@@ -55,7 +42,7 @@ fn ten_processes_registering_at_once_get_ten_ids() {
     let dir = tempfile::tempdir().unwrap();
     let children: Vec<_> = (0..10u16)
         .map(|port| {
-            Command::new(assert_cmd::cargo::cargo_bin("floe"))
+            common::cmd()
                 .args([
                     "worker",
                     "register",
@@ -89,7 +76,7 @@ fn processes_sharing_a_registry_issue_no_duplicate() {
     let state = state.to_str().unwrap();
     let children: Vec<_> = (0..4u16)
         .map(|i| {
-            Command::new(assert_cmd::cargo::cargo_bin("floe"))
+            common::cmd()
                 .args([
                     "gen",
                     "snowflake",
@@ -345,7 +332,7 @@ fn a_long_run_heartbeats_while_it_generates() {
     let registry = url(dir.path());
     let state = dir.path().join("state");
     // About 7 s at the cap of 4,096,000 IDs/s, so several 3 s beats happen during the run.
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("floe"))
+    let mut child = common::cmd()
         .args([
             "gen",
             "snowflake",

@@ -3,35 +3,16 @@
 //! against each.
 
 use std::collections::HashSet;
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use common::{cmd as floe, nanos, ok};
 
 /// A registry URL of `scheme` on the server in `var`, with a root of its own for each test.
 fn url(scheme: &str, var: &str, test: &str) -> String {
     let server = std::env::var(var).unwrap_or_else(|_| {
         panic!("{var} is not set: run the suite with scripts/test.sh, which starts the servers")
     });
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{scheme}://{server}/floe-cli-{test}-{nanos}")
-}
-
-fn floe() -> Command {
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin("floe"));
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    format!("{scheme}://{server}/floe-cli-{test}-{}", nanos())
 }
 
 fn ten_processes_registering_at_once_get_ten_ids(url: &str) {

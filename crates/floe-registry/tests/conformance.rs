@@ -5,6 +5,10 @@
 use floe_registry::file::FileRegistry;
 use floe_registry::{ErrorKind, IdSpace, Identity, Registry};
 
+mod common;
+
+use common::{env, unique_root};
+
 /// Makes handles on one fresh store: a second call gives another handle to the same store,
 /// as a second process would have.
 trait Backend {
@@ -24,47 +28,30 @@ fn file_backend() -> FileBackend {
 }
 
 /// A real server registry (ZooKeeper or etcd) opened by URL; each test gets a root of its own.
-struct ZkBackend {
+struct ServerBackend {
     url: String,
 }
 
-impl Backend for ZkBackend {
+impl Backend for ServerBackend {
     async fn handle(&self) -> Box<dyn Registry> {
         floe_registry::open(&self.url).await.unwrap()
     }
 }
 
-/// A real etcd server, started by scripts/test.sh; each test gets a root of its own.
+/// A real etcd server, started by scripts/test.sh.
 #[cfg(feature = "etcd")]
-fn etcd_backend() -> ZkBackend {
-    let server = std::env::var("FLOE_TEST_ETCD")
-        .expect("FLOE_TEST_ETCD is not set: run the suite with scripts/test.sh, which starts etcd");
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    ZkBackend {
-        url: format!(
-            "etcd://{server}/floe-test-{}-{nanos}-{n}?ttl=5",
-            std::process::id()
-        ),
+fn etcd_backend() -> ServerBackend {
+    let server = env("FLOE_TEST_ETCD");
+    ServerBackend {
+        url: format!("etcd://{server}{}?ttl=5", unique_root("floe-test")),
     }
 }
 
-fn zk_backend() -> ZkBackend {
-    let server = std::env::var("FLOE_TEST_ZOOKEEPER").expect(
-        "FLOE_TEST_ZOOKEEPER is not set: run the suite with scripts/test.sh, which starts ZooKeeper",
-    );
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    ZkBackend {
-        url: format!("zk://{server}/floe-test-{}-{nanos}-{n}", std::process::id()),
+/// A real ZooKeeper server, started by scripts/test.sh.
+fn zk_backend() -> ServerBackend {
+    let server = env("FLOE_TEST_ZOOKEEPER");
+    ServerBackend {
+        url: format!("zk://{server}{}", unique_root("floe-test")),
     }
 }
 

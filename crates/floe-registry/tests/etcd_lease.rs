@@ -2,52 +2,25 @@
 //! FLOE_TEST_ETCD_KILLABLE (with its pid and start script) for the test that kills it.
 #![cfg(feature = "etcd")]
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use common::{env, generator, unique_root, until, Server};
+
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use floe_core::clock::SystemClock;
 use floe_core::fence::Fence;
-use floe_core::snowflake::{Layout, SnowflakeConfig, SnowflakeError};
+use floe_core::snowflake::{Layout, SnowflakeError};
 use floe_registry::cache::LocalCache;
 use floe_registry::lease::{acquire, LeaseConfig};
 use floe_registry::{IdSpace, Identity};
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run the suite with scripts/test.sh, which starts etcd")
-    })
-}
-
-async fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn root(test: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("/floe-{test}-{nanos}")
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
     let server = env("FLOE_TEST_ETCD");
-    let root = root("revoke");
+    let root = unique_root("floe-revoke");
     let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
         .await
         .unwrap();
@@ -59,11 +32,7 @@ async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
         .await
         .unwrap();
     let fence: Arc<Fence> = lease.fence.clone();
-    let gen = SnowflakeConfig::new(Layout::LEAF)
-        .worker(u64::from(lease.id))
-        .fence(fence.clone())
-        .build(SystemClock)
-        .unwrap();
+    let gen = generator(&lease);
     let before = gen.next_id().unwrap();
 
     // Someone revokes our lease and removes our worker record (an operator, by mistake).
@@ -106,9 +75,12 @@ async fn etcd_killed_past_the_ttl_fences_then_recovers() {
     let server = env("FLOE_TEST_ETCD_KILLABLE");
     let pid = env("FLOE_TEST_ETCD_KILLABLE_PID");
     let start = env("FLOE_TEST_ETCD_KILLABLE_START");
-    let registry = floe_registry::open(&format!("etcd://{server}{}?ttl=3", root("kill")))
-        .await
-        .unwrap();
+    let registry = floe_registry::open(&format!(
+        "etcd://{server}{}?ttl=3",
+        unique_root("floe-kill")
+    ))
+    .await
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cache = LocalCache::new(dir.path()).unwrap();
     let config = LeaseConfig::new(
@@ -119,11 +91,7 @@ async fn etcd_killed_past_the_ttl_fences_then_recovers() {
         .await
         .unwrap();
     let fence = lease.fence.clone();
-    let gen = SnowflakeConfig::new(Layout::LEAF)
-        .worker(u64::from(lease.id))
-        .fence(fence.clone())
-        .build(SystemClock)
-        .unwrap();
+    let gen = generator(&lease);
     let before = gen.next_id().unwrap();
 
     assert!(Command::new("kill")

@@ -2,20 +2,19 @@
 #![cfg(feature = "zookeeper")]
 
 use floe_core::clock::SystemClock;
-use floe_core::snowflake::{Layout, SnowflakeConfig, SnowflakeError};
+use floe_core::snowflake::{Layout, SnowflakeError};
 use floe_registry::cache::LocalCache;
 use floe_registry::lease::{acquire, LeaseConfig};
 use floe_registry::{ErrorKind, IdSpace, Identity};
 
+mod common;
+
+use common::{env, generator, unique_root};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_claim_fences_the_generator() {
-    let server = std::env::var("FLOE_TEST_ZOOKEEPER")
-        .expect("FLOE_TEST_ZOOKEEPER is not set: run the suite with scripts/test.sh, which starts ZooKeeper");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let root = format!("/floe-claim-{nanos}");
+    let server = env("FLOE_TEST_ZOOKEEPER");
+    let root = unique_root("floe-claim");
     let registry = floe_registry::open(&format!("zk://{server}{root}"))
         .await
         .unwrap();
@@ -28,11 +27,7 @@ async fn a_lapsed_claim_fences_the_generator() {
     let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
         .await
         .unwrap();
-    let gen = SnowflakeConfig::new(Layout::LEAF)
-        .worker(u64::from(lease.id))
-        .fence(lease.fence.clone())
-        .build(SystemClock)
-        .unwrap();
+    let gen = generator(&lease);
     gen.next_id().unwrap();
     lease
         .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())

@@ -4,31 +4,19 @@
 //! with its pid and config), used by this test only.
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use floe_core::clock::SystemClock;
-use floe_core::snowflake::{Layout, SnowflakeConfig};
+use floe_core::snowflake::Layout;
 use floe_registry::cache::LocalCache;
 use floe_registry::lease::{acquire, LeaseConfig, Source};
 use floe_registry::{IdSpace, Identity};
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run the suite with scripts/test.sh, which starts ZooKeeper")
-    })
-}
+mod common;
 
-/// The restarted server, stopped when the test ends however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{env, generator, Server};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_killed_during_a_run_then_restarted() {
@@ -46,11 +34,7 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
         .await
         .unwrap();
     assert_eq!(lease.source, Source::Registry);
-    let gen = SnowflakeConfig::new(Layout::LEAF)
-        .worker(u64::from(lease.id))
-        .not_before_ms(lease.not_before_ms)
-        .build(SystemClock)
-        .unwrap();
+    let gen = generator(&lease);
     let mut ids: HashSet<u64> = (0..10_000).map(|_| gen.next_id().unwrap()).collect();
     lease
         .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
@@ -122,11 +106,7 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
         .unwrap();
     assert_eq!((lease.id, lease.source), (id, Source::Registry));
     assert_eq!(lease.not_before_ms, during);
-    let gen = SnowflakeConfig::new(Layout::LEAF)
-        .worker(u64::from(lease.id))
-        .not_before_ms(lease.not_before_ms)
-        .build(SystemClock)
-        .unwrap();
+    let gen = generator(&lease);
     for _ in 0..10_000 {
         let next = gen.next_id().unwrap();
         assert!(Layout::LEAF.decode(next).timestamp_ms > during);
