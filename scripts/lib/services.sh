@@ -6,8 +6,14 @@ FLOE_SERVICE_PIDS=()
 FLOE_SERVICE_DIRS=()
 
 stop_services() {
+  # SIGINT first: PostgreSQL's fast shutdown (SIGTERM would wait for its clients); then SIGTERM
+  # for the servers that ignore SIGINT.
   for pid in "${FLOE_SERVICE_PIDS[@]}"; do
-    kill "$pid" 2>/dev/null || true
+    kill -INT "$pid" 2>/dev/null || true
+  done
+  sleep 0.5
+  for pid in "${FLOE_SERVICE_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
   done
   for pid in "${FLOE_SERVICE_PIDS[@]}"; do
     wait "$pid" 2>/dev/null || true
@@ -110,4 +116,100 @@ START
   echo "etcd did not start; its log:" >&2
   tail -20 "$dir/server.log" >&2
   return 1
+}
+
+# wait_ready WHAT DIR CHECK...: runs CHECK until it succeeds (30 s), else prints DIR/server.log.
+wait_ready() {
+  local what=$1 dir=$2
+  shift 2
+  for _ in $(seq 1 60); do
+    if "$@" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "$what did not start; its log:" >&2
+  tail -20 "$dir/server.log" >&2
+  return 1
+}
+
+# start_redis [NAME]: exports NAME (default FLOE_TEST_REDIS) = redis://127.0.0.1:PORT, NAME_PID
+# and NAME_START (a script that starts the same server again on the same data). Durable
+# settings: AOF with an fsync per write, so a killed server loses nothing it acknowledged.
+start_redis() {
+  local name=${1:-FLOE_TEST_REDIS}
+  ensure_package redis-server /usr/bin/redis-server
+  local dir port pid
+  dir=$(mktemp -d /tmp/floe-redis.XXXXXX)
+  port=$(free_port 26390)
+  cat >"$dir/start.sh" <<START
+exec redis-server --port $port --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync always \
+  --save '' --daemonize no >>"$dir/server.log" 2>&1
+START
+  bash "$dir/start.sh" &
+  pid=$!
+  FLOE_SERVICE_PIDS+=("$pid")
+  FLOE_SERVICE_DIRS+=("$dir")
+  wait_ready Redis "$dir" sh -c "redis-cli -p $port ping | grep -q PONG" || return 1
+  export "$name=redis://127.0.0.1:$port" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
+  echo "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}
+
+# start_postgres [NAME]: exports NAME = postgres://postgres@127.0.0.1:PORT/postgres, NAME_PID
+# and NAME_START. PostgreSQL refuses to run as root: it runs as the postgres user, on a data
+# directory whose parents are world-executable. Durable defaults (fsync, synchronous_commit).
+start_postgres() {
+  local name=${1:-FLOE_TEST_POSTGRES}
+  local bin=/usr/lib/postgresql/15/bin
+  ensure_package postgresql "$bin/postgres"
+  local dir port pid as_pg=()
+  dir=$(mktemp -d /tmp/floe-pg.XXXXXX)
+  chmod 755 "$dir"
+  port=$(free_port 25432)
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres:postgres "$dir"
+    as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups)
+  fi
+  "${as_pg[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust >"$dir/server.log" 2>&1 || {
+    tail -20 "$dir/server.log" >&2
+    return 1
+  }
+  cat >"$dir/start.sh" <<START
+exec ${as_pg[*]} $bin/postgres -D "$dir/data" -p $port -k "$dir" -c listen_addresses=127.0.0.1 \
+  -c max_connections=200 >>"$dir/server.log" 2>&1
+START
+  bash "$dir/start.sh" &
+  pid=$!
+  FLOE_SERVICE_PIDS+=("$pid")
+  FLOE_SERVICE_DIRS+=("$dir")
+  wait_ready PostgreSQL "$dir" "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" || return 1
+  export "$name=postgres://postgres@127.0.0.1:$port/postgres" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
+  echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}
+
+# start_mariadb [NAME]: exports NAME = mysql://root@127.0.0.1:PORT/floe, NAME_PID and
+# NAME_START. Durable InnoDB defaults (a log flush per commit).
+start_mariadb() {
+  local name=${1:-FLOE_TEST_MARIADB}
+  ensure_package mariadb-server /usr/sbin/mariadbd
+  local dir port pid
+  dir=$(mktemp -d /tmp/floe-maria.XXXXXX)
+  port=$(free_port 23306)
+  mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
+    --auth-root-authentication-method=normal >"$dir/server.log" 2>&1 || {
+    tail -20 "$dir/server.log" >&2
+    return 1
+  }
+  cat >"$dir/start.sh" <<START
+exec mariadbd --no-defaults --user=$(id -un) --datadir="$dir/data" --socket="$dir/sock" --port=$port \
+  --bind-address=127.0.0.1 --skip-log-bin --max-connections=300 >>"$dir/server.log" 2>&1
+START
+  bash "$dir/start.sh" &
+  pid=$!
+  FLOE_SERVICE_PIDS+=("$pid")
+  FLOE_SERVICE_DIRS+=("$dir")
+  wait_ready MariaDB "$dir" mariadb-admin -h127.0.0.1 -P "$port" --protocol=tcp -uroot ping || return 1
+  mariadb -h127.0.0.1 -P "$port" --protocol=tcp -uroot -e 'CREATE DATABASE IF NOT EXISTS floe'
+  export "$name=mysql://root@127.0.0.1:$port/floe" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
+  echo "MariaDB $(mariadbd --version | awk '{print $3}') on 127.0.0.1:$port as $name (pid $pid, $dir)"
 }

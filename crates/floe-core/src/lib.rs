@@ -35,6 +35,7 @@ pub mod clock;
 pub mod fence;
 pub mod lexical;
 pub mod poll;
+pub mod sequence;
 pub mod sno;
 pub mod snowflake;
 #[cfg(feature = "ulid")]

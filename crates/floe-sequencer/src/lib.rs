@@ -1,0 +1,152 @@
+//! Per-key int64 sequences (seed 002, Layotto's Sequencer API): one [`Store`] trait, seven
+//! stores, and WEAK or STRONG serving written once above them.
+//!
+//! - **STRONG**: each ID is one atomic increment in the store ([`Store::next_id`]), so a key's
+//!   IDs strictly increase across every process sharing the store, in real time.
+//! - **WEAK**: IDs come from memory, out of segments reserved in the store and double-buffered
+//!   per key ([`weak`]); unique, trend-increasing, and served on while the store is down for as
+//!   long as the buffer lasts.
+//!
+//! | URL | store | durable | shared by processes |
+//! |---|---|---|---|
+//! | `embedded[:PATH]` | [`stores::embedded`]: one redb file (default) | yes (fsync per reservation) | no |
+//! | `memory` | [`stores::memory`] | **no** | no |
+//! | `redis://host:port[/db]` | [`stores::redis`]: `INCRBY` | with `appendfsync always` | yes |
+//! | `postgres://user@host:port/db` | [`stores::postgres`]: `UPDATE ... RETURNING` | yes | yes |
+//! | `mysql://user@host:port/db` | [`stores::mysql`] (MariaDB too): `LAST_INSERT_ID(expr)` | yes | yes |
+//! | `etcd://host:port[/root]` | [`stores::etcd`] (feature `etcd`): CAS on the revision | yes | yes |
+//! | `zk://host:port[/root]` | [`stores::zookeeper`]: versioned `setData` | yes | yes |
+//!
+//! A Snowflake store ([`stores::snowflake`]) serves WEAK IDs from a leased worker's generator.
+//!
+//! Keys are [`floe_core::sequence::Key`]s: 1 to 255 bytes of UTF-8. A key never used starts at
+//! 1, or just above its `bigger_than`; a sequence that would pass `i64::MAX` fails with
+//! [`ErrorKind::Exhausted`] and never wraps.
+#![deny(missing_docs)]
+
+mod error;
+mod sequencer;
+mod store;
+pub mod stores;
+pub mod weak;
+
+pub use error::{ErrorKind, SeqError};
+pub use sequencer::{Sequencer, ServeOptions, StoreHandle};
+pub use store::{Capabilities, Store};
+
+pub use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// Opens the store a URL names (see the table above). `state_dir` is where `embedded` keeps its
+/// file when the URL gives no path.
+///
+/// # Errors
+/// `Config` naming the URL for an unknown scheme, a bad address or a store built without its
+/// feature; `Unavailable` when the server cannot be reached now.
+pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqError> {
+    let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
+    match scheme {
+        "memory" => Ok(Arc::new(stores::memory::MemoryStore::new())),
+        "embedded" => {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            let path = if path.is_empty() {
+                state_dir.join("sequences.redb")
+            } else {
+                path.into()
+            };
+            Ok(Arc::new(stores::embedded::EmbeddedStore::open(path)?))
+        }
+        #[cfg(feature = "redis")]
+        "redis" => Ok(Arc::new(stores::redis::RedisStore::connect(url).await?)),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => {
+            Ok(Arc::new(stores::postgres::PostgresStore::connect(url).await?))
+        }
+        #[cfg(feature = "mysql")]
+        "mysql" | "mariadb" => Ok(Arc::new(stores::mysql::MysqlStore::connect(url).await?)),
+        #[cfg(feature = "etcd")]
+        "etcd" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
+        #[cfg(feature = "zookeeper")]
+        "zk" | "zookeeper" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
+        #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
+        "redis" | "postgres" | "postgresql" | "mysql" | "mariadb" | "etcd" | "zk" | "zookeeper" => {
+            Err(SeqError::config(format!(
+                "store: {url:?} needs floe built with the cargo feature for {scheme}"
+            )))
+        }
+        _ => Err(SeqError::config(format!(
+            "store: expected embedded[:PATH], memory, redis://, postgres://, mysql://, etcd:// or zk://, found {url:?}"
+        ))),
+    }
+}
+
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+/// Splits `scheme://servers[/root]` into servers and root (`default_root` when none), checking
+/// the root names a path.
+pub(crate) fn servers_and_root<'a>(
+    url: &'a str,
+    default_root: &'a str,
+) -> Result<(&'a str, &'a str), SeqError> {
+    let rest = url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .filter(|r| !r.is_empty() && !r.starts_with('/'))
+        .ok_or_else(|| {
+            SeqError::config(format!(
+                "store: expected scheme://host:port[/root], found {url:?}"
+            ))
+        })?;
+    let (servers, root) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, default_root),
+    };
+    let root = root.trim_end_matches('/');
+    if root.is_empty() || root.contains("//") {
+        return Err(SeqError::config(format!(
+            "store: the root of {url:?} must be a path such as /floe/sequences"
+        )));
+    }
+    Ok((servers, root))
+}
+
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+/// Takes `name=value` query parameters of floe's own out of a URL: the URL without them, and
+/// them.
+pub(crate) fn own_params<'a>(url: &str, names: &[&'a str]) -> (String, Vec<(&'a str, String)>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), Vec::new());
+    };
+    let mut kept = Vec::new();
+    let mut own = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match names.iter().find(|n| **n == k) {
+            Some(n) => own.push((*n, v.to_string())),
+            None => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, own)
+}
+
+/// A SQL table name: letters, digits and `_`, not starting with a digit, at most 63 bytes.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn check_table(table: &str) -> Result<(), SeqError> {
+    let ok = !table.is_empty()
+        && table.len() <= 63
+        && !table.starts_with(|c: char| c.is_ascii_digit())
+        && table.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(SeqError::config(format!(
+            "store: table must be letters, digits and _ (at most 63), found {table:?}"
+        )))
+    }
+}

@@ -1,0 +1,210 @@
+//! Named stores, each with its WEAK buffers: what the server and the CLI call.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
+
+use crate::weak::WeakKey;
+use crate::{ErrorKind, SeqError, Store};
+
+/// How a store is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// WEAK segment sizes.
+    pub step: StepPolicy,
+    /// The longest a store call may take before it fails with `Unavailable`.
+    pub timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    /// [`StepPolicy::default`], and 2 s per store call.
+    fn default() -> Self {
+        ServeOptions {
+            step: StepPolicy::default(),
+            timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One store and the WEAK buffers of its keys.
+#[derive(Debug)]
+pub struct StoreHandle {
+    name: String,
+    store: Arc<dyn Store>,
+    options: ServeOptions,
+    keys: RwLock<HashMap<Key, Arc<WeakKey>>>,
+}
+
+impl StoreHandle {
+    /// Serves `store` under `name`.
+    pub fn new(name: impl Into<String>, store: Arc<dyn Store>, options: ServeOptions) -> Self {
+        StoreHandle {
+            name: name.into(),
+            store,
+            options,
+            keys: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Applies `bigger_than` (seed 002's `Init`), bounded by the call timeout per key.
+    pub async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
+        for (key, floor) in bigger_than {
+            self.bounded("apply bigger_than to", key, self.store.raise(key, *floor))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The WEAK buffer of `key` (made on first use, then shared).
+    pub fn weak_key(&self, key: &Key) -> Arc<WeakKey> {
+        if let Some(k) = self.keys.read().unwrap_or_else(|p| p.into_inner()).get(key) {
+            return Arc::clone(k);
+        }
+        let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(keys.entry(key.clone()).or_insert_with(|| {
+            Arc::new(WeakKey::new(
+                Arc::clone(&self.store),
+                key.clone(),
+                self.options.step,
+                self.options.timeout,
+            ))
+        }))
+    }
+
+    /// The next ID of `key` (checked as a [`Key`]).
+    pub async fn next_id(&self, key: &str, mode: Mode) -> Result<i64, SeqError> {
+        let key = Key::new(key)?;
+        let caps = self.store.capabilities();
+        match mode {
+            Mode::Weak if caps.segments => self.weak_key(&key).next().await,
+            Mode::Weak => self.bounded("get the next ID of", &key, self.store.next_id(&key)).await,
+            Mode::Strong if caps.strong => {
+                self.bounded("get the next ID of", &key, self.store.next_id(&key)).await
+            }
+            Mode::Strong => Err(SeqError::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "store {} ({}) cannot serve STRONG: its IDs do not strictly increase across processes; use WEAK",
+                    self.name,
+                    self.store.kind()
+                ),
+            )),
+        }
+    }
+
+    /// `size` IDs straight from the store (seed 002's `GetSegment`), for callers that cache.
+    pub async fn segment(&self, key: &str, size: u32) -> Result<Segment, SeqError> {
+        let key = Key::new(key)?;
+        if size == 0 || size > self.options.step.max {
+            return Err(SeqError::new(
+                ErrorKind::InvalidKey,
+                format!(
+                    "invalid size: expected 1 to {}, found {size}",
+                    self.options.step.max
+                ),
+            ));
+        }
+        self.bounded("reserve a segment of", &key, self.store.segment(&key, size))
+            .await?
+            .ok_or_else(|| {
+                SeqError::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "store {} ({}) cannot reserve segments",
+                        self.name,
+                        self.store.kind()
+                    ),
+                )
+            })
+    }
+
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        key: &Key,
+        call: impl std::future::Future<Output = Result<T, SeqError>>,
+    ) -> Result<T, SeqError> {
+        tokio::time::timeout(self.options.timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(SeqError::unavailable(format!(
+                    "{}: no answer within {:?} trying to {what} key {:?}",
+                    self.store.kind(),
+                    self.options.timeout,
+                    key.as_str()
+                )))
+            })
+    }
+}
+
+/// Stores by name: what a request's `store_name` picks.
+#[derive(Debug, Default)]
+pub struct Sequencer {
+    stores: BTreeMap<String, Arc<StoreHandle>>,
+}
+
+impl Sequencer {
+    /// No stores yet.
+    pub fn new() -> Sequencer {
+        Sequencer::default()
+    }
+
+    /// Adds a store, replacing one of the same name.
+    pub fn add(&mut self, handle: StoreHandle) {
+        self.stores.insert(handle.name.clone(), Arc::new(handle));
+    }
+
+    /// The store called `name`. An empty name means the only store, when there is one.
+    pub fn store(&self, name: &str) -> Result<&Arc<StoreHandle>, SeqError> {
+        if name.is_empty() && self.stores.len() == 1 {
+            return Ok(self.stores.values().next().expect("one store"));
+        }
+        self.stores.get(name).ok_or_else(|| {
+            if self.stores.is_empty() {
+                SeqError::new(ErrorKind::UnknownStore, "Sequencer store is not configured")
+            } else {
+                SeqError::new(
+                    ErrorKind::UnknownStore,
+                    format!(
+                        "Sequencer store {name} not found (configured: {})",
+                        self.names().collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            }
+        })
+    }
+
+    /// The names of the stores.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.stores.keys().map(String::as_str)
+    }
+
+    /// The stores.
+    pub fn stores(&self) -> impl Iterator<Item = &Arc<StoreHandle>> {
+        self.stores.values()
+    }
+
+    /// The next ID of `key` in store `store`.
+    pub async fn next_id(&self, store: &str, key: &str, mode: Mode) -> Result<i64, SeqError> {
+        self.store(store)?.next_id(key, mode).await
+    }
+
+    /// Closes every store.
+    pub async fn close(&self) {
+        for handle in self.stores.values() {
+            handle.store.close().await;
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The store contract (seed 002's component API) and the one primitive each backend writes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use async_trait::async_trait;
+use floe_core::sequence::{Key, Segment};
+
+use crate::SeqError;
+
+/// What a store can do, as data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// It can reserve ranges ([`Store::segment`]), so WEAK is served from cached segments.
+    pub segments: bool,
+    /// Its IDs strictly increase across every process sharing it, so STRONG can be served.
+    pub strong: bool,
+    /// A reservation survives the store's restart (given the durable settings its docs name).
+    pub durable: bool,
+    /// Several floe processes can use it at once.
+    pub shared: bool,
+}
+
+/// A place that keeps, per key, the last value it handed out.
+///
+/// Backends write two primitives, [`reserve`](Store::reserve) (atomically add `n` to a key)
+/// and [`raise`](Store::raise) (atomically lift a key to at least a floor); seed 002's
+/// `Init`, `GetNextId` and `GetSegment` are written once above them. Every implementation runs
+/// the same conformance suite (`tests/conformance.rs`).
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug + 'static {
+    /// The backend's name (`embedded`, `redis`, ...), for messages.
+    fn kind(&self) -> &'static str;
+
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            segments: true,
+            strong: true,
+            durable: true,
+            shared: true,
+        }
+    }
+
+    /// Atomically adds `n` (at least 1) to the key's value (0 for a key never used) and returns
+    /// the new value `v`: the caller owns `v - n + 1 ..= v`, which no other call ever gets.
+    ///
+    /// # Errors
+    /// `Exhausted` when `v` would pass `i64::MAX` (and nothing changes); `Unavailable` when the
+    /// store cannot be reached (the reservation may or may not have happened: a gap at worst,
+    /// never a duplicate).
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError>;
+
+    /// Atomically lifts the key's value to at least `floor`, so every later ID is greater.
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError>;
+
+    /// Seed 002's `Init`: every ID later issued for a key of `bigger_than` is greater than its
+    /// value. Keys are the keys users name (no prefix is added before this applies).
+    async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
+        for (key, floor) in bigger_than {
+            self.raise(key, *floor).await?;
+        }
+        Ok(())
+    }
+
+    /// Seed 002's `GetNextId`: the key's next ID, one atomic increment.
+    async fn next_id(&self, key: &Key) -> Result<i64, SeqError> {
+        self.reserve(key, 1).await
+    }
+
+    /// Seed 002's `GetSegment`: `size` IDs the caller may hand out, or `None` when the store
+    /// cannot reserve ranges ([`Capabilities::segments`]).
+    async fn segment(&self, key: &Key, size: u32) -> Result<Option<Segment>, SeqError> {
+        if !self.capabilities().segments {
+            return Ok(None);
+        }
+        let size = size.max(1);
+        Ok(Some(Segment::ending_at(
+            self.reserve(key, size).await?,
+            size,
+        )))
+    }
+
+    /// Lets go of connections and files. The store is not used afterwards.
+    async fn close(&self) {}
+}

@@ -1,0 +1,83 @@
+//! What the etcd and ZooKeeper stores share: compare-and-swap on a key's version, starting
+//! from the version this process saw last, so that an uncontended increment is one round trip.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use floe_core::sequence::{reserve_after, Key};
+
+use crate::{ErrorKind, SeqError};
+
+/// A key's value and the version it had (etcd: mod revision, 0 when absent; ZooKeeper: the
+/// node's data version, `None` when absent).
+pub(crate) type Seen<V> = (i64, V);
+
+/// What this process last saw of each key (a hint: a stale entry only costs a failed compare).
+#[derive(Debug, Default)]
+pub(crate) struct SeenCache<V>(Mutex<HashMap<Key, Seen<V>>>);
+
+impl<V: Copy> SeenCache<V> {
+    pub fn get(&self, key: &Key) -> Option<Seen<V>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .copied()
+    }
+
+    pub fn put(&self, key: &Key, seen: Seen<V>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), seen);
+    }
+
+    pub fn forget(&self, key: &Key) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
+
+/// A value as stored: decimal text.
+pub(crate) fn parse(store: &str, key: &Key, data: &[u8]) -> Result<i64, SeqError> {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .ok_or_else(|| {
+            SeqError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "{store}: the value of key {:?} is not a number: {:?}",
+                    key.as_str(),
+                    String::from_utf8_lossy(&data[..data.len().min(40)])
+                ),
+            )
+        })
+}
+
+/// The value a key takes next: after reserving `n` (`floor` None), or lifted to `floor`;
+/// `None` when a raise has nothing to do.
+pub(crate) fn target(
+    store: &str,
+    key: &Key,
+    current: i64,
+    n: u32,
+    floor: Option<i64>,
+) -> Result<Option<i64>, SeqError> {
+    match floor {
+        Some(floor) => Ok((current < floor).then_some(floor)),
+        None => reserve_after(current, n)
+            .map(Some)
+            .ok_or_else(|| SeqError::exhausted(store, key.as_str())),
+    }
+}
+
+/// How many times a compare may fail in one call (other processes won each time) before the
+/// call gives up as `Unavailable`.
+pub(crate) const MAX_ATTEMPTS: u32 = 10_000;
+
+pub(crate) fn contended(store: &str, key: &Key) -> SeqError {
+    SeqError::unavailable(format!(
+        "{store}: key {:?} changed under {MAX_ATTEMPTS} attempts in a row",
+        key.as_str()
+    ))
+}

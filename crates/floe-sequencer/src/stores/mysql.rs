@@ -1,0 +1,126 @@
+//! `mysql://user[:password]@host:port/db[?table=floe_sequences&pool=16]`: one row per key, on
+//! MySQL or MariaDB (which has no `UPDATE ... RETURNING`).
+//!
+//! - **Table** (created if missing, InnoDB): `floe_sequences (k VARBINARY(255) PRIMARY KEY,
+//!   value BIGINT)`. Binary, so keys compare byte for byte, not by a case-insensitive collation.
+//! - **Reserve:** `UPDATE ... SET value = LAST_INSERT_ID(value + n) WHERE k = ? AND value <=
+//!   i64::MAX - n`. The server sends the new value back in the statement's OK packet (the
+//!   connection's last insert ID), so an increment is one statement and one round trip, with no
+//!   `SELECT LAST_INSERT_ID()` after it. A missing row is inserted at 0 (`INSERT IGNORE`) and
+//!   the update runs again; one that still matches nothing means the key is exhausted.
+//! - **Durable** with InnoDB's defaults (`innodb_flush_log_at_trx_commit = 1`).
+
+use async_trait::async_trait;
+use floe_core::sequence::Key;
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+
+use std::sync::Arc;
+
+use super::sql::{map_err, options, q, sql, ACQUIRE_TIMEOUT};
+use crate::{SeqError, Store};
+
+/// A MySQL or MariaDB database through a connection pool.
+#[derive(Debug)]
+pub struct MysqlStore {
+    pool: MySqlPool,
+    address: String,
+    update: Arc<str>,
+    insert: Arc<str>,
+    raise: Arc<str>,
+}
+
+impl MysqlStore {
+    /// Connects and creates the table if it is missing.
+    ///
+    /// # Errors
+    /// `Config` for a bad URL, refused credentials or an unknown database; `Unavailable` when
+    /// the server does not answer.
+    pub async fn connect(url: &str) -> Result<MysqlStore, SeqError> {
+        let opts = options(&url.replacen("mariadb://", "mysql://", 1))?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(opts.pool)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect(&opts.url)
+            .await
+            .map_err(|e| map_err("mysql", &format!("cannot connect to {}", opts.address), e))?;
+        let t = &opts.table;
+        let create = sql(format!(
+            "CREATE TABLE IF NOT EXISTS {t} (k VARBINARY(255) NOT NULL PRIMARY KEY, value BIGINT NOT NULL) ENGINE=InnoDB"
+        ));
+        sqlx::query(q(&create))
+            .execute(&pool)
+            .await
+            .map_err(|e| map_err("mysql", &format!("cannot create table {}", opts.table), e))?;
+        Ok(MysqlStore {
+            update: sql(format!(
+                "UPDATE {t} SET value = LAST_INSERT_ID(value + ?) WHERE k = ? AND value <= ?"
+            )),
+            insert: sql(format!("INSERT IGNORE INTO {t} (k, value) VALUES (?, 0)")),
+            raise: sql(format!(
+                "INSERT INTO {t} (k, value) VALUES (?, GREATEST(?, 0)) ON DUPLICATE KEY UPDATE value = GREATEST(value, VALUES(value))"
+            )),
+            pool,
+            address: opts.address,
+        })
+    }
+
+    /// Where it connects (no credentials), for messages.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    async fn update(&self, key: &Key, n: u32) -> Result<Option<i64>, SeqError> {
+        let done = sqlx::query(q(&self.update))
+            .bind(i64::from(n))
+            .bind(key.as_str().as_bytes())
+            .bind(i64::MAX - i64::from(n))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| {
+                map_err(
+                    "mysql",
+                    &format!("reserve {n} of key {:?}", key.as_str()),
+                    e,
+                )
+            })?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        Ok(Some(done.last_insert_id() as i64))
+    }
+}
+
+#[async_trait]
+impl Store for MysqlStore {
+    fn kind(&self) -> &'static str {
+        "mysql"
+    }
+
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        if let Some(v) = self.update(key, n).await? {
+            return Ok(v);
+        }
+        sqlx::query(q(&self.insert))
+            .bind(key.as_str().as_bytes())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map_err("mysql", &format!("create key {:?}", key.as_str()), e))?;
+        self.update(key, n)
+            .await?
+            .ok_or_else(|| SeqError::exhausted("mysql", key.as_str()))
+    }
+
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        sqlx::query(q(&self.raise))
+            .bind(key.as_str().as_bytes())
+            .bind(floor)
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(|e| map_err("mysql", &format!("raise key {:?}", key.as_str()), e))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,134 @@
+//! `redis://host:port[/db][?prefix=floe:seq:]`: one Redis string per key, `INCRBY` to reserve.
+//!
+//! **Durability depends on the server.** Redis acknowledges an `INCRBY` before it is on disk
+//! unless the server runs with `appendonly yes` and `appendfsync always`; with the defaults a
+//! server crash loses the last second or so of increments and floe would then reissue IDs.
+//! Replicas are asynchronous, so a failover can lose increments too (seed 002's table). Run a
+//! single server with AOF `always` for sequences that must never repeat.
+//!
+//! Keys are stored as `{prefix}{key}` (default prefix `floe:seq:`); `bigger_than` applies to the
+//! key as users name it. The client reconnects by itself after the server comes back.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_core::sequence::Key;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ErrorKind as RedisKind, RedisError, Script};
+
+use crate::{own_params, ErrorKind, SeqError, Store};
+
+/// Lifts a key to at least ARGV[1] (a positive decimal), comparing decimal strings by length
+/// then bytes so that values past 2^53 compare exactly (Lua numbers are doubles).
+const RAISE: &str = r"
+local cur = redis.call('GET', KEYS[1])
+local want = ARGV[1]
+if (not cur) or (#cur < #want) or (#cur == #want and cur < want) then
+  redis.call('SET', KEYS[1], want)
+end
+return 1
+";
+
+/// A Redis server through a multiplexed, self-reconnecting connection.
+pub struct RedisStore {
+    conn: ConnectionManager,
+    prefix: String,
+    raise: Script,
+    address: String,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The address without credentials.
+        f.debug_struct("RedisStore")
+            .field("address", &self.address)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// Maps the client's errors: connection trouble is temporary, overflow is exhaustion.
+fn map_err(what: &str, key: &Key, e: RedisError) -> SeqError {
+    let text = e.to_string();
+    if text.contains("would overflow") {
+        return SeqError::exhausted("redis", key.as_str());
+    }
+    let kind = match e.kind() {
+        RedisKind::AuthenticationFailed | RedisKind::InvalidClientConfig => ErrorKind::Config,
+        _ if text.contains("not an integer") => ErrorKind::Corrupt,
+        _ => ErrorKind::Unavailable,
+    };
+    SeqError::new(
+        kind,
+        format!("redis: {what} key {:?}: {text}", key.as_str()),
+    )
+}
+
+impl RedisStore {
+    /// Connects to the server of `url`.
+    ///
+    /// # Errors
+    /// `Config` for a bad URL; `Unavailable` when the server does not answer.
+    pub async fn connect(url: &str) -> Result<RedisStore, SeqError> {
+        let (url, own) = own_params(url, &["prefix"]);
+        let prefix = own
+            .into_iter()
+            .map(|(_, v)| v)
+            .next()
+            .unwrap_or_else(|| "floe:seq:".into());
+        let client = redis::Client::open(url.as_str())
+            .map_err(|e| SeqError::config(format!("store: bad Redis URL: {e}")))?;
+        let address = client.get_connection_info().addr().to_string();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| {
+                SeqError::unavailable(format!("redis: cannot connect to {address}: {e}"))
+            })?;
+        Ok(RedisStore {
+            conn,
+            prefix,
+            raise: Script::new(RAISE),
+            address,
+        })
+    }
+
+    fn stored(&self, key: &Key) -> String {
+        format!("{}{}", self.prefix, key.as_str())
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("INCRBY")
+            .arg(self.stored(key))
+            .arg(n)
+            .query_async::<i64>(&mut conn)
+            .await
+            .map_err(|e| map_err("INCRBY", key, e))
+    }
+
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        if floor <= 0 {
+            return Ok(()); // every key is at 0 or above already
+        }
+        let mut conn = self.conn.clone();
+        self.raise
+            .key(self.stored(key))
+            .arg(floor.to_string())
+            .invoke_async::<i64>(&mut conn)
+            .await
+            .map(drop)
+            .map_err(|e| map_err("raise", key, e))
+    }
+}

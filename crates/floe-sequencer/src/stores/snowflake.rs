@@ -1,0 +1,110 @@
+//! `snowflake`: WEAK IDs from one Snowflake generator (a leased worker ID), for every key.
+//!
+//! IDs are unique across every key and process holding its own worker ID, and roughly
+//! time-ordered; they do not start at 1, cannot honour STRONG, and cannot reserve segments.
+//! The layout must fit an `i64` (63 bits: Leaf's and Twitter's do; flake-idgen's 64-bit layout
+//! is refused at start-up). A `bigger_than` above the IDs the clock gives now is refused at
+//! start-up rather than waited for.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_core::clock::Clock;
+use floe_core::sequence::Key;
+use floe_core::snowflake::{SnowflakeError, SnowflakeGenerator};
+use floe_core::Poll;
+
+use crate::{Capabilities, ErrorKind, SeqError, Store};
+
+/// A Snowflake generator serving every key.
+#[derive(Debug)]
+pub struct SnowflakeStore<C: Clock> {
+    generator: SnowflakeGenerator<C>,
+}
+
+impl<C: Clock> SnowflakeStore<C> {
+    /// Serves `generator`'s IDs.
+    ///
+    /// # Errors
+    /// `Config` when its layout does not fit an `i64`.
+    pub fn new(generator: SnowflakeGenerator<C>) -> Result<Self, SeqError> {
+        if !generator.layout().fits_i64() {
+            return Err(SeqError::config(format!(
+                "store: a snowflake sequencer needs a layout of at most 63 bits (next_id is an int64); this one has {}",
+                generator.layout().total_bits()
+            )));
+        }
+        Ok(SnowflakeStore { generator })
+    }
+
+    fn map_err(e: SnowflakeError) -> SeqError {
+        match e {
+            SnowflakeError::LeaseLost | SnowflakeError::ClockMovedBackwards { .. } => {
+                SeqError::unavailable(format!("snowflake: {e}"))
+            }
+            _ => SeqError::new(ErrorKind::Exhausted, format!("snowflake: {e}")),
+        }
+    }
+}
+
+#[async_trait]
+impl<C: Clock + std::fmt::Debug + 'static> Store for SnowflakeStore<C> {
+    fn kind(&self) -> &'static str {
+        "snowflake"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            segments: false,
+            strong: false,
+            durable: true,
+            shared: true,
+        }
+    }
+
+    async fn reserve(&self, _key: &Key, _n: u32) -> Result<i64, SeqError> {
+        Err(SeqError::new(
+            ErrorKind::Unsupported,
+            "snowflake: cannot reserve ranges",
+        ))
+    }
+
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        let now = self.next_id(key).await?;
+        if now <= floor {
+            return Err(SeqError::config(format!(
+                "store: snowflake IDs are now about {now}, not above bigger_than {floor} of key {:?}",
+                key.as_str()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
+        for (key, floor) in bigger_than {
+            self.raise(key, *floor).await?;
+        }
+        Ok(())
+    }
+
+    async fn next_id(&self, _key: &Key) -> Result<i64, SeqError> {
+        loop {
+            match self.generator.poll_next().map_err(Self::map_err)? {
+                // fits_i64 was checked at construction.
+                Poll::Ready(id) => return Ok(id as i64),
+                Poll::Pending { until_nanos, .. } => {
+                    let now = self.generator_clock_nanos();
+                    let wait = until_nanos.saturating_sub(now).clamp(1_000, 5_000_000);
+                    tokio::time::sleep(Duration::from_nanos(wait)).await;
+                }
+            }
+        }
+    }
+}
+
+impl<C: Clock> SnowflakeStore<C> {
+    fn generator_clock_nanos(&self) -> u64 {
+        self.generator.clock().now_nanos()
+    }
+}

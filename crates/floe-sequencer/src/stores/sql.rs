@@ -1,0 +1,92 @@
+//! What the PostgreSQL and MySQL stores share: URL options and the mapping of sqlx's errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::AssertSqlSafe;
+
+use crate::{check_table, own_params, ErrorKind, SeqError};
+
+/// floe's own options of a SQL URL (`?table=floe_sequences&pool=16`), taken out of it.
+#[derive(Debug)]
+pub(crate) struct SqlOptions {
+    pub url: String,
+    pub table: String,
+    pub pool: u32,
+    pub address: String,
+}
+
+/// Reads floe's options; `address` is the URL without credentials or query, for messages.
+pub(crate) fn options(url: &str) -> Result<SqlOptions, SeqError> {
+    let (rest, own) = own_params(url, &["table", "pool"]);
+    let mut opts = SqlOptions {
+        address: address(&rest),
+        url: rest,
+        table: "floe_sequences".into(),
+        pool: 16,
+    };
+    for (name, value) in own {
+        match name {
+            "table" => {
+                check_table(&value)?;
+                opts.table = value;
+            }
+            _ => {
+                opts.pool = value
+                    .parse()
+                    .ok()
+                    .filter(|p| (1..=1024).contains(p))
+                    .ok_or_else(|| {
+                        SeqError::config(format!(
+                            "store: pool must be 1 to 1024 connections, found {value:?}"
+                        ))
+                    })?;
+            }
+        }
+    }
+    Ok(opts)
+}
+
+fn address(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.rsplit_once('@').map(|(_, r)| r).unwrap_or(rest);
+    let rest = rest.split('?').next().unwrap_or(rest);
+    format!("{scheme}://{rest}")
+}
+
+/// How long a caller waits for a pooled connection (or a new one) before `Unavailable`.
+pub(crate) const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Maps sqlx's errors: connection and server trouble is temporary; refused credentials and
+/// unknown databases are configuration errors.
+pub(crate) fn map_err(store: &str, what: &str, e: sqlx::Error) -> SeqError {
+    let kind = match &e {
+        sqlx::Error::Configuration(_) => ErrorKind::Config,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            let code = code.as_ref();
+            if code.starts_with("28")          // PostgreSQL: invalid authorization
+                || code.starts_with("3D")      // PostgreSQL: invalid catalog name
+                || code.starts_with("42")      // PostgreSQL: syntax, privileges, undefined
+                || matches!(code, "1044" | "1045" | "1049" | "1142" | "1146")
+            // MySQL: access denied, unknown database or table
+            {
+                ErrorKind::Config
+            } else {
+                ErrorKind::Unavailable
+            }
+        }
+        _ => ErrorKind::Unavailable,
+    };
+    SeqError::new(kind, format!("{store}: {what}: {e}"))
+}
+
+/// A statement built once from a checked table name ([`crate::check_table`]): safe to run.
+pub(crate) fn sql(text: String) -> Arc<str> {
+    text.into()
+}
+
+/// Hands a statement built by [`sql`] to sqlx.
+pub(crate) fn q(text: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+    AssertSqlSafe(Arc::clone(text))
+}

@@ -1,0 +1,346 @@
+//! WEAK serving: a key's IDs handed out from memory, out of segments reserved in the store,
+//! double-buffered as Leaf's segment mode does. Written once, above every store.
+//!
+//! **The buffer.** Each key holds its current segment and at most one next segment. Once a
+//! tenth of the current one is used, the next is fetched by a background task, so that a
+//! caller almost never waits for the store. The size of each fetch (the step) follows the
+//! key's rate through [`StepPolicy`]: doubled when a segment lasted less than the target,
+//! halved when it lasted more than twice as long.
+//!
+//! **Two ways to take an ID.**
+//! - [`WeakKey::next`]: one ID from the shared buffer under a short lock. IDs of a key follow
+//!   the order of the calls in this process. The server uses it.
+//! - [`WeakKey::next_local`]: a thread takes a small block of the current segment (1/32 of the
+//!   step, at most 1,024 IDs) and hands it out with no atomic operation at all, so threads
+//!   scale. IDs are unique and increase per thread; threads interleave. A block left over when
+//!   the key moves to its next segment is dropped (a gap, never a reuse), which bounds how
+//!   stale a thread's IDs can be.
+//!
+//! **Outages.** While the store is unreachable the key goes on serving what it has buffered.
+//! With nothing buffered a call fails with `Unavailable`; the next call tries the store again
+//! (prefetches retry at most every 200 ms), so the key recovers by itself when the store
+//! returns. Callers waiting for one fetch share its result: one fetch per key at a time.
+//!
+//! **Gaps.** IDs buffered by a process that stops are never issued; nothing is reissued.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use floe_core::sequence::{Key, Segment, StepPolicy};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::{ErrorKind, SeqError, Store};
+
+/// How long prefetches wait after a failed fetch before trying again.
+const PREFETCH_RETRY: Duration = Duration::from_millis(200);
+
+/// A thread's block of one key: IDs `next ..= end` from segment generation `gen`.
+#[derive(Clone, Copy)]
+struct Block {
+    owner: u64,
+    gen: u64,
+    next: i64,
+    end: i64,
+}
+
+const NO_BLOCK: Block = Block {
+    owner: 0,
+    gen: 0,
+    next: 1,
+    end: 0,
+};
+
+thread_local! {
+    /// This thread's blocks, indexed by [`WeakKey::slot`].
+    static BLOCKS: RefCell<Vec<Block>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Slots of dropped keys, for reuse; blocks are told apart by their owner, never reused.
+static FREE_SLOTS: Mutex<(usize, Vec<usize>)> = Mutex::new((0, Vec::new()));
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+fn take_slot() -> usize {
+    let mut slots = FREE_SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+    match slots.1.pop() {
+        Some(slot) => slot,
+        None => {
+            slots.0 += 1;
+            slots.0 - 1
+        }
+    }
+}
+
+/// The shared part of a key's buffer.
+struct State {
+    /// IDs `cur.0 ..= cur.1` of the current segment are left (empty when `cur.0 > cur.1`).
+    cur: (i64, i64),
+    /// Size of the current segment, for the prefetch threshold.
+    cur_len: u64,
+    next: Option<Segment>,
+    fetching: bool,
+    step: u32,
+    /// When the last fetch started: a segment's life for step adaptation.
+    last_fetch: Option<Instant>,
+    /// Fetches finished so far; a waiter knows the fetch it waited for has ended.
+    rounds: u64,
+    /// The last fetch's error, with its round.
+    failed: Option<(u64, SeqError)>,
+    retry_at: Option<Instant>,
+}
+
+impl State {
+    fn left(&self) -> u64 {
+        if self.cur.0 > self.cur.1 {
+            0
+        } else {
+            (self.cur.1 - self.cur.0) as u64 + 1
+        }
+    }
+}
+
+/// The WEAK buffer of one key of one store.
+pub struct WeakKey {
+    key: Key,
+    store: Arc<dyn Store>,
+    policy: StepPolicy,
+    timeout: Duration,
+    slot: usize,
+    owner: u64,
+    /// Bumped each time the current segment is replaced; a thread's block of an older one is
+    /// dropped.
+    gen: AtomicU64,
+    /// A std mutex, not a tokio one: no await happens while it is held.
+    state: Mutex<State>,
+    /// Woken when a fetch ends.
+    fetched: Notify,
+}
+
+impl std::fmt::Debug for WeakKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.state();
+        f.debug_struct("WeakKey")
+            .field("key", &self.key)
+            .field("store", &self.store.kind())
+            .field("current", &st.cur)
+            .field("next", &st.next)
+            .field("step", &st.step)
+            .finish()
+    }
+}
+
+impl Drop for WeakKey {
+    fn drop(&mut self) {
+        FREE_SLOTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .push(self.slot);
+    }
+}
+
+/// What a key's buffer holds now, for tests and operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferInfo {
+    /// IDs left in the current segment.
+    pub left: u64,
+    /// The next segment, if fetched.
+    pub next: Option<Segment>,
+    /// The step of the next fetch.
+    pub step: u32,
+    /// Whether a fetch is under way.
+    pub fetching: bool,
+}
+
+impl WeakKey {
+    /// An empty buffer of `key` on `store`; nothing is fetched until the first call.
+    pub fn new(store: Arc<dyn Store>, key: Key, policy: StepPolicy, timeout: Duration) -> WeakKey {
+        WeakKey {
+            key,
+            store,
+            policy,
+            timeout,
+            slot: take_slot(),
+            owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
+            gen: AtomicU64::new(0),
+            state: Mutex::new(State {
+                cur: (1, 0),
+                cur_len: 0,
+                next: None,
+                fetching: false,
+                step: policy.min,
+                last_fetch: None,
+                rounds: 0,
+                failed: None,
+                retry_at: None,
+            }),
+            fetched: Notify::new(),
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the buffer holds now.
+    pub fn info(&self) -> BufferInfo {
+        let st = self.state();
+        BufferInfo {
+            left: st.left(),
+            next: st.next,
+            step: st.step,
+            fetching: st.fetching,
+        }
+    }
+
+    /// The next ID, in call order within this process.
+    pub async fn next(self: &Arc<Self>) -> Result<i64, SeqError> {
+        self.take(1).await.map(|(id, _)| id)
+    }
+
+    /// The next ID from this thread's block (see the module docs): the fastest way, and the
+    /// one that scales with threads.
+    pub async fn next_local(self: &Arc<Self>) -> Result<i64, SeqError> {
+        let gen = self.gen.load(Ordering::Acquire);
+        let owner = self.owner;
+        let slot = self.slot;
+        let local = BLOCKS.try_with(|blocks| {
+            let mut blocks = blocks.borrow_mut();
+            match blocks.get_mut(slot) {
+                Some(b) if b.owner == owner && b.gen == gen && b.next <= b.end => {
+                    let id = b.next;
+                    b.next += 1;
+                    Some(id)
+                }
+                _ => None,
+            }
+        });
+        if let Ok(Some(id)) = local {
+            return Ok(id);
+        }
+        let block = {
+            let step = self.state().step;
+            (step / 32).clamp(1, 1024)
+        };
+        let (id, (end, gen)) = self.take(block).await?;
+        let _ = BLOCKS.try_with(|blocks| {
+            let mut blocks = blocks.borrow_mut();
+            if blocks.len() <= slot {
+                blocks.resize(slot + 1, NO_BLOCK);
+            }
+            blocks[slot] = Block {
+                owner,
+                gen,
+                next: id + 1,
+                end,
+            };
+        });
+        Ok(id)
+    }
+
+    /// Takes up to `n` IDs from the shared buffer: the first, and (last, generation). Waits
+    /// for a fetch when nothing is buffered.
+    async fn take(self: &Arc<Self>, n: u32) -> Result<(i64, (i64, u64)), SeqError> {
+        let mut waited_for: Option<u64> = None;
+        loop {
+            let fetched = self.fetched.notified();
+            {
+                let mut st = self.state();
+                if st.left() == 0 {
+                    if let Some(next) = st.next.take() {
+                        st.cur = (next.start, next.end);
+                        st.cur_len = next.len();
+                        self.gen.fetch_add(1, Ordering::Release);
+                    }
+                }
+                let left = st.left();
+                if left > 0 {
+                    let first = st.cur.0;
+                    let last = first + (u64::from(n).min(left) as i64) - 1;
+                    st.cur.0 = last + 1;
+                    let gen = self.gen.load(Ordering::Relaxed);
+                    // Leaf's rule: fetch the next segment once a tenth of this one is used.
+                    if st.next.is_none()
+                        && !st.fetching
+                        && st.left() * 10 < st.cur_len * 9
+                        && st.retry_at.is_none_or(|at| Instant::now() >= at)
+                    {
+                        self.fetch(&mut st);
+                    }
+                    return Ok((first, (last, gen)));
+                }
+                if let (Some(round), Some((failed_round, error))) = (waited_for, &st.failed) {
+                    if *failed_round > round {
+                        return Err(error.clone());
+                    }
+                }
+                if !st.fetching {
+                    self.fetch(&mut st);
+                }
+                waited_for = Some(st.rounds);
+            }
+            fetched.await;
+        }
+    }
+
+    /// Starts the one fetch of this key in a task of its own, so that a caller that gives up
+    /// (a cancelled request) never leaves the key waiting for a fetch nobody finishes.
+    fn fetch(self: &Arc<Self>, st: &mut State) {
+        st.fetching = true;
+        let now = Instant::now();
+        if let Some(last) = st.last_fetch {
+            st.step = self.policy.next_step(st.step, now - last);
+        }
+        st.last_fetch = Some(now);
+        let step = st.step;
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let result =
+                match tokio::time::timeout(this.timeout, this.store.segment(&this.key, step)).await
+                {
+                    Ok(Ok(Some(segment))) => Ok(segment),
+                    Ok(Ok(None)) => Err(SeqError::new(
+                        ErrorKind::Unsupported,
+                        format!("{}: cannot reserve segments", this.store.kind()),
+                    )),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(SeqError::unavailable(format!(
+                        "{}: no answer within {:?} fetching a segment of key {:?}",
+                        this.store.kind(),
+                        this.timeout,
+                        this.key.as_str()
+                    ))),
+                };
+            {
+                let mut st = this.state();
+                st.fetching = false;
+                st.rounds += 1;
+                match result {
+                    Ok(segment) => {
+                        st.failed = None;
+                        st.retry_at = None;
+                        if st.left() == 0 {
+                            st.cur = (segment.start, segment.end);
+                            st.cur_len = segment.len();
+                            this.gen.fetch_add(1, Ordering::Release);
+                        } else {
+                            st.next = Some(segment);
+                        }
+                    }
+                    Err(error) => {
+                        st.retry_at = Some(Instant::now() + PREFETCH_RETRY);
+                        st.failed = Some((st.rounds, error));
+                    }
+                }
+            }
+            this.fetched.notify_waiters();
+        });
+    }
+}

@@ -1,0 +1,280 @@
+//! One behaviour suite, run against every store: each on the real server scripts/test.sh
+//! starts (redis-server, postgresql, mariadb-server, etcd-server, zookeeper), `embedded` on a
+//! temporary directory, and `memory`.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::{fixture, key, Fixture};
+use floe_sequencer::{ErrorKind, Mode, Segment, ServeOptions, StepPolicy, StoreHandle};
+
+/// Unknown keys start at 1; STRONG counts up by one; a segment follows on.
+async fn first_ids_start_at_one(f: Fixture) {
+    let k = key("first");
+    assert_eq!(f.store.next_id(&k).await.unwrap(), 1);
+    assert_eq!(f.store.next_id(&k).await.unwrap(), 2);
+    assert_eq!(
+        f.store.segment(&k, 10).await.unwrap(),
+        Some(Segment { start: 3, end: 12 })
+    );
+    assert_eq!(f.second.next_id(&k).await.unwrap(), 13);
+    assert_eq!(f.store.next_id(&k).await.unwrap(), 14);
+}
+
+/// Many concurrent callers, on two clients ("processes"), STRONG and WEAK: no duplicate.
+async fn no_duplicates_under_concurrency(f: Fixture, strong_per_task: usize) {
+    let k = key("dups");
+    let small = ServeOptions {
+        step: StepPolicy {
+            min: 50,
+            max: 400,
+            ..StepPolicy::default()
+        },
+        ..ServeOptions::default()
+    };
+    let handles = [
+        Arc::new(StoreHandle::new("a", Arc::clone(&f.store), small)),
+        Arc::new(StoreHandle::new("b", Arc::clone(&f.second), small)),
+    ];
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let h = Arc::clone(&handles[t % 2]);
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..(strong_per_task + 500) {
+                let mode = if i % 4 == 0 && ids.len() < strong_per_task * 4 {
+                    Mode::Strong
+                } else {
+                    Mode::Weak
+                };
+                ids.push(h.next_id(k.as_str(), mode).await.unwrap());
+            }
+            ids
+        }));
+    }
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for t in tasks {
+        for id in t.await.unwrap() {
+            assert!(id >= 1);
+            assert!(seen.insert(id), "{id} issued twice");
+            total += 1;
+        }
+    }
+    assert_eq!(seen.len(), total);
+}
+
+/// STRONG in real time: when one call returns before another starts, its ID is smaller; also
+/// across the two clients.
+async fn strong_follows_real_time(f: Fixture, per_task: usize) {
+    let k = key("order");
+    let stores = [Arc::clone(&f.store), Arc::clone(&f.second)];
+    let epoch = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let s = Arc::clone(&stores[t % 2]);
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut calls = Vec::new();
+            let mut last = 0;
+            for _ in 0..per_task {
+                let start = epoch.elapsed();
+                let id = s.next_id(&k).await.unwrap();
+                let end = epoch.elapsed();
+                assert!(id > last, "one caller's STRONG IDs must increase");
+                last = id;
+                calls.push((start, end, id));
+            }
+            calls
+        }));
+    }
+    let mut calls = Vec::new();
+    for t in tasks {
+        calls.extend(t.await.unwrap());
+    }
+    // For each call, every call that ended before it started has a smaller ID.
+    let mut by_end = calls.clone();
+    by_end.sort_by_key(|c| c.1);
+    calls.sort_by_key(|c| c.0);
+    let (mut i, mut max_before) = (0, 0);
+    for (start, _, id) in &calls {
+        while i < by_end.len() && by_end[i].1 < *start {
+            max_before = max_before.max(by_end[i].2);
+            i += 1;
+        }
+        assert!(
+            max_before < *id,
+            "ID {id} started after a call returned {max_before}"
+        );
+    }
+}
+
+/// Segments reserved concurrently by both clients, with single IDs between them, never overlap.
+async fn segments_never_overlap(f: Fixture) {
+    let k = key("segments");
+    let stores = [Arc::clone(&f.store), Arc::clone(&f.second)];
+    let mut tasks = Vec::new();
+    for t in 0..6 {
+        let s = Arc::clone(&stores[t % 2]);
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for i in 0..15u32 {
+                let size = 1 + (i * 7 + t as u32) % 50;
+                let seg = s.segment(&k, size).await.unwrap().expect("segments");
+                assert_eq!(seg.len(), u64::from(size));
+                got.push(seg);
+                let id = s.next_id(&k).await.unwrap();
+                got.push(Segment { start: id, end: id });
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort_by_key(|s| s.start);
+    assert_eq!(all[0].start, 1);
+    for w in all.windows(2) {
+        assert!(w[0].end < w[1].start, "{:?} overlaps {:?}", w[0], w[1]);
+    }
+}
+
+/// `bigger_than` applies to the keys as named, never lowers a key, and holds for WEAK too.
+async fn bigger_than_is_honoured(f: Fixture) {
+    let (a, b, c) = (key("bt-a"), key("bt-b"), key("bt-c"));
+    for _ in 0..10 {
+        f.store.next_id(&c).await.unwrap();
+    }
+    let floors = BTreeMap::from([(a.clone(), 1000), (b.clone(), 5), (c.clone(), 3)]);
+    f.store.init(&floors).await.unwrap();
+    assert_eq!(f.store.next_id(&a).await.unwrap(), 1001);
+    assert_eq!(
+        f.second.next_id(&c).await.unwrap(),
+        11,
+        "a floor never lowers a key"
+    );
+    let handle = StoreHandle::new("s", Arc::clone(&f.second), ServeOptions::default());
+    assert_eq!(handle.next_id(b.as_str(), Mode::Weak).await.unwrap(), 6);
+    // A floor past values already issued lifts the key.
+    f.store
+        .init(&BTreeMap::from([(a.clone(), 5_000_000_000)]))
+        .await
+        .unwrap();
+    assert_eq!(f.second.next_id(&a).await.unwrap(), 5_000_000_001);
+}
+
+/// A sequence that would pass i64::MAX fails with Exhausted and changes nothing.
+async fn exhaustion_is_reported(f: Fixture) {
+    let k = key("max");
+    f.store
+        .init(&BTreeMap::from([(k.clone(), i64::MAX - 12)]))
+        .await
+        .unwrap();
+    let err = f.store.segment(&k, 20).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Exhausted, "{err}");
+    assert!(err.message.contains(k.as_str()), "{err}");
+    assert_eq!(
+        f.store.segment(&k, 10).await.unwrap(),
+        Some(Segment {
+            start: i64::MAX - 11,
+            end: i64::MAX - 2
+        })
+    );
+    assert_eq!(f.second.next_id(&k).await.unwrap(), i64::MAX - 1);
+    assert_eq!(f.store.next_id(&k).await.unwrap(), i64::MAX);
+    for _ in 0..2 {
+        let err = f.store.next_id(&k).await.unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Exhausted, "{err}");
+    }
+    let handle = StoreHandle::new("s", Arc::clone(&f.store), ServeOptions::default());
+    let err = handle.next_id(k.as_str(), Mode::Weak).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Exhausted, "{err}");
+}
+
+/// Keys are compared byte for byte, whatever characters they hold, up to 255 bytes.
+async fn keys_are_exact(f: Fixture) {
+    let base = key("Keys");
+    let names = [
+        format!("{base}"),
+        format!("{base}").to_lowercase(),
+        format!("{base}/../x"),
+        format!("{base}.."),
+        format!("{base} ключ ✓ %2F"),
+        format!("{base}{}", "z".repeat(255 - base.as_str().len())),
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let k = floe_sequencer::Key::new(name.as_str()).unwrap();
+        f.store.segment(&k, i as u32 + 1).await.unwrap();
+    }
+    for (i, name) in names.iter().enumerate() {
+        let k = floe_sequencer::Key::new(name.as_str()).unwrap();
+        assert_eq!(
+            f.second.next_id(&k).await.unwrap(),
+            i as i64 + 2,
+            "{name:?}"
+        );
+    }
+}
+
+macro_rules! conformance {
+    ($($store:ident: $url:expr, strong_per_task = $n:expr;)*) => {$(
+        mod $store {
+            use super::*;
+
+            async fn open() -> Fixture {
+                fixture(&$url).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn first_ids_start_at_one() {
+                super::first_ids_start_at_one(open().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn no_duplicates_under_concurrency() {
+                super::no_duplicates_under_concurrency(open().await, $n).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn strong_follows_real_time() {
+                super::strong_follows_real_time(open().await, $n).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn segments_never_overlap() {
+                super::segments_never_overlap(open().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn bigger_than_is_honoured() {
+                super::bigger_than_is_honoured(open().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn exhaustion_is_reported() {
+                super::exhaustion_is_reported(open().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn keys_are_exact() {
+                super::keys_are_exact(open().await).await;
+            }
+        }
+    )*};
+}
+
+conformance! {
+    memory: "memory", strong_per_task = 200;
+    embedded: "embedded", strong_per_task = 50;
+    redis: common::env("FLOE_TEST_REDIS"), strong_per_task = 200;
+    postgres: common::env("FLOE_TEST_POSTGRES"), strong_per_task = 100;
+    mysql: common::env("FLOE_TEST_MARIADB"), strong_per_task = 100;
+    etcd: format!("etcd://{}", common::env("FLOE_TEST_ETCD")), strong_per_task = 100;
+    zookeeper: format!("zk://{}", common::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100;
+}
