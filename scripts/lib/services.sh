@@ -49,7 +49,7 @@ zk_ask() {
 }
 
 # start_zookeeper [NAME]: exports NAME (default FLOE_TEST_ZOOKEEPER) = host:port, and
-# NAME_PID and NAME_CFG, so that a test can kill the server and start it again.
+# NAME_PID, NAME_CFG and NAME_START, so that a test can kill the server and start it again.
 start_zookeeper() {
   local name=${1:-FLOE_TEST_ZOOKEEPER}
   ensure_package zookeeper /usr/share/java/zookeeper.jar
@@ -67,14 +67,18 @@ admin.enableServer=false
 minSessionTimeout=1000
 maxSessionTimeout=30000
 CFG
-  java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
-    org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$dir/server.log" 2>&1 &
+  cat >"$dir/start.sh" <<START
+exec java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
+  org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >>"$dir/server.log" 2>&1
+START
+  bash "$dir/start.sh" &
   pid=$!
   FLOE_SERVICE_PIDS+=("$pid")
   FLOE_SERVICE_DIRS+=("$dir")
   for _ in $(seq 1 60); do
     if zk_ask 127.0.0.1 "$port" srvr | grep -q 'Mode: standalone'; then
-      export "$name=127.0.0.1:$port" "${name}_PID=$pid" "${name}_CFG=$dir/zoo.cfg"
+      export "$name=127.0.0.1:$port" "${name}_PID=$pid" "${name}_CFG=$dir/zoo.cfg" \
+        "${name}_START=$dir/start.sh"
       echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') on 127.0.0.1:$port as $name (pid $pid, $dir)"
       return 0
     fi

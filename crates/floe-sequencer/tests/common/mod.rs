@@ -64,8 +64,12 @@ impl Drop for Server {
     }
 }
 
-/// Kills the process `pid` with SIGKILL and waits until it is gone.
+/// Kills the process `pid` and its children (PostgreSQL's backends) with SIGKILL, as a crash
+/// of the machine would, and waits until it is gone.
 pub fn kill9(pid: &str) {
+    let _ = std::process::Command::new("pkill")
+        .args(["-9", "-P", pid])
+        .status();
     let status = std::process::Command::new("kill")
         .args(["-9", pid])
         .status()

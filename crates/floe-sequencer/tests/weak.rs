@@ -1,0 +1,218 @@
+//! The WEAK buffer on a store whose outages and latency the test controls (a fake is right
+//! here: what is under test is the buffer above the store; the real outages are in
+//! outage.rs).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_sequencer::stores::memory::MemoryStore;
+use floe_sequencer::weak::WeakKey;
+use floe_sequencer::{ErrorKind, Key, SeqError, StepPolicy, Store};
+
+#[derive(Debug, Default)]
+struct Flaky {
+    inner: MemoryStore,
+    down: AtomicBool,
+    fetches: AtomicU32,
+    sizes: Mutex<Vec<u32>>,
+    delay_ms: AtomicU32,
+}
+
+#[async_trait]
+impl Store for Flaky {
+    fn kind(&self) -> &'static str {
+        "flaky"
+    }
+
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        let delay = self.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(u64::from(delay))).await;
+        }
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(SeqError::unavailable("flaky: connection refused"));
+        }
+        self.sizes.lock().unwrap().push(n);
+        self.inner.reserve(key, n).await
+    }
+
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        self.inner.raise(key, floor).await
+    }
+}
+
+fn policy(min: u32, max: u32) -> StepPolicy {
+    StepPolicy {
+        min,
+        max,
+        target: Duration::from_secs(10),
+    }
+}
+
+fn weak(store: &Arc<Flaky>, min: u32, max: u32) -> Arc<WeakKey> {
+    Arc::new(WeakKey::new(
+        Arc::clone(store) as Arc<dyn Store>,
+        Key::new("k").unwrap(),
+        policy(min, max),
+        Duration::from_secs(2),
+    ))
+}
+
+async fn settle(w: &WeakKey) {
+    for _ in 0..1000 {
+        if !w.info().fetching {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("the fetch never ended");
+}
+
+#[tokio::test]
+async fn the_next_segment_is_fetched_once_a_tenth_is_used() {
+    let store = Arc::new(Flaky::default());
+    let w = weak(&store, 100, 100);
+    assert_eq!(w.next().await.unwrap(), 1);
+    settle(&w).await;
+    assert_eq!(store.fetches.load(Ordering::SeqCst), 1);
+    for id in 2..=10 {
+        assert_eq!(w.next().await.unwrap(), id);
+    }
+    assert_eq!(w.info().next, None, "not before a tenth is used");
+    assert_eq!(w.next().await.unwrap(), 11);
+    settle(&w).await;
+    let info = w.info();
+    assert_eq!(info.left, 89);
+    assert!(info.next.is_some(), "{info:?}");
+    assert_eq!(store.fetches.load(Ordering::SeqCst), 2);
+    // Through both segments without waiting, in order.
+    for id in 12..=200 {
+        assert_eq!(w.next().await.unwrap(), id);
+    }
+}
+
+#[tokio::test]
+async fn an_outage_is_served_from_the_buffer_then_reported_then_recovered() {
+    let store = Arc::new(Flaky::default());
+    let w = weak(&store, 100, 100);
+    for id in 1..=11 {
+        assert_eq!(w.next().await.unwrap(), id);
+    }
+    settle(&w).await;
+    store.down.store(true, Ordering::SeqCst);
+    // Everything buffered (the rest of this segment and the next one) is still served.
+    for id in 12..=200 {
+        assert_eq!(w.next().await.unwrap(), id);
+    }
+    let err = w.next().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unavailable);
+    assert!(err.message.contains("connection refused"), "{err}");
+    assert!(err.is_temporary());
+    let err = w.next().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unavailable);
+    store.down.store(false, Ordering::SeqCst);
+    assert_eq!(w.next().await.unwrap(), 201, "recovers with no restart");
+}
+
+#[tokio::test]
+async fn callers_waiting_for_one_fetch_share_it() {
+    let store = Arc::new(Flaky::default());
+    store.delay_ms.store(50, Ordering::SeqCst);
+    let w = weak(&store, 1000, 1000);
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let w = Arc::clone(&w);
+            tokio::spawn(async move { w.next().await.unwrap() })
+        })
+        .collect();
+    let mut ids = HashSet::new();
+    for t in tasks {
+        assert!(ids.insert(t.await.unwrap()));
+    }
+    assert_eq!(ids, (1..=50).collect());
+    assert_eq!(
+        store.fetches.load(Ordering::SeqCst),
+        1,
+        "one fetch for all waiters"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_caller_does_not_wedge_the_key() {
+    let store = Arc::new(Flaky::default());
+    store.delay_ms.store(100, Ordering::SeqCst);
+    let w = weak(&store, 10, 10);
+    let gave_up = tokio::time::timeout(Duration::from_millis(10), w.next()).await;
+    assert!(
+        gave_up.is_err(),
+        "the first call gave up before the fetch ended"
+    );
+    assert_eq!(w.next().await.unwrap(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_step_follows_the_rate() {
+    let store = Arc::new(Flaky::default());
+    let w = weak(&store, 100, 800);
+    let take = |n: usize| {
+        let w = Arc::clone(&w);
+        async move {
+            for _ in 0..n {
+                w.next().await.unwrap();
+            }
+        }
+    };
+    // Segments used up in no time: the step doubles up to its bound.
+    take(3000).await;
+    settle(&w).await;
+    let sizes = store.sizes.lock().unwrap().clone();
+    assert_eq!(&sizes[..5], &[100, 200, 400, 800, 800], "{sizes:?}");
+    // Segments that last far longer than the target: the step halves down to its bound.
+    for _ in 0..6 {
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let left = w.info().left as usize;
+        take(left + 1).await;
+        settle(&w).await;
+    }
+    let sizes = store.sizes.lock().unwrap().clone();
+    assert!(
+        sizes.windows(4).any(|w| w == [800, 400, 200, 100]),
+        "{sizes:?}"
+    );
+    assert_eq!(sizes.last(), Some(&100), "{sizes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thread_blocks_are_unique_across_threads() {
+    let store = Arc::new(Flaky::default());
+    let w = weak(&store, 64, 4096);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let w = Arc::clone(&w);
+            tokio::spawn(async move {
+                let mut ids = Vec::with_capacity(20_000);
+                for i in 0..20_000 {
+                    ids.push(w.next_local().await.unwrap());
+                    if i % 1000 == 0 {
+                        tokio::task::yield_now().await; // move between threads
+                    }
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    for t in tasks {
+        for id in t.await.unwrap() {
+            assert!(seen.insert(id), "{id} twice");
+        }
+    }
+    assert_eq!(seen.len(), 160_000);
+    // The shared path and the thread blocks draw from the same segments.
+    let id = w.next().await.unwrap();
+    assert!(!seen.contains(&id));
+}
