@@ -1,8 +1,9 @@
-//! `floe`: generate and inspect IDs. A thin shell over `floe-core`: argument parsing,
+//! `floe`: generate and inspect IDs, and serve per-key sequences. A thin shell over `floe-core`: argument parsing,
 //! formatting, and exit codes (0 ok, 2 bad input or a refused generation).
 
 mod describe;
 mod inspect;
+mod serve;
 mod worker;
 
 use std::io::{self, BufRead, BufWriter, Write};
@@ -40,6 +41,10 @@ enum Command {
     Inspect(InspectArgs),
     /// Worker IDs in a registry: list, register, release.
     Worker(worker::WorkerArgs),
+    /// Serve per-key sequences over gRPC (Layotto's GetNextId) and HTTP.
+    Serve(serve::ServeArgs),
+    /// Print a key's sequence IDs (or segments) from a store.
+    Seq(serve::SeqArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -161,6 +166,12 @@ fn main() -> ExitCode {
         Command::Gen(args) => gen(&args),
         Command::Inspect(args) => inspect_all(&args),
         Command::Worker(args) => worker::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Failure::Usage),
+        Command::Serve(args) => serve::serve(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Failure::Usage),
+        Command::Seq(args) => serve::seq(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Failure::Usage),
     };

@@ -14,7 +14,7 @@ use floe_registry::{IdSpace, Identity, Registry, RegistryError};
 use serde_json::json;
 
 /// Where worker IDs come from (shared by `floe worker` and `floe gen`).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RegistryArgs {
     /// Registry URL: file:///state/dir (the embedded default) or static:ID.
     #[arg(long, global = true)]

@@ -7,6 +7,7 @@
 //! start-up rather than waited for.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,7 +21,7 @@ use crate::{Capabilities, ErrorKind, SeqError, Store};
 /// A Snowflake generator serving every key.
 #[derive(Debug)]
 pub struct SnowflakeStore<C: Clock> {
-    generator: SnowflakeGenerator<C>,
+    generator: Arc<SnowflakeGenerator<C>>,
 }
 
 impl<C: Clock> SnowflakeStore<C> {
@@ -28,7 +29,7 @@ impl<C: Clock> SnowflakeStore<C> {
     ///
     /// # Errors
     /// `Config` when its layout does not fit an `i64`.
-    pub fn new(generator: SnowflakeGenerator<C>) -> Result<Self, SeqError> {
+    pub fn new(generator: Arc<SnowflakeGenerator<C>>) -> Result<Self, SeqError> {
         if !generator.layout().fits_i64() {
             return Err(SeqError::config(format!(
                 "store: a snowflake sequencer needs a layout of at most 63 bits (next_id is an int64); this one has {}",
