@@ -3,8 +3,9 @@
 #
 # The tests that prove a backend talk to a real server: this script installs it (Debian
 # packages), starts it on a throw-away directory and a non-default loopback port, and stops
-# it when it exits (scripts/lib/services.sh). Now: ZooKeeper and etcd. Every feature is built
-# and tested (the etcd registry needs protoc, installed here too).
+# it when it exits (scripts/lib/services.sh): ZooKeeper, etcd, Redis, PostgreSQL and MariaDB, each
+# once for the ordinary tests and once more for the tests that kill it with SIGKILL and start it
+# again. Every feature is built and tested (the etcd backends need protoc, installed here too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
@@ -29,6 +30,15 @@ start_zookeeper FLOE_TEST_ZOOKEEPER
 start_zookeeper FLOE_TEST_ZOOKEEPER_KILLABLE
 start_etcd FLOE_TEST_ETCD
 start_etcd FLOE_TEST_ETCD_KILLABLE
+# The sequencer's stores, and their killable twins (tests/outage.rs of floe-sequencer).
+start_redis FLOE_TEST_REDIS
+start_redis FLOE_TEST_REDIS_KILLABLE
+start_postgres FLOE_TEST_POSTGRES
+start_postgres FLOE_TEST_POSTGRES_KILLABLE
+start_mariadb FLOE_TEST_MARIADB
+start_mariadb FLOE_TEST_MARIADB_KILLABLE
+start_zookeeper FLOE_TEST_ZOOKEEPER_STORE_KILLABLE
+start_etcd FLOE_TEST_ETCD_STORE_KILLABLE
 
 step "cargo test (workspace)"
 set +e
