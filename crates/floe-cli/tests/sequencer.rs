@@ -50,7 +50,11 @@ fn processes_never_share_an_id(store: &str) {
     let key = format!("procs-{}", nanos());
     let mut children = Vec::new();
     for i in 0..4 {
-        let (n, inc) = if i % 2 == 0 { (3000, "weak") } else { (200, "strong") };
+        let (n, inc) = if i % 2 == 0 {
+            (3000, "weak")
+        } else {
+            (200, "strong")
+        };
         children.push(spawn(&seq_args(store, dir.path(), &key, n, inc)));
     }
     let mut seen = HashSet::new();
@@ -79,7 +83,12 @@ fn kill9_then_restart_never_reissues(store: &str, increment: &str) {
             Some(line) => before.push(line.unwrap().parse::<i64>().unwrap()),
             None => {
                 let mut err = String::new();
-                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
                 panic!("floe seq ended early: {err}");
             }
         }
@@ -87,7 +96,11 @@ fn kill9_then_restart_never_reissues(store: &str, increment: &str) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     // Whatever reached the pipe before the kill was issued too.
-    before.extend(lines.map_while(Result::ok).filter_map(|l| l.parse::<i64>().ok()));
+    before.extend(
+        lines
+            .map_while(Result::ok)
+            .filter_map(|l| l.parse::<i64>().ok()),
+    );
     let max_before = *before.iter().max().unwrap();
     let after = ids(&ok(cmd()
         .args(seq_args(store, dir.path(), &key, 2000, increment))
@@ -95,7 +108,10 @@ fn kill9_then_restart_never_reissues(store: &str, increment: &str) {
         .unwrap()));
     let before: HashSet<i64> = before.into_iter().collect();
     for id in &after {
-        assert!(*id > max_before && !before.contains(id), "{id} reissued after kill -9");
+        assert!(
+            *id > max_before && !before.contains(id),
+            "{id} reissued after kill -9"
+        );
     }
 }
 
@@ -156,7 +172,10 @@ mod embedded {
         first.wait().unwrap();
         assert_eq!(second.status.code(), Some(2));
         let err = String::from_utf8_lossy(&second.stderr);
-        assert!(err.contains("sequences.redb") && err.contains("another floe process"), "{err}");
+        assert!(
+            err.contains("sequences.redb") && err.contains("another floe process"),
+            "{err}"
+        );
     }
 }
 
@@ -164,12 +183,24 @@ mod embedded {
 fn seq_reports_bad_input_clearly() {
     for (args, text) in [
         (vec!["seq", ""], "invalid key"),
-        (vec!["seq", "k", "--increment", "sometimes"], "expected weak or strong"),
-        (vec!["seq", "k", "--store", "cassandra://x"], "store: expected embedded"),
-        (vec!["seq", "k", "--store", "redis://127.0.0.1:1"], "redis: cannot connect"),
+        (
+            vec!["seq", "k", "--increment", "sometimes"],
+            "expected weak or strong",
+        ),
+        (
+            vec!["seq", "k", "--store", "cassandra://x"],
+            "store: expected embedded",
+        ),
+        (
+            vec!["seq", "k", "--store", "redis://127.0.0.1:1"],
+            "redis: cannot connect",
+        ),
         (vec!["seq", "k", "--step-min", "0"], "step.min"),
         (vec!["serve", "--store", "a b=memory"], "store: a name is"),
-        (vec!["serve", "--store", "x=memory", "--bigger-than", "k"], "bigger-than: expected"),
+        (
+            vec!["serve", "--store", "x=memory", "--bigger-than", "k"],
+            "bigger-than: expected",
+        ),
     ] {
         let out = run(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -186,9 +217,23 @@ fn serve_runs_until_sigterm() {
     let state = dir.path().display().to_string();
     let mut child = cmd()
         .args([
-            "serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--state-dir", &state,
-            "--store", "main=embedded", "--store", "ids=snowflake", "--store", "scratch=memory",
-            "--bigger-than", "main:orders=1000", "--bigger-than", "users=50",
+            "serve",
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--state-dir",
+            &state,
+            "--store",
+            "main=embedded",
+            "--store",
+            "ids=snowflake",
+            "--store",
+            "scratch=memory",
+            "--bigger-than",
+            "main:orders=1000",
+            "--bigger-than",
+            "users=50",
         ])
         .stdout(Stdio::piped())
         .spawn()
@@ -197,7 +242,10 @@ fn serve_runs_until_sigterm() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    assert!(first.contains("stores=main=embedded,ids=snowflake,scratch=memory"), "{first}");
+    assert!(
+        first.contains("stores=main=embedded,ids=snowflake,scratch=memory"),
+        "{first}"
+    );
     let http = first
         .split_whitespace()
         .find_map(|w| w.strip_prefix("http="))
@@ -206,21 +254,42 @@ fn serve_runs_until_sigterm() {
     let get = |path: &str| -> (u16, serde_json::Value) {
         use std::io::Write;
         let mut s = std::net::TcpStream::connect(&http).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: floe\r\nConnection: close\r\n\r\n").unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: floe\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut text = String::new();
         s.read_to_string(&mut text).unwrap();
         let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-        (text[9..12].parse().unwrap(), serde_json::from_str(&body).unwrap_or_default())
+        (
+            text[9..12].parse().unwrap(),
+            serde_json::from_str(&body).unwrap_or_default(),
+        )
     };
     let id = |v: &serde_json::Value| v["next_id"].as_str().unwrap().parse::<i64>().unwrap();
-    assert_eq!(id(&get("/v1/sequencer/main/orders?increment=strong").1), 1001);
-    assert_eq!(id(&get("/v1/sequencer/scratch/users?increment=strong").1), 51);
-    assert_eq!(id(&get("/v1/sequencer/scratch/orders?increment=strong").1), 1, "main: only");
+    assert_eq!(
+        id(&get("/v1/sequencer/main/orders?increment=strong").1),
+        1001
+    );
+    assert_eq!(
+        id(&get("/v1/sequencer/scratch/users?increment=strong").1),
+        51
+    );
+    assert_eq!(
+        id(&get("/v1/sequencer/scratch/orders?increment=strong").1),
+        1,
+        "main: only"
+    );
     let a = id(&get("/v1/sequencer/ids/any").1);
     let b = id(&get("/v1/sequencer/ids/other").1);
     assert!(a > 1 << 22 && b > a, "snowflake IDs {a} {b}");
     let (code, body) = get("/v1/sequencer/ids/any?increment=strong");
-    assert_eq!((code, body["error"].as_str()), (409, Some("unsupported")), "{body}");
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (409, Some("unsupported")),
+        "{body}"
+    );
 
     let started = Instant::now();
     assert!(std::process::Command::new("kill")

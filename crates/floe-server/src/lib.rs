@@ -82,15 +82,17 @@ pub fn check<'a>(
     let mode = match increment {
         0 => Mode::Weak,
         1 => Mode::Strong,
-        other => return Err(fail(
-            SeqError::new(
-                ErrorKind::InvalidKey,
-                format!(
+        other => {
+            return Err(fail(
+                SeqError::new(
+                    ErrorKind::InvalidKey,
+                    format!(
                     "options.increment is illegal: expected WEAK (0) or STRONG (1), found {other}"
                 ),
-            ),
-            tonic::Code::InvalidArgument,
-        )),
+                ),
+                tonic::Code::InvalidArgument,
+            ))
+        }
     };
     let handle = sequencer.store(store).map_err(|e| (status(&e), e))?;
     Ok((handle, mode))
