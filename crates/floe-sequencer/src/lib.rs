@@ -1,8 +1,9 @@
 //! Per-key int64 sequences (seed 002, Layotto's Sequencer API): one [`Store`] trait, seven
 //! stores, and WEAK or STRONG serving written once above them.
 //!
-//! - **STRONG**: each ID is one atomic increment in the store ([`Store::next_id`]), so a key's
-//!   IDs strictly increase across every process sharing the store, in real time.
+//! - **STRONG**: each ID comes from an atomic increment in the store made after its request
+//!   arrived, so a key's IDs strictly increase across every process sharing the store, in real
+//!   time. Requests that wait at the same time share one increment ([`strong`]).
 //! - **WEAK**: IDs come from memory, out of segments reserved in the store and double-buffered
 //!   per key ([`weak`]); unique, trend-increasing, and served on while the store is down for as
 //!   long as the buffer lasts.
@@ -28,6 +29,7 @@ mod error;
 mod sequencer;
 mod store;
 pub mod stores;
+pub mod strong;
 pub mod weak;
 
 pub use error::{ErrorKind, SeqError};

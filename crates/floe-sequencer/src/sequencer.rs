@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
+use crate::strong::StrongKey;
 use crate::weak::WeakKey;
 use crate::{ErrorKind, SeqError, Store};
 
@@ -35,6 +36,7 @@ pub struct StoreHandle {
     store: Arc<dyn Store>,
     options: ServeOptions,
     keys: RwLock<HashMap<Key, Arc<WeakKey>>>,
+    strong: RwLock<HashMap<Key, Arc<StrongKey>>>,
 }
 
 impl StoreHandle {
@@ -45,6 +47,7 @@ impl StoreHandle {
             store,
             options,
             keys: RwLock::new(HashMap::new()),
+            strong: RwLock::new(HashMap::new()),
         }
     }
 
@@ -83,6 +86,26 @@ impl StoreHandle {
         }))
     }
 
+    /// The STRONG queue of `key` (made on first use, then shared).
+    pub fn strong_key(&self, key: &Key) -> Arc<StrongKey> {
+        if let Some(k) = self
+            .strong
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+        {
+            return Arc::clone(k);
+        }
+        let mut keys = self.strong.write().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(keys.entry(key.clone()).or_insert_with(|| {
+            Arc::new(StrongKey::new(
+                Arc::clone(&self.store),
+                key.clone(),
+                self.options.timeout,
+            ))
+        }))
+    }
+
     /// The next ID of `key` (checked as a [`Key`]).
     pub async fn next_id(&self, key: &str, mode: Mode) -> Result<i64, SeqError> {
         let key = Key::new(key)?;
@@ -90,9 +113,7 @@ impl StoreHandle {
         match mode {
             Mode::Weak if caps.segments => self.weak_key(&key).next().await,
             Mode::Weak => self.bounded("get the next ID of", &key, self.store.next_id(&key)).await,
-            Mode::Strong if caps.strong => {
-                self.bounded("get the next ID of", &key, self.store.next_id(&key)).await
-            }
+            Mode::Strong if caps.strong => self.strong_key(&key).next().await,
             Mode::Strong => Err(SeqError::new(
                 ErrorKind::Unsupported,
                 format!(

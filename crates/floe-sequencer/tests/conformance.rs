@@ -72,18 +72,34 @@ async fn no_duplicates_under_concurrency(f: Fixture, strong_per_task: usize) {
 /// across the two clients.
 async fn strong_follows_real_time(f: Fixture, per_task: usize) {
     let k = key("order");
-    let stores = [Arc::clone(&f.store), Arc::clone(&f.second)];
+    // Through the STRONG queues of two handles (group commit), and the store's own next_id.
+    let handles = [
+        Arc::new(StoreHandle::new(
+            "a",
+            Arc::clone(&f.store),
+            ServeOptions::default(),
+        )),
+        Arc::new(StoreHandle::new(
+            "b",
+            Arc::clone(&f.second),
+            ServeOptions::default(),
+        )),
+    ];
     let epoch = Instant::now();
     let mut tasks = Vec::new();
-    for t in 0..4 {
-        let s = Arc::clone(&stores[t % 2]);
+    for t in 0..6 {
+        let h = Arc::clone(&handles[t % 2]);
         let k = k.clone();
         tasks.push(tokio::spawn(async move {
             let mut calls = Vec::new();
             let mut last = 0;
             for _ in 0..per_task {
                 let start = epoch.elapsed();
-                let id = s.next_id(&k).await.unwrap();
+                let id = if t >= 4 {
+                    h.store().next_id(&k).await.unwrap()
+                } else {
+                    h.next_id(k.as_str(), Mode::Strong).await.unwrap()
+                };
                 let end = epoch.elapsed();
                 assert!(id > last, "one caller's STRONG IDs must increase");
                 last = id;

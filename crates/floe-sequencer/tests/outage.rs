@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{env, key, kill9, restart};

@@ -216,3 +216,72 @@ async fn thread_blocks_are_unique_across_threads() {
     let id = w.next().await.unwrap();
     assert!(!seen.contains(&id));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn strong_requests_waiting_together_share_one_increment() {
+    use floe_sequencer::strong::StrongKey;
+    let store = Arc::new(Flaky::default());
+    store.delay_ms.store(20, Ordering::SeqCst);
+    let s = Arc::new(StrongKey::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Key::new("k").unwrap(),
+        Duration::from_secs(2),
+    ));
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move { s.next().await.unwrap() })
+        })
+        .collect();
+    let mut ids = HashSet::new();
+    for t in tasks {
+        assert!(ids.insert(t.await.unwrap()));
+    }
+    assert_eq!(ids, (1..=200).collect());
+    let increments = store.fetches.load(Ordering::SeqCst);
+    assert!(
+        increments < 20,
+        "{increments} increments for 200 waiting requests"
+    );
+    // One caller alone still counts up by one, and an outage is reported to every waiter.
+    assert_eq!(s.next().await.unwrap(), 201);
+    store.down.store(true, Ordering::SeqCst);
+    let err = s.next().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unavailable);
+    store.down.store(false, Ordering::SeqCst);
+    assert_eq!(s.next().await.unwrap(), 202);
+}
+
+#[tokio::test]
+async fn a_strong_batch_near_the_end_still_issues_what_fits() {
+    use floe_sequencer::strong::StrongKey;
+    let store = Arc::new(Flaky::default());
+    let k = Key::new("k").unwrap();
+    store.raise(&k, i64::MAX - 2).await.unwrap();
+    store.delay_ms.store(20, Ordering::SeqCst);
+    let s = Arc::new(StrongKey::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        k,
+        Duration::from_secs(2),
+    ));
+    let tasks: Vec<_> = (0..5)
+        .map(|_| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move { s.next().await })
+        })
+        .collect();
+    let mut ok = Vec::new();
+    let mut exhausted = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(id) => ok.push(id),
+            Err(e) => {
+                assert_eq!(e.kind, ErrorKind::Exhausted);
+                exhausted += 1;
+            }
+        }
+    }
+    ok.sort();
+    assert_eq!(ok, vec![i64::MAX - 1, i64::MAX]);
+    assert_eq!(exhausted, 3);
+}
