@@ -83,6 +83,21 @@ fn weak_warm(c: &mut Criterion) {
                 })
             })
         });
+        g.bench_function(BenchmarkId::new("floe_try_next_local", threads), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, &|n| {
+                    h.block_on(async {
+                        for _ in 0..n {
+                            let id = match key.try_next_local() {
+                                Some(id) => id,
+                                None => key.next_local().await.unwrap(),
+                            };
+                            black_box(id);
+                        }
+                    })
+                })
+            })
+        });
         g.bench_function(BenchmarkId::new("floe_next_ordered", threads), |b| {
             b.iter_custom(|iters| {
                 on_threads(threads, iters, &|n| {
@@ -292,8 +307,7 @@ fn strong(c: &mut Criterion) {
         for conc in [1u64, 16] {
             let raw = Arc::clone(&raw);
             g.bench_function(BenchmarkId::new("raw", conc), |b| {
-                b.to_async(&rt)
-                    .iter_custom(|iters| concurrently(conc, iters, Arc::clone(&raw)))
+                b.iter_custom(|iters| rt.block_on(concurrently(conc, iters, Arc::clone(&raw))))
             });
             let h = Arc::clone(&handle);
             let floe: RawOp = Arc::new(move || {
@@ -303,8 +317,7 @@ fn strong(c: &mut Criterion) {
                 })
             });
             g.bench_function(BenchmarkId::new("floe", conc), |b| {
-                b.to_async(&rt)
-                    .iter_custom(|iters| concurrently(conc, iters, Arc::clone(&floe)))
+                b.iter_custom(|iters| rt.block_on(concurrently(conc, iters, Arc::clone(&floe))))
             });
         }
         g.finish();

@@ -10,7 +10,9 @@
 //! is in flight per key and process, so compare-and-swap stores (etcd, ZooKeeper) do not race
 //! against themselves, and a store's round trip is shared by everyone waiting for it.
 //!
-//! A request whose caller gave up before its increment started takes no value.
+//! A request whose caller gave up before its increment started takes no value. The caller that
+//! finds the key idle makes the increment itself, so a lone request costs the store's round trip
+//! and nothing more.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,17 +63,30 @@ impl StrongKey {
     }
 
     /// The key's next ID, strictly after every ID returned before this call started.
+    ///
+    /// The caller that finds the key idle leads: it makes the increment itself (no hop to
+    /// another task when requests come one at a time), and hands whoever queued meanwhile to a
+    /// task of its own.
     pub async fn next(self: &Arc<Self>) -> Result<i64, SeqError> {
         let (tx, rx) = oneshot::channel();
         let lead = {
-            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let mut q = self.queue();
             q.waiting.push(tx);
             !std::mem::replace(&mut q.running, true)
         };
         if lead {
-            // In a task of its own, so that a caller giving up never strands the others.
-            let this = Arc::clone(self);
-            tokio::spawn(async move { this.drain().await });
+            // The queue was empty (the key was idle), so our reply is in the first batch.
+            let mut guard = Leading {
+                key: self,
+                batch: self.take_batch().unwrap_or_default(),
+                armed: true,
+            };
+            self.serve(&mut guard.batch).await;
+            guard.armed = false;
+            if self.take_batch_or_stop().is_some() {
+                let this = Arc::clone(self);
+                tokio::spawn(async move { this.drain().await });
+            }
         }
         rx.await.unwrap_or_else(|_| {
             Err(SeqError::unavailable(format!(
@@ -82,38 +97,70 @@ impl StrongKey {
         })
     }
 
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next batch of waiting requests, if any.
+    fn take_batch(&self) -> Option<Vec<Reply>> {
+        let mut q = self.queue();
+        let n = q.waiting.len().min(MAX_BATCH);
+        (n > 0).then(|| q.waiting.drain(..n).collect())
+    }
+
+    /// `Some(())` when requests wait (the key stays running), else marks the key idle.
+    fn take_batch_or_stop(&self) -> Option<()> {
+        let mut q = self.queue();
+        if q.waiting.is_empty() {
+            q.running = false;
+            None
+        } else {
+            Some(())
+        }
+    }
+
+    /// Serves waiting requests until none is left, then marks the key idle.
     async fn drain(&self) {
         loop {
-            let batch: Vec<Reply> = {
-                let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let mut batch = {
+                let mut q = self.queue();
                 if q.waiting.is_empty() {
                     q.running = false;
                     return;
                 }
                 let n = q.waiting.len().min(MAX_BATCH);
-                q.waiting.drain(..n).collect()
+                q.waiting.drain(..n).collect::<Vec<_>>()
             };
-            let batch: Vec<Reply> = batch.into_iter().filter(|tx| !tx.is_closed()).collect();
-            if batch.is_empty() {
-                continue;
+            self.serve(&mut batch).await;
+        }
+    }
+
+    /// One increment for the requests of `batch` still waiting, answered in order. `batch`
+    /// keeps them until the increment is done, so a caller that drops this future mid-way
+    /// leaves them for [`Leading`] to queue again.
+    async fn serve(&self, batch: &mut Vec<Reply>) {
+        batch.retain(|tx| !tx.is_closed());
+        if batch.is_empty() {
+            return;
+        }
+        let result = self.reserve(batch.len() as u32).await;
+        let batch = std::mem::take(batch);
+        match result {
+            Ok(last) => {
+                let first = last - batch.len() as i64 + 1;
+                for (i, tx) in batch.into_iter().enumerate() {
+                    let _ = tx.send(Ok(first + i as i64));
+                }
             }
-            match self.reserve(batch.len() as u32).await {
-                Ok(last) => {
-                    let first = last - batch.len() as i64 + 1;
-                    for (i, tx) in batch.into_iter().enumerate() {
-                        let _ = tx.send(Ok(first + i as i64));
-                    }
+            // Near the end of the sequence a batch may not fit while single IDs still do.
+            Err(e) if e.kind == ErrorKind::Exhausted && batch.len() > 1 => {
+                for tx in batch {
+                    let _ = tx.send(self.reserve(1).await);
                 }
-                // Near the end of the sequence a batch may not fit while single IDs still do.
-                Err(e) if e.kind == ErrorKind::Exhausted && batch.len() > 1 => {
-                    for tx in batch {
-                        let _ = tx.send(self.reserve(1).await);
-                    }
-                }
-                Err(e) => {
-                    for tx in batch {
-                        let _ = tx.send(Err(e.clone()));
-                    }
+            }
+            Err(e) => {
+                for tx in batch {
+                    let _ = tx.send(Err(e.clone()));
                 }
             }
         }
@@ -130,5 +177,29 @@ impl StrongKey {
                     self.key.as_str()
                 )))
             })
+    }
+}
+
+/// The leading caller's batch: if the caller gives up mid-increment, its batch goes back to
+/// the front of the queue and a task of its own finishes the work (the increment that was cut
+/// short may have happened: a gap, never a duplicate).
+struct Leading<'a> {
+    key: &'a Arc<StrongKey>,
+    batch: Vec<Reply>,
+    armed: bool,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        {
+            let mut q = self.key.queue();
+            let batch = std::mem::take(&mut self.batch);
+            q.waiting.splice(0..0, batch);
+        }
+        let key = Arc::clone(self.key);
+        tokio::spawn(async move { key.drain().await });
     }
 }

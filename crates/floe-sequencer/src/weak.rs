@@ -23,7 +23,7 @@
 //!
 //! **Gaps.** IDs buffered by a process that stops are never issued; nothing is reissued.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -38,7 +38,7 @@ use crate::{ErrorKind, SeqError, Store};
 const PREFETCH_RETRY: Duration = Duration::from_millis(200);
 
 /// A thread's block of one key: IDs `next ..= end` from segment generation `gen`.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Block {
     owner: u64,
     gen: u64,
@@ -53,9 +53,15 @@ const NO_BLOCK: Block = Block {
     end: 0,
 };
 
+/// Slots below this have their blocks in [`FAST`].
+const FAST_SLOTS: usize = 64;
+
 thread_local! {
-    /// This thread's blocks, indexed by [`WeakKey::slot`].
-    static BLOCKS: RefCell<Vec<Block>> = const { RefCell::new(Vec::new()) };
+    /// This thread's blocks of the first keys, indexed by [`WeakKey::slot`]: plain cells with
+    /// nothing to drop, so reaching them costs no lazy set-up.
+    static FAST: [Cell<Block>; FAST_SLOTS] = const { [const { Cell::new(NO_BLOCK) }; FAST_SLOTS] };
+    /// The blocks of keys with higher slots.
+    static MORE: RefCell<Vec<Block>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Slots of dropped keys, for reuse; blocks are told apart by their owner, never reused.
@@ -141,6 +147,40 @@ impl Drop for WeakKey {
     }
 }
 
+/// The future of [`WeakKey::next_local`].
+pub enum NextLocal<'a> {
+    /// Served from the thread's block.
+    Ready(Option<i64>),
+    /// Waiting for a new block.
+    Refill(std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, SeqError>> + Send + 'a>>),
+}
+
+impl std::fmt::Debug for NextLocal<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NextLocal::Ready(id) => f.debug_tuple("Ready").field(id).finish(),
+            NextLocal::Refill(_) => f.write_str("Refill"),
+        }
+    }
+}
+
+impl std::future::Future for NextLocal<'_> {
+    type Output = Result<i64, SeqError>;
+
+    #[inline]
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            NextLocal::Ready(id) => {
+                std::task::Poll::Ready(Ok(id.take().expect("NextLocal polled after it completed")))
+            }
+            NextLocal::Refill(f) => f.as_mut().poll(cx),
+        }
+    }
+}
+
 /// What a key's buffer holds now, for tests and operators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferInfo {
@@ -205,43 +245,71 @@ impl WeakKey {
         self.take(1).await.map(|(id, _)| id)
     }
 
-    /// The next ID from this thread's block (see the module docs): the fastest way, and the
-    /// one that scales with threads.
-    pub async fn next_local(self: &Arc<Self>) -> Result<i64, SeqError> {
+    /// The next ID from this thread's block, without waiting: `None` when the thread has no
+    /// block of the key's current segment left (then [`next_local`](Self::next_local) refills).
+    #[inline]
+    pub fn try_next_local(&self) -> Option<i64> {
         let gen = self.gen.load(Ordering::Acquire);
-        let owner = self.owner;
-        let slot = self.slot;
-        let local = BLOCKS.try_with(|blocks| {
-            let mut blocks = blocks.borrow_mut();
-            match blocks.get_mut(slot) {
-                Some(b) if b.owner == owner && b.gen == gen && b.next <= b.end => {
-                    let id = b.next;
-                    b.next += 1;
-                    Some(id)
-                }
-                _ => None,
+        let take = |b: &mut Block| {
+            if b.owner == self.owner && b.gen == gen && b.next <= b.end {
+                b.next += 1;
+                Some(b.next - 1)
+            } else {
+                None
             }
-        });
-        if let Ok(Some(id)) = local {
-            return Ok(id);
+        };
+        if self.slot < FAST_SLOTS {
+            FAST.try_with(|cells| {
+                let cell = &cells[self.slot];
+                let mut b = cell.get();
+                let id = take(&mut b)?;
+                cell.set(b);
+                Some(id)
+            })
+            .ok()
+            .flatten()
+        } else {
+            MORE.try_with(|blocks| blocks.borrow_mut().get_mut(self.slot).and_then(take))
+                .ok()
+                .flatten()
         }
+    }
+
+    /// The next ID from this thread's block (see the module docs): the fastest way, and the
+    /// one that scales with threads. The block is read before the future is made, so a warm
+    /// call costs no state machine; a refill (once a block) is boxed.
+    #[inline]
+    pub fn next_local(self: &Arc<Self>) -> NextLocal<'_> {
+        match self.try_next_local() {
+            Some(id) => NextLocal::Ready(Some(id)),
+            None => NextLocal::Refill(Box::pin(self.refill_local())),
+        }
+    }
+
+    async fn refill_local(self: &Arc<Self>) -> Result<i64, SeqError> {
         let block = {
             let step = self.state().step;
             (step / 32).clamp(1, 1024)
         };
         let (id, (end, gen)) = self.take(block).await?;
-        let _ = BLOCKS.try_with(|blocks| {
-            let mut blocks = blocks.borrow_mut();
-            if blocks.len() <= slot {
-                blocks.resize(slot + 1, NO_BLOCK);
-            }
-            blocks[slot] = Block {
-                owner,
-                gen,
-                next: id + 1,
-                end,
-            };
-        });
+        let block = Block {
+            owner: self.owner,
+            gen,
+            next: id + 1,
+            end,
+        };
+        let slot = self.slot;
+        if slot < FAST_SLOTS {
+            let _ = FAST.try_with(|cells| cells[slot].set(block));
+        } else {
+            let _ = MORE.try_with(|blocks| {
+                let mut blocks = blocks.borrow_mut();
+                if blocks.len() <= slot {
+                    blocks.resize(slot + 1, NO_BLOCK);
+                }
+                blocks[slot] = block;
+            });
+        }
         Ok(id)
     }
 

@@ -285,3 +285,35 @@ async fn a_strong_batch_near_the_end_still_issues_what_fits() {
     assert_eq!(ok, vec![i64::MAX - 1, i64::MAX]);
     assert_eq!(exhausted, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strong_leader_that_gives_up_leaves_no_one_stranded() {
+    use floe_sequencer::strong::StrongKey;
+    let store = Arc::new(Flaky::default());
+    store.delay_ms.store(50, Ordering::SeqCst);
+    let s = Arc::new(StrongKey::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Key::new("k").unwrap(),
+        Duration::from_secs(2),
+    ));
+    // The leader gives up mid-increment while others wait behind it.
+    let leader = {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_millis(10), s.next()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let others: Vec<_> = (0..5)
+        .map(|_| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move { s.next().await.unwrap() })
+        })
+        .collect();
+    assert!(leader.await.unwrap().is_err(), "the leader timed out");
+    let mut ids = HashSet::new();
+    for t in others {
+        assert!(ids.insert(t.await.unwrap()));
+    }
+    assert_eq!(ids.len(), 5);
+    let next = s.next().await.unwrap();
+    assert!(ids.iter().all(|id| *id < next));
+}
