@@ -4,11 +4,14 @@
 //!
 //! **Group commit.** Requests for a key that arrive while its increment is in flight wait for
 //! the next one, which reserves one value per waiting request (`INCRBY n`, `value + n`, one
-//! compare-and-swap) and hands them out in arrival order. This keeps the real-time order: a
-//! request that returned before another started was served by an earlier increment (or earlier
-//! in the same one), and the requests served together were all waiting at once. One increment
-//! is in flight per key and process, so compare-and-swap stores (etcd, ZooKeeper) do not race
-//! against themselves, and a store's round trip is shared by everyone waiting for it.
+//! compare-and-swap) and hands them out in arrival order. This keeps the real-time order: every
+//! increment is issued after all of its requests arrived and the store's counter is
+//! linearizable, so a request that returned before another started holds a value reserved
+//! before the other's increment was issued; requests whose increments overlap were all waiting
+//! at once, and any order among them is right. A store says how many increments of one key may
+//! be in flight ([`Store::increments_in_flight`]): one for compare-and-swap stores (etcd,
+//! ZooKeeper), so they do not race against themselves, and for SQL rows, whose lock serialises
+//! them anyway; more for Redis, whose pipelined `INCRBY`s share the server's write cycles.
 //!
 //! A request whose caller gave up before its increment started takes no value. The caller that
 //! finds the key idle makes the increment itself, so a lone request costs the store's round trip
@@ -30,7 +33,8 @@ type Reply = oneshot::Sender<Result<i64, SeqError>>;
 #[derive(Default)]
 struct Queue {
     waiting: Vec<Reply>,
-    running: bool,
+    /// Increments under way (at most the store's [`Store::increments_in_flight`]).
+    in_flight: usize,
 }
 
 /// The STRONG queue of one key of one store.
@@ -38,6 +42,7 @@ pub struct StrongKey {
     key: Key,
     store: Arc<dyn Store>,
     timeout: Duration,
+    max_in_flight: usize,
     /// A std mutex: held only to push or take waiters, never across an await.
     queue: Mutex<Queue>,
 }
@@ -56,6 +61,7 @@ impl StrongKey {
     pub fn new(store: Arc<dyn Store>, key: Key, timeout: Duration) -> StrongKey {
         StrongKey {
             key,
+            max_in_flight: store.increments_in_flight().max(1),
             store,
             timeout,
             queue: Mutex::new(Queue::default()),
@@ -72,10 +78,15 @@ impl StrongKey {
         let lead = {
             let mut q = self.queue();
             q.waiting.push(tx);
-            !std::mem::replace(&mut q.running, true)
+            let lead = q.in_flight < self.max_in_flight;
+            if lead {
+                q.in_flight += 1;
+            }
+            lead
         };
         if lead {
-            // The queue was empty (the key was idle), so our reply is in the first batch.
+            // Usually our own reply is in this batch; with several increments in flight another
+            // leader may have taken it, and this batch is others' (or empty).
             let mut guard = Leading {
                 key: self,
                 batch: self.take_batch().unwrap_or_default(),
@@ -108,11 +119,12 @@ impl StrongKey {
         (n > 0).then(|| q.waiting.drain(..n).collect())
     }
 
-    /// `Some(())` when requests wait (the key stays running), else marks the key idle.
+    /// `Some(())` when requests wait (the caller keeps its increment slot for a task that
+    /// serves them), else gives the slot back.
     fn take_batch_or_stop(&self) -> Option<()> {
         let mut q = self.queue();
         if q.waiting.is_empty() {
-            q.running = false;
+            q.in_flight -= 1;
             None
         } else {
             Some(())
@@ -125,7 +137,7 @@ impl StrongKey {
             let mut batch = {
                 let mut q = self.queue();
                 if q.waiting.is_empty() {
-                    q.running = false;
+                    q.in_flight -= 1;
                     return;
                 }
                 let n = q.waiting.len().min(MAX_BATCH);
@@ -181,7 +193,8 @@ impl StrongKey {
 }
 
 /// The leading caller's batch: if the caller gives up mid-increment, its batch goes back to
-/// the front of the queue and a task of its own finishes the work (the increment that was cut
+/// the front of the queue and a task of its own (keeping the caller's increment slot) finishes
+/// the work (the increment that was cut
 /// short may have happened: a gap, never a duplicate).
 struct Leading<'a> {
     key: &'a Arc<StrongKey>,
