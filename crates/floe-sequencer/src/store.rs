@@ -42,12 +42,6 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         }
     }
 
-    /// How many increments of one key one process may have under way at once (STRONG's group
-    /// commit, [`crate::strong`]). 1 unless concurrent increments cost no conflicts.
-    fn increments_in_flight(&self) -> usize {
-        1
-    }
-
     /// Atomically adds `n` (at least 1) to the key's value (0 for a key never used) and returns
     /// the new value `v`: the caller owns `v - n + 1 ..= v`, which no other call ever gets.
     ///

@@ -7,11 +7,9 @@
 //! compare-and-swap) and hands them out in arrival order. This keeps the real-time order: every
 //! increment is issued after all of its requests arrived and the store's counter is
 //! linearizable, so a request that returned before another started holds a value reserved
-//! before the other's increment was issued; requests whose increments overlap were all waiting
-//! at once, and any order among them is right. A store says how many increments of one key may
-//! be in flight ([`Store::increments_in_flight`]): one for compare-and-swap stores (etcd,
-//! ZooKeeper), so they do not race against themselves, and for SQL rows, whose lock serialises
-//! them anyway; more for Redis, whose pipelined `INCRBY`s share the server's write cycles.
+//! before the other's increment was issued. One increment per key and process is in flight
+//! (`IN_FLIGHT`); the task serving a queue lets the callers it just answered ask again before
+//! it takes the next batch, so batches stay full.
 //!
 //! A request whose caller gave up before its increment started takes no value. The caller that
 //! finds the key idle makes the increment itself, so a lone request costs the store's round trip
@@ -25,6 +23,12 @@ use tokio::sync::oneshot;
 
 use crate::{ErrorKind, SeqError, Store};
 
+/// Increments of one key under way at once in one process. One measured best on every store:
+/// compare-and-swap stores (etcd, ZooKeeper) do not race against themselves, SQL rows are
+/// serialised by their lock anyway, and on Redis (AOF, fsync always) one `INCRBY` in flight with
+/// full batches beat four in flight with small ones (20 against 38 µs per ID at 16 callers).
+const IN_FLIGHT: usize = 1;
+
 /// The most requests one increment serves.
 const MAX_BATCH: usize = 4096;
 
@@ -33,7 +37,7 @@ type Reply = oneshot::Sender<Result<i64, SeqError>>;
 #[derive(Default)]
 struct Queue {
     waiting: Vec<Reply>,
-    /// Increments under way (at most the store's [`Store::increments_in_flight`]).
+    /// Increments under way (at most `IN_FLIGHT`).
     in_flight: usize,
 }
 
@@ -42,7 +46,6 @@ pub struct StrongKey {
     key: Key,
     store: Arc<dyn Store>,
     timeout: Duration,
-    max_in_flight: usize,
     /// A std mutex: held only to push or take waiters, never across an await.
     queue: Mutex<Queue>,
 }
@@ -61,7 +64,6 @@ impl StrongKey {
     pub fn new(store: Arc<dyn Store>, key: Key, timeout: Duration) -> StrongKey {
         StrongKey {
             key,
-            max_in_flight: store.increments_in_flight().max(1),
             store,
             timeout,
             queue: Mutex::new(Queue::default()),
@@ -78,7 +80,7 @@ impl StrongKey {
         let lead = {
             let mut q = self.queue();
             q.waiting.push(tx);
-            let lead = q.in_flight < self.max_in_flight;
+            let lead = q.in_flight < IN_FLIGHT;
             if lead {
                 q.in_flight += 1;
             }
@@ -144,6 +146,9 @@ impl StrongKey {
                 q.waiting.drain(..n).collect::<Vec<_>>()
             };
             self.serve(&mut batch).await;
+            // Let the callers just answered run (and most likely ask again) before the next
+            // batch is taken, so that batches stay full instead of alternating full and tiny.
+            tokio::task::yield_now().await;
         }
     }
 

@@ -108,12 +108,6 @@ impl Store for RedisStore {
         "redis"
     }
 
-    /// `INCRBY`s of one key never conflict, and pipelined ones share the server's write (and,
-    /// with `appendfsync always`, fsync) cycles.
-    fn increments_in_flight(&self) -> usize {
-        4
-    }
-
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
         let mut conn = self.conn.clone();
         redis::cmd("INCRBY")
