@@ -37,8 +37,27 @@ for name in sorted(rows):
         ratio = f"Go sno: about 8 ns; harness alone {rows.get('sno_codec/from_slice_baseline', 0):.1f} ns"
     elif name == "sno_codec/encode":
         ratio = "Go sno: about 20 ns"
+    elif group == "weak_warm" and not name.startswith("weak_warm/atomic"):
+        threads = name.rsplit("/", 1)[1]
+        base = rows.get(f"weak_warm/atomic_fetch_add/{threads}")
+        one = rows.get(name.rsplit("/", 1)[0] + "/1")
+        ratio = f"{base / ns:.2f}x the speed of fetch_add on {threads} thread(s)" if base else ""
+        if threads == "2" and one:
+            ratio += f"; {one / ns:.2f}x its own 1-thread rate"
+    elif group.startswith("strong_") and "/floe/" in name:
+        raw = rows.get(name.replace("/floe/", "/raw/"))
+        ratio = f"{raw / ns:.2f}x the rate of the raw operation" if raw else ""
     elif name == "lexical/floe_next_id":
         ratio = f"{rate / 10e6:.2f}x the 10 M/s target"
     else:
         ratio = ""
     print(f"| {name} | {ns:.2f} | {rate / 1e6:.3f} M | {ratio} |")
+
+latency = sorted(glob.glob(os.path.join(root, "segment_latency", "*.json")))
+if latency:
+    print()
+    print("| store | segment fetch p50 | p99 | samples |")
+    print("|---|---:|---:|---:|")
+    for path in latency:
+        r = json.load(open(path))
+        print(f"| {r['store']} | {r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | {r['samples']} |")

@@ -45,8 +45,3 @@ pub mod uuid7;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use poll::{Poll, WaitReason};
-
-/// The README's Rust examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;

@@ -152,3 +152,8 @@ pub(crate) fn check_table(table: &str) -> Result<(), SeqError> {
         )))
     }
 }
+
+/// The README's Rust examples (floe-core's and this crate's), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
