@@ -48,6 +48,37 @@ zk_ask() {
   (exec 3<>"/dev/tcp/$1/$2" && printf '%s' "$3" >&3 && timeout 2 cat <&3) 2>/dev/null
 }
 
+# launch DIR: starts DIR/start.sh in the background and records it for stop_services; the
+# server's pid (the script execs it) is left in LAUNCHED.
+launch() {
+  bash "$1/start.sh" &
+  LAUNCHED=$!
+  FLOE_SERVICE_PIDS+=("$LAUNCHED")
+  FLOE_SERVICE_DIRS+=("$1")
+}
+
+# wait_ready WHAT DIR CHECK...: runs CHECK until it succeeds (30 s), else prints DIR/server.log.
+wait_ready() {
+  local what=$1 dir=$2
+  shift 2
+  for _ in $(seq 1 60); do
+    if "$@" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "$what did not start; its log:" >&2
+  tail -20 "$dir/server.log" >&2
+  return 1
+}
+
+zk_ready() { zk_ask 127.0.0.1 "$1" srvr | grep -q 'Mode: standalone'; }
+
+etcd_ready() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && timeout 2 cat <&3) \
+    2>/dev/null | grep -q '"health":"true"'
+}
+
 # start_zookeeper [NAME]: exports NAME (default FLOE_TEST_ZOOKEEPER) = host:port, and
 # NAME_PID, NAME_CFG and NAME_START, so that a test can kill the server and start it again.
 start_zookeeper() {
@@ -71,22 +102,12 @@ CFG
 exec java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
   org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >>"$dir/server.log" 2>&1
 START
-  bash "$dir/start.sh" &
-  pid=$!
-  FLOE_SERVICE_PIDS+=("$pid")
-  FLOE_SERVICE_DIRS+=("$dir")
-  for _ in $(seq 1 60); do
-    if zk_ask 127.0.0.1 "$port" srvr | grep -q 'Mode: standalone'; then
-      export "$name=127.0.0.1:$port" "${name}_PID=$pid" "${name}_CFG=$dir/zoo.cfg" \
-        "${name}_START=$dir/start.sh"
-      echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') on 127.0.0.1:$port as $name (pid $pid, $dir)"
-      return 0
-    fi
-    sleep 0.5
-  done
-  echo "ZooKeeper did not start; its log:" >&2
-  tail -20 "$dir/server.log" >&2
-  return 1
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready ZooKeeper "$dir" zk_ready "$port" || return 1
+  export "$name=127.0.0.1:$port" "${name}_PID=$pid" "${name}_CFG=$dir/zoo.cfg" \
+    "${name}_START=$dir/start.sh"
+  echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') on 127.0.0.1:$port as $name (pid $pid, $dir)"
 }
 
 # start_etcd [NAME]: exports NAME (default FLOE_TEST_ETCD) = host:port, NAME_PID, and
@@ -105,36 +126,11 @@ exec etcd --name floe-test --data-dir "$dir/data" \
   --listen-peer-urls http://127.0.0.1:$pport --initial-advertise-peer-urls http://127.0.0.1:$pport \
   --initial-cluster floe-test=http://127.0.0.1:$pport --log-level error >>"$dir/server.log" 2>&1
 START
-  bash "$dir/start.sh" &
-  pid=$!
-  FLOE_SERVICE_PIDS+=("$pid")
-  FLOE_SERVICE_DIRS+=("$dir")
-  for _ in $(seq 1 60); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$cport" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && timeout 2 cat <&3) 2>/dev/null | grep -q '"health":"true"'; then
-      export "$name=127.0.0.1:$cport" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
-      echo "etcd $(etcd --version | sed -n 's/^etcd Version: //p') on 127.0.0.1:$cport as $name (pid $pid, $dir)"
-      return 0
-    fi
-    sleep 0.5
-  done
-  echo "etcd did not start; its log:" >&2
-  tail -20 "$dir/server.log" >&2
-  return 1
-}
-
-# wait_ready WHAT DIR CHECK...: runs CHECK until it succeeds (30 s), else prints DIR/server.log.
-wait_ready() {
-  local what=$1 dir=$2
-  shift 2
-  for _ in $(seq 1 60); do
-    if "$@" >/dev/null 2>&1; then
-      return 0
-    fi
-    sleep 0.5
-  done
-  echo "$what did not start; its log:" >&2
-  tail -20 "$dir/server.log" >&2
-  return 1
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready etcd "$dir" etcd_ready "$cport" || return 1
+  export "$name=127.0.0.1:$cport" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
+  echo "etcd $(etcd --version | sed -n 's/^etcd Version: //p') on 127.0.0.1:$cport as $name (pid $pid, $dir)"
 }
 
 # start_redis [NAME]: exports NAME (default FLOE_TEST_REDIS) = redis://127.0.0.1:PORT, NAME_PID
@@ -150,10 +146,8 @@ start_redis() {
 exec redis-server --port $port --bind 127.0.0.1 --dir "$dir" --appendonly yes --appendfsync always \
   --save '' --daemonize no >>"$dir/server.log" 2>&1
 START
-  bash "$dir/start.sh" &
-  pid=$!
-  FLOE_SERVICE_PIDS+=("$pid")
-  FLOE_SERVICE_DIRS+=("$dir")
+  launch "$dir"
+  pid=$LAUNCHED
   wait_ready Redis "$dir" sh -c "redis-cli -p $port ping | grep -q PONG" || return 1
   export "$name=redis://127.0.0.1:$port" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
   echo "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$port as $name (pid $pid, $dir)"
@@ -182,10 +176,8 @@ start_postgres() {
 exec ${as_pg[*]} $bin/postgres -D "$dir/data" -p $port -k "$dir" -c listen_addresses=127.0.0.1 \
   -c max_connections=200 >>"$dir/server.log" 2>&1
 START
-  bash "$dir/start.sh" &
-  pid=$!
-  FLOE_SERVICE_PIDS+=("$pid")
-  FLOE_SERVICE_DIRS+=("$dir")
+  launch "$dir"
+  pid=$LAUNCHED
   wait_ready PostgreSQL "$dir" "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" || return 1
   export "$name=postgres://postgres@127.0.0.1:$port/postgres" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
   echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port as $name (pid $pid, $dir)"
@@ -208,10 +200,8 @@ start_mariadb() {
 exec mariadbd --no-defaults --user=$(id -un) --datadir="$dir/data" --socket="$dir/sock" --port=$port \
   --bind-address=127.0.0.1 --skip-log-bin --max-connections=300 >>"$dir/server.log" 2>&1
 START
-  bash "$dir/start.sh" &
-  pid=$!
-  FLOE_SERVICE_PIDS+=("$pid")
-  FLOE_SERVICE_DIRS+=("$dir")
+  launch "$dir"
+  pid=$LAUNCHED
   wait_ready MariaDB "$dir" mariadb-admin -h127.0.0.1 -P "$port" --protocol=tcp -uroot ping || return 1
   mariadb -h127.0.0.1 -P "$port" --protocol=tcp -uroot -e 'CREATE DATABASE IF NOT EXISTS floe'
   export "$name=mysql://root@127.0.0.1:$port/floe" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
