@@ -11,12 +11,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{cmd, nanos, ok, run};
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run the suite with scripts/test.sh, which starts the servers")
-    })
-}
+use floe_testkit::env;
 
 fn ids(text: &str) -> Vec<i64> {
     text.lines().map(|l| l.parse().unwrap()).collect()

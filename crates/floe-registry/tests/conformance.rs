@@ -7,7 +7,8 @@ use floe_registry::{ErrorKind, IdSpace, Identity, Registry};
 
 mod common;
 
-use common::{env, unique_root};
+use common::unique_root;
+use floe_testkit::env;
 
 /// Makes handles on one fresh store: a second call gives another handle to the same store,
 /// as a second process would have.

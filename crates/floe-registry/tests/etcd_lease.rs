@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{env, generator, unique_root, until, Server};
+use common::{generator, unique_root, until};
+use floe_testkit::{env, Server};
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;

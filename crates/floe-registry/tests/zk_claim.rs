@@ -9,7 +9,8 @@ use floe_registry::{ErrorKind, IdSpace, Identity};
 
 mod common;
 
-use common::{env, generator, unique_root};
+use common::{generator, unique_root};
+use floe_testkit::env;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_claim_fences_the_generator() {

@@ -16,7 +16,8 @@ use floe_registry::{IdSpace, Identity};
 
 mod common;
 
-use common::{env, generator, Server};
+use common::generator;
+use floe_testkit::{env, Server};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_killed_during_a_run_then_restarted() {

@@ -288,9 +288,9 @@ macro_rules! conformance {
 conformance! {
     memory: "memory", strong_per_task = 200;
     embedded: "embedded", strong_per_task = 50;
-    redis: common::env("FLOE_TEST_REDIS"), strong_per_task = 200;
-    postgres: common::env("FLOE_TEST_POSTGRES"), strong_per_task = 100;
-    mysql: common::env("FLOE_TEST_MARIADB"), strong_per_task = 100;
-    etcd: format!("etcd://{}", common::env("FLOE_TEST_ETCD")), strong_per_task = 100;
-    zookeeper: format!("zk://{}", common::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100;
+    redis: floe_testkit::env("FLOE_TEST_REDIS"), strong_per_task = 200;
+    postgres: floe_testkit::env("FLOE_TEST_POSTGRES"), strong_per_task = 100;
+    mysql: floe_testkit::env("FLOE_TEST_MARIADB"), strong_per_task = 100;
+    etcd: format!("etcd://{}", floe_testkit::env("FLOE_TEST_ETCD")), strong_per_task = 100;
+    zookeeper: format!("zk://{}", floe_testkit::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100;
 }

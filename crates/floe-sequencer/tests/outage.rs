@@ -11,8 +11,9 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{env, key, kill9, restart};
+use common::key;
 use floe_sequencer::{ErrorKind, Mode, ServeOptions, StepPolicy, StoreHandle};
+use floe_testkit::{env, kill9, restart};
 
 async fn killed_and_restarted(url: String, server: &str) {
     let pid = env(&format!("{server}_PID"));
