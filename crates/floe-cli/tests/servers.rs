@@ -5,14 +5,15 @@
 use std::collections::HashSet;
 mod common;
 
-use common::{cmd as floe, nanos, ok};
+use common::{cmd as floe, ok};
 
 /// A registry URL of `scheme` on the server in `var`, with a root of its own for each test.
 fn url(scheme: &str, var: &str, test: &str) -> String {
-    let server = std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: run the suite with scripts/test.sh, which starts the servers")
-    });
-    format!("{scheme}://{server}/floe-cli-{test}-{}", nanos())
+    format!(
+        "{scheme}://{}/{}",
+        floe_testkit::env(var),
+        floe_testkit::unique(&format!("floe-cli-{test}"))
+    )
 }
 
 fn ten_processes_registering_at_once_get_ten_ids(url: &str) {
