@@ -37,13 +37,14 @@ use crate::{ErrorKind, SeqError, Store};
 /// How long prefetches wait after a failed fetch before trying again.
 const PREFETCH_RETRY: Duration = Duration::from_millis(200);
 
-/// A thread's block of one key: IDs `next ..= end` from segment generation `gen`.
+/// A thread's block of one key: IDs `next ..= end` of segment generation `gen`. Only positive
+/// IDs are kept in blocks, as `u64`, so `next` can step past `i64::MAX` without overflowing.
 #[derive(Clone, Copy, Debug)]
 struct Block {
     owner: u64,
     gen: u64,
-    next: i64,
-    end: i64,
+    next: u64,
+    end: u64,
 }
 
 const NO_BLOCK: Block = Block {
@@ -81,8 +82,9 @@ fn take_slot() -> usize {
 
 /// The shared part of a key's buffer.
 struct State {
-    /// IDs `cur.0 ..= cur.1` of the current segment are left (empty when `cur.0 > cur.1`).
-    cur: (i64, i64),
+    /// The current segment's next ID and how many are left from it on (a count, so a segment
+    /// ending at `i64::MAX` never overflows).
+    cur: (i64, u64),
     /// Size of the current segment, for the prefetch threshold.
     cur_len: u64,
     next: Option<Segment>,
@@ -99,11 +101,7 @@ struct State {
 
 impl State {
     fn left(&self) -> u64 {
-        if self.cur.0 > self.cur.1 {
-            0
-        } else {
-            (self.cur.1 - self.cur.0) as u64 + 1
-        }
+        self.cur.1
     }
 }
 
@@ -253,7 +251,8 @@ impl WeakKey {
         let take = |b: &mut Block| {
             if b.owner == self.owner && b.gen == gen && b.next <= b.end {
                 b.next += 1;
-                Some(b.next - 1)
+                // At most i64::MAX, so the conversion is exact.
+                Some((b.next - 1) as i64)
             } else {
                 None
             }
@@ -291,12 +290,15 @@ impl WeakKey {
             let step = self.state().step;
             (step / 32).clamp(1, 1024)
         };
-        let (id, (end, gen)) = self.take(block).await?;
+        let (id, (last, gen)) = self.take(block).await?;
+        if id <= 0 {
+            return Ok(id); // blocks hold positive IDs only (a store holding a negative value)
+        }
         let block = Block {
             owner: self.owner,
             gen,
-            next: id + 1,
-            end,
+            next: id as u64 + 1,
+            end: last as u64,
         };
         let slot = self.slot;
         if slot < FAST_SLOTS {
@@ -323,7 +325,7 @@ impl WeakKey {
                 let mut st = self.state();
                 if st.left() == 0 {
                     if let Some(next) = st.next.take() {
-                        st.cur = (next.start, next.end);
+                        st.cur = (next.start, next.len());
                         st.cur_len = next.len();
                         self.gen.fetch_add(1, Ordering::Release);
                     }
@@ -331,8 +333,9 @@ impl WeakKey {
                 let left = st.left();
                 if left > 0 {
                     let first = st.cur.0;
-                    let last = first + (u64::from(n).min(left) as i64) - 1;
-                    st.cur.0 = last + 1;
+                    let taken = u64::from(n).min(left);
+                    let last = first + (taken as i64 - 1);
+                    st.cur = (last.wrapping_add(1), left - taken);
                     let gen = self.gen.load(Ordering::Relaxed);
                     // Leaf's rule: fetch the next segment once a tenth of this one is used.
                     if st.next.is_none()
@@ -358,6 +361,34 @@ impl WeakKey {
         }
     }
 
+    /// One segment of `step` IDs, or of fewer when the sequence is near its end: a key with
+    /// fewer than `step` IDs left before `i64::MAX` still issues every one of them.
+    async fn fetch_segment(&self, step: u32) -> Result<Segment, SeqError> {
+        let mut size = step;
+        loop {
+            let result =
+                match tokio::time::timeout(self.timeout, self.store.segment(&self.key, size)).await
+                {
+                    Ok(Ok(Some(segment))) => Ok(segment),
+                    Ok(Ok(None)) => Err(SeqError::new(
+                        ErrorKind::Unsupported,
+                        format!("{}: cannot reserve segments", self.store.kind()),
+                    )),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(SeqError::unavailable(format!(
+                        "{}: no answer within {:?} fetching a segment of key {:?}",
+                        self.store.kind(),
+                        self.timeout,
+                        self.key.as_str()
+                    ))),
+                };
+            match result {
+                Err(e) if e.kind == ErrorKind::Exhausted && size > 1 => size /= 2,
+                other => return other,
+            }
+        }
+    }
+
     /// Starts the one fetch of this key in a task of its own, so that a caller that gives up
     /// (a cancelled request) never leaves the key waiting for a fetch nobody finishes.
     fn fetch(self: &Arc<Self>, st: &mut State) {
@@ -370,22 +401,7 @@ impl WeakKey {
         let step = st.step;
         let this = Arc::clone(self);
         tokio::spawn(async move {
-            let result =
-                match tokio::time::timeout(this.timeout, this.store.segment(&this.key, step)).await
-                {
-                    Ok(Ok(Some(segment))) => Ok(segment),
-                    Ok(Ok(None)) => Err(SeqError::new(
-                        ErrorKind::Unsupported,
-                        format!("{}: cannot reserve segments", this.store.kind()),
-                    )),
-                    Ok(Err(e)) => Err(e),
-                    Err(_) => Err(SeqError::unavailable(format!(
-                        "{}: no answer within {:?} fetching a segment of key {:?}",
-                        this.store.kind(),
-                        this.timeout,
-                        this.key.as_str()
-                    ))),
-                };
+            let result = this.fetch_segment(step).await;
             {
                 let mut st = this.state();
                 st.fetching = false;
@@ -395,7 +411,7 @@ impl WeakKey {
                         st.failed = None;
                         st.retry_at = None;
                         if st.left() == 0 {
-                            st.cur = (segment.start, segment.end);
+                            st.cur = (segment.start, segment.len());
                             st.cur_len = segment.len();
                             this.gen.fetch_add(1, Ordering::Release);
                         } else {

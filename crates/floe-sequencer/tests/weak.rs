@@ -317,3 +317,44 @@ async fn a_strong_leader_that_gives_up_leaves_no_one_stranded() {
     let next = s.next().await.unwrap();
     assert!(ids.iter().all(|id| *id < next));
 }
+
+#[tokio::test]
+async fn weak_issues_every_id_up_to_the_end_of_the_sequence() {
+    let store = Arc::new(Flaky::default());
+    store
+        .raise(&Key::new("k").unwrap(), i64::MAX - 250)
+        .await
+        .unwrap();
+    let w = weak(&store, 100, 100);
+    for want in (i64::MAX - 249)..=i64::MAX {
+        assert_eq!(w.next().await.unwrap(), want);
+    }
+    let err = w.next().await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Exhausted, "{err}");
+
+    // The same through a thread's blocks (a block that ends at i64::MAX).
+    let k = Key::new("local").unwrap();
+    store.raise(&k, i64::MAX - 250).await.unwrap();
+    let w = Arc::new(WeakKey::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        k,
+        policy(100, 100),
+        Duration::from_secs(2),
+    ));
+    let mut ids = Vec::new();
+    loop {
+        match w.next_local().await {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                assert_eq!(e.kind, ErrorKind::Exhausted, "{e}");
+                break;
+            }
+        }
+    }
+    assert_eq!(ids.last(), Some(&i64::MAX));
+    assert!(
+        ids.windows(2).all(|p| p[0] < p[1]),
+        "increasing on one thread"
+    );
+    assert!(ids.len() >= 240, "only {} of the last 250 IDs", ids.len());
+}
