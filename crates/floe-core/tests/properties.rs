@@ -139,3 +139,52 @@ proptest! {
         let _ = s.parse::<LexicalUuid>();
     }
 }
+
+mod sequence {
+    use floe_core::sequence::{reserve_after, Key, KeyError, Segment, StepPolicy, MAX_KEY_LEN};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    proptest! {
+        /// A key is accepted exactly when it is 1 to 255 bytes with no NUL, and kept as given.
+        #[test]
+        fn keys_are_checked_and_kept(text in "(?s).{0,300}") {
+            match Key::new(text.as_str()) {
+                Ok(k) => {
+                    prop_assert!(!text.is_empty() && text.len() <= MAX_KEY_LEN && !text.contains('\0'));
+                    prop_assert_eq!(k.as_str(), text.as_str());
+                    prop_assert_eq!(k.as_str().parse::<Key>().unwrap(), k);
+                }
+                Err(KeyError::Empty) => prop_assert!(text.is_empty()),
+                Err(KeyError::TooLong { len }) => {
+                    prop_assert_eq!(len, text.len());
+                    prop_assert!(len > MAX_KEY_LEN);
+                }
+                Err(KeyError::Nul { index }) => prop_assert_eq!(text.as_bytes()[index], 0),
+                Err(e) => prop_assert!(false, "unexpected {e:?}"),
+            }
+        }
+
+        /// A reservation never wraps, and its segment holds exactly the values it reserved.
+        #[test]
+        fn reservations_never_wrap(current in 0i64.., n in 1u32..) {
+            match reserve_after(current, n) {
+                Some(next) => {
+                    prop_assert_eq!(i128::from(next), i128::from(current) + i128::from(n));
+                    let s = Segment::ending_at(next, n);
+                    prop_assert_eq!((s.start, s.end, s.len()), (current + 1, next, u64::from(n)));
+                }
+                None => prop_assert!(i128::from(current) + i128::from(n) > i128::from(i64::MAX)),
+            }
+        }
+
+        /// The step always stays within its bounds, whatever it was and however long it lasted.
+        #[test]
+        fn steps_stay_within_bounds(min in 1u32..10_000, extra in 0u32..1_000_000, step: u32, ms in 0u64..10_000_000) {
+            let p = StepPolicy { min, max: min + extra, target: Duration::from_secs(60) };
+            prop_assert!(p.validate().is_ok());
+            let next = p.next_step(step, Duration::from_millis(ms));
+            prop_assert!((p.min..=p.max).contains(&next));
+        }
+    }
+}
