@@ -32,6 +32,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod endpoint;
 pub mod fence;
 pub mod lexical;
 pub mod poll;

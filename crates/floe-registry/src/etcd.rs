@@ -85,8 +85,7 @@ impl EtcdRegistry {
         root: &str,
         ttl_secs: i64,
     ) -> Result<Self, RegistryError> {
-        crate::check_addresses("etcd", endpoints)?;
-        crate::check_root("etcd", root)?;
+        crate::check_servers("etcd", endpoints, root)?;
         if !(2..=3600).contains(&ttl_secs) {
             return Err(RegistryError::config(format!(
                 "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"

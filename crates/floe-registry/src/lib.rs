@@ -130,48 +130,19 @@ impl IdSpace {
     pub const SNO_PARTITIONS: IdSpace = IdSpace { size: 1 << 16 };
 }
 
-/// Checks a server list `host:port[,host:port...]`.
+/// Checks a server registry's servers and root (as `connect` takes them), naming the field.
 #[allow(dead_code)] // used by the server registries, each behind a feature
-pub(crate) fn check_addresses(kind: &str, list: &str) -> Result<(), RegistryError> {
-    for server in list.split(',') {
-        let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !valid {
-            return Err(RegistryError::config(format!(
-                "registry: bad {kind} address {server:?} in {list:?}: expected host:port[,host:port...]"
-            )));
-        }
-    }
-    Ok(())
+pub(crate) fn check_servers(kind: &str, servers: &str, root: &str) -> Result<(), RegistryError> {
+    floe_core::endpoint::check_addresses(kind, servers)
+        .and_then(|()| floe_core::endpoint::check_root(kind, root))
+        .map_err(|e| RegistryError::config(format!("registry: {e}")))
 }
 
-/// Checks a server registry's root: an absolute path such as `/floe`.
+/// The servers and root of a server registry URL (root `/floe` by default), naming the field.
 #[allow(dead_code)] // used by the server registries, each behind a feature
-pub(crate) fn check_root(kind: &str, root: &str) -> Result<(), RegistryError> {
-    if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
-        return Err(RegistryError::config(format!(
-            "registry: the {kind} root must be an absolute path such as /floe, found {root:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// Splits the part of a server registry URL after the scheme, `//servers[/root]`, into the
-/// servers and the root (`/floe` by default). `shape` is the URL form, for the message.
-#[allow(dead_code)] // used by the server registries, each behind a feature
-fn servers_and_root<'a>(
-    url: &str,
-    rest: &'a str,
-    shape: &str,
-) -> Result<(&'a str, &'a str), RegistryError> {
-    let rest = rest.strip_prefix("//").ok_or_else(|| {
-        RegistryError::config(format!("registry: expected {shape}, found {url:?}"))
-    })?;
-    Ok(match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/floe"),
-    })
+fn servers_and_root<'a>(kind: &str, url: &'a str) -> Result<(&'a str, &'a str), RegistryError> {
+    floe_core::endpoint::servers_and_root(kind, url, "/floe")
+        .map_err(|e| RegistryError::config(format!("registry: {e}")))
 }
 
 /// What registering `identity` comes to, given the records of its service: its own ID again,
@@ -443,24 +414,21 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
         }
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => {
-            let (cluster, root) = servers_and_root(url, rest, "zk://host:port[/root]")?;
+            let (cluster, root) = servers_and_root("ZooKeeper", url)?;
             Ok(Box::new(
                 zookeeper::ZkRegistry::connect(cluster, root).await?,
             ))
         }
         #[cfg(feature = "etcd")]
         "etcd" => {
-            let (rest, ttl) = match rest.split_once("?ttl=") {
-                Some((r, t)) => (
-                    r,
-                    t.parse::<i64>().map_err(|_| {
-                        RegistryError::config(format!("registry: ttl must be whole seconds, found {t:?}"))
-                    })?,
-                ),
-                None => (rest, 10),
+            let (base, options) = floe_core::endpoint::take_options(url, &["ttl"]);
+            let ttl = match options.last() {
+                Some((_, t)) => t.parse::<i64>().map_err(|_| {
+                    RegistryError::config(format!("registry: ttl must be whole seconds, found {t:?}"))
+                })?,
+                None => 10,
             };
-            let (endpoints, root) =
-                servers_and_root(url, rest, "etcd://host:port[/root][?ttl=SECONDS]")?;
+            let (endpoints, root) = servers_and_root("etcd", &base)?;
             Ok(Box::new(etcd::EtcdRegistry::connect(endpoints, root, ttl).await?))
         }
         #[cfg(not(feature = "etcd"))]

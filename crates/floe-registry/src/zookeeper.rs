@@ -62,8 +62,7 @@ impl ZkRegistry {
     /// [`ErrorKind::Config`] for a bad root; [`ErrorKind::Unavailable`] when no server answers
     /// within the connection timeout.
     pub async fn connect(cluster: &str, root: &str) -> Result<Self, RegistryError> {
-        crate::check_root("ZooKeeper", root)?;
-        crate::check_addresses("ZooKeeper", cluster)?;
+        crate::check_servers("ZooKeeper", cluster, root)?;
         let client = Client::connector()
             .with_session_timeout(Duration::from_secs(6))
             .with_connection_timeout(Duration::from_secs(3))

@@ -84,57 +84,14 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
     }
 }
 
+/// The servers and root of a server store URL (root `/floe/sequences` by default).
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
-/// Splits `scheme://servers[/root]` into servers and root (`default_root` when none), checking
-/// the root names a path.
 pub(crate) fn servers_and_root<'a>(
+    kind: &str,
     url: &'a str,
-    default_root: &'a str,
 ) -> Result<(&'a str, &'a str), SeqError> {
-    let rest = url
-        .split_once("://")
-        .map(|(_, r)| r)
-        .filter(|r| !r.is_empty() && !r.starts_with('/'))
-        .ok_or_else(|| {
-            SeqError::config(format!(
-                "store: expected scheme://host:port[/root], found {url:?}"
-            ))
-        })?;
-    let (servers, root) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, default_root),
-    };
-    let root = root.trim_end_matches('/');
-    if root.is_empty() || root.contains("//") {
-        return Err(SeqError::config(format!(
-            "store: the root of {url:?} must be a path such as /floe/sequences"
-        )));
-    }
-    Ok((servers, root))
-}
-
-#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
-/// Takes `name=value` query parameters of floe's own out of a URL: the URL without them, and
-/// them.
-pub(crate) fn own_params<'a>(url: &str, names: &[&'a str]) -> (String, Vec<(&'a str, String)>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_string(), Vec::new());
-    };
-    let mut kept = Vec::new();
-    let mut own = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match names.iter().find(|n| **n == k) {
-            Some(n) => own.push((*n, v.to_string())),
-            None => kept.push(pair),
-        }
-    }
-    let url = if kept.is_empty() {
-        base.to_string()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    (url, own)
+    floe_core::endpoint::servers_and_root(kind, url, "/floe/sequences")
+        .map_err(|e| SeqError::config(format!("store: {e}")))
 }
 
 /// A SQL table name: letters, digits and `_`, not starting with a digit, at most 63 bytes.

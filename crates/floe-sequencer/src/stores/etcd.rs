@@ -49,7 +49,7 @@ impl EtcdStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no endpoint answers.
     pub async fn connect(url: &str) -> Result<EtcdStore, SeqError> {
-        let (endpoints, root) = servers_and_root(url, "/floe/sequences")?;
+        let (endpoints, root) = servers_and_root("etcd", url)?;
         let urls: Vec<String> = endpoints
             .split(',')
             .map(|e| format!("http://{e}"))

@@ -16,7 +16,9 @@ use floe_core::sequence::Key;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind as RedisKind, RedisError, Script};
 
-use crate::{own_params, ErrorKind, SeqError, Store};
+use floe_core::endpoint::take_options;
+
+use crate::{ErrorKind, SeqError, Store};
 
 /// Lifts a key to at least ARGV[1] (a positive decimal), comparing decimal strings by length
 /// then bytes so that values past 2^53 compare exactly (Lua numbers are doubles).
@@ -70,7 +72,7 @@ impl RedisStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when the server does not answer.
     pub async fn connect(url: &str) -> Result<RedisStore, SeqError> {
-        let (url, own) = own_params(url, &["prefix"]);
+        let (url, own) = take_options(url, &["prefix"]);
         let prefix = own
             .into_iter()
             .map(|(_, v)| v)

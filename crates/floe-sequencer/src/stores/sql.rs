@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use sqlx::AssertSqlSafe;
 
-use crate::{check_table, own_params, ErrorKind, SeqError};
+use floe_core::endpoint::take_options;
+
+use crate::{check_table, ErrorKind, SeqError};
 
 /// floe's own options of a SQL URL (`?table=floe_sequences&pool=16`), taken out of it.
 #[derive(Debug)]
@@ -18,7 +20,7 @@ pub(crate) struct SqlOptions {
 
 /// Reads floe's options; `address` is the URL without credentials or query, for messages.
 pub(crate) fn options(url: &str) -> Result<SqlOptions, SeqError> {
-    let (rest, own) = own_params(url, &["table", "pool"]);
+    let (rest, own) = take_options(url, &["table", "pool"]);
     let mut opts = SqlOptions {
         address: address(&rest),
         url: rest,

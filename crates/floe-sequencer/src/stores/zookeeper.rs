@@ -68,7 +68,7 @@ impl ZkStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no server answers.
     pub async fn connect(url: &str) -> Result<ZkStore, SeqError> {
-        let (cluster, root) = servers_and_root(url, "/floe/sequences")?;
+        let (cluster, root) = servers_and_root("ZooKeeper", url)?;
         let store = ZkStore {
             cluster: cluster.to_string(),
             root: root.to_string(),

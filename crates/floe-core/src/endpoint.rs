@@ -1,0 +1,126 @@
+//! Server URLs as the registries and stores take them: `scheme://host:port[,host:port...][/root]`
+//! with optional `?name=value` options. Pure parsing, shared so that every backend accepts and
+//! refuses the same URLs with the same words. Errors are messages for the caller to prefix with
+//! the field (`registry:`, `store:`).
+
+/// Checks a server list `host:port[,host:port...]` (ports 1 to 65535) of a `kind` of server
+/// (`ZooKeeper`, `etcd`: named in the message).
+pub fn check_addresses(kind: &str, list: &str) -> Result<(), String> {
+    for server in list.split(',') {
+        let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !valid {
+            return Err(format!(
+                "bad {kind} address {server:?} in {list:?}: expected host:port[,host:port...]"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a `kind` of server's root path: absolute, not `/` alone, no trailing or doubled `/`.
+pub fn check_root(kind: &str, root: &str) -> Result<(), String> {
+    if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') || root.contains("//") {
+        return Err(format!(
+            "the {kind} root must be an absolute path such as /floe, found {root:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Splits `scheme://servers[/root]` (no query) of a `kind` of server into its checked servers
+/// and root, `default_root` when the URL names none.
+///
+/// # Examples
+/// ```
+/// use floe_core::endpoint::servers_and_root;
+///
+/// assert_eq!(servers_and_root("zk", "zk://a:1,b:2/x", "/floe"), Ok(("a:1,b:2", "/x")));
+/// assert_eq!(servers_and_root("zk", "etcd://a:1", "/floe"), Ok(("a:1", "/floe")));
+/// assert!(servers_and_root("zk", "zk:/a:1", "/floe").is_err());
+/// ```
+pub fn servers_and_root<'a>(
+    kind: &str,
+    url: &'a str,
+    default_root: &'a str,
+) -> Result<(&'a str, &'a str), String> {
+    let rest = url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .filter(|r| !r.is_empty() && !r.starts_with('/'))
+        .ok_or_else(|| {
+            format!("expected scheme://host:port[,host:port...][/root], found {url:?}")
+        })?;
+    let (servers, root) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, default_root),
+    };
+    check_addresses(kind, servers)?;
+    check_root(kind, root)?;
+    Ok((servers, root))
+}
+
+/// Takes floe's own `name=value` options (those in `names`) out of a URL's query: the URL
+/// without them (other options are left for the client library), and them in order.
+///
+/// # Examples
+/// ```
+/// use floe_core::endpoint::take_options;
+///
+/// let (url, own) = take_options("redis://h:1/0?prefix=x:&timeout=3", &["prefix"]);
+/// assert_eq!(url, "redis://h:1/0?timeout=3");
+/// assert_eq!(own, vec![("prefix", "x:".to_string())]);
+/// ```
+pub fn take_options<'n>(url: &str, names: &[&'n str]) -> (String, Vec<(&'n str, String)>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), Vec::new());
+    };
+    let mut kept = Vec::new();
+    let mut own = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match names.iter().find(|n| **n == k) {
+            Some(n) => own.push((*n, v.to_string())),
+            None => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, own)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_and_roots_are_checked() {
+        assert!(servers_and_root("zk", "zk://a:0", "/f")
+            .unwrap_err()
+            .contains("bad zk address"));
+        assert!(servers_and_root("zk", "zk://:5", "/f")
+            .unwrap_err()
+            .contains("bad zk address"));
+        assert!(servers_and_root("zk", "zk://a:5/", "/f")
+            .unwrap_err()
+            .contains("root"));
+        assert!(servers_and_root("zk", "zk://a:5/x//y", "/f")
+            .unwrap_err()
+            .contains("root"));
+        assert!(servers_and_root("zk", "zk://", "/f")
+            .unwrap_err()
+            .contains("expected scheme://"));
+        assert_eq!(
+            servers_and_root("zk", "zk://a:5/x/y", "/f"),
+            Ok(("a:5", "/x/y"))
+        );
+        assert_eq!(
+            take_options("x://a:1", &["t"]),
+            ("x://a:1".to_string(), vec![])
+        );
+    }
+}
