@@ -75,6 +75,12 @@ impl Key {
     /// Checks `key` and wraps it.
     pub fn new(key: impl Into<String>) -> Result<Key, KeyError> {
         let key = key.into();
+        Key::check(&key)?;
+        Ok(Key(key))
+    }
+
+    /// Whether `key` is a valid key, without making one (no allocation).
+    pub fn check(key: &str) -> Result<(), KeyError> {
         if key.is_empty() {
             return Err(KeyError::Empty);
         }
@@ -84,7 +90,7 @@ impl Key {
         if let Some(index) = key.bytes().position(|b| b == 0) {
             return Err(KeyError::Nul { index });
         }
-        Ok(Key(key))
+        Ok(())
     }
 
     /// The key as the user named it.
@@ -102,6 +108,13 @@ impl fmt::Debug for Key {
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// Maps keyed by `Key` are looked up by `&str` (equal keys hash alike: both are the bytes).
+impl std::borrow::Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        &self.0
     }
 }
 

@@ -9,8 +9,9 @@ use floe_core::sequence::KeyError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The key is not a valid key (empty, too long, NUL).
-    InvalidKey,
+    /// A request's argument is not valid: the key (empty, too long, NUL), the increment, a
+    /// segment size.
+    InvalidArgument,
     /// No store of that name is configured.
     UnknownStore,
     /// The store cannot do what was asked (STRONG on a Snowflake store, segments).
@@ -79,6 +80,6 @@ impl std::error::Error for SeqError {}
 
 impl From<KeyError> for SeqError {
     fn from(e: KeyError) -> SeqError {
-        SeqError::new(ErrorKind::InvalidKey, e.to_string())
+        SeqError::new(ErrorKind::InvalidArgument, e.to_string())
     }
 }

@@ -34,6 +34,7 @@ pub mod weak;
 
 pub use error::{ErrorKind, SeqError};
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle};
+pub(crate) use store::within;
 pub use store::{Capabilities, Store};
 
 pub use floe_core::sequence::{Key, Mode, Segment, StepPolicy};

@@ -8,7 +8,7 @@ use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
 use crate::strong::StrongKey;
 use crate::weak::WeakKey;
-use crate::{ErrorKind, SeqError, Store};
+use crate::{within, ErrorKind, SeqError, Store};
 
 /// How a store is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,48 +72,47 @@ impl StoreHandle {
 
     /// The WEAK buffer of `key` (made on first use, then shared).
     pub fn weak_key(&self, key: &Key) -> Arc<WeakKey> {
-        if let Some(k) = self.keys.read().unwrap_or_else(|p| p.into_inner()).get(key) {
-            return Arc::clone(k);
-        }
-        let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(keys.entry(key.clone()).or_insert_with(|| {
-            Arc::new(WeakKey::new(
-                Arc::clone(&self.store),
-                key.clone(),
-                self.options.step,
-                self.options.timeout,
-            ))
-        }))
+        self.weak(key.as_str())
     }
 
     /// The STRONG queue of `key` (made on first use, then shared).
     pub fn strong_key(&self, key: &Key) -> Arc<StrongKey> {
-        if let Some(k) = self
-            .strong
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-        {
-            return Arc::clone(k);
-        }
-        let mut keys = self.strong.write().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(keys.entry(key.clone()).or_insert_with(|| {
-            Arc::new(StrongKey::new(
+        self.strong(key.as_str())
+    }
+
+    /// [`weak_key`](Self::weak_key) by the key's text, which the caller has checked.
+    fn weak(&self, key: &str) -> Arc<WeakKey> {
+        shared(&self.keys, key, |key| {
+            WeakKey::new(
                 Arc::clone(&self.store),
-                key.clone(),
+                key,
+                self.options.step,
                 self.options.timeout,
-            ))
-        }))
+            )
+        })
+    }
+
+    /// [`strong_key`](Self::strong_key) by the key's text, which the caller has checked.
+    fn strong(&self, key: &str) -> Arc<StrongKey> {
+        shared(&self.strong, key, |key| {
+            StrongKey::new(Arc::clone(&self.store), key, self.options.timeout)
+        })
     }
 
     /// The next ID of `key` (checked as a [`Key`]).
+    ///
+    /// A key already served is found by its text: no allocation per call.
     pub async fn next_id(&self, key: &str, mode: Mode) -> Result<i64, SeqError> {
-        let key = Key::new(key)?;
+        Key::check(key)?;
         let caps = self.store.capabilities();
         match mode {
-            Mode::Weak if caps.segments => self.weak_key(&key).next().await,
-            Mode::Weak => self.bounded("get the next ID of", &key, self.store.next_id(&key)).await,
-            Mode::Strong if caps.strong => self.strong_key(&key).next().await,
+            Mode::Weak if caps.segments => self.weak(key).next().await,
+            Mode::Weak => {
+                let key = Key::new(key)?;
+                self.bounded("get the next ID of", &key, self.store.next_id(&key))
+                    .await
+            }
+            Mode::Strong if caps.strong => self.strong(key).next().await,
             Mode::Strong => Err(SeqError::new(
                 ErrorKind::Unsupported,
                 format!(
@@ -130,7 +129,7 @@ impl StoreHandle {
         let key = Key::new(key)?;
         if size == 0 || size > self.options.step.max {
             return Err(SeqError::new(
-                ErrorKind::InvalidKey,
+                ErrorKind::InvalidArgument,
                 format!(
                     "invalid size: expected 1 to {}, found {size}",
                     self.options.step.max
@@ -157,17 +156,25 @@ impl StoreHandle {
         key: &Key,
         call: impl std::future::Future<Output = Result<T, SeqError>>,
     ) -> Result<T, SeqError> {
-        tokio::time::timeout(self.options.timeout, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(SeqError::unavailable(format!(
-                    "{}: no answer within {:?} trying to {what} key {:?}",
-                    self.store.kind(),
-                    self.options.timeout,
-                    key.as_str()
-                )))
-            })
+        within(&*self.store, self.options.timeout, what, key, call).await
     }
+}
+
+/// The entry of `key` (a checked key's text) in `map`, made by `make` the first time (read
+/// lock only after that; the key is copied into a `Key` only then).
+fn shared<T>(map: &RwLock<HashMap<Key, Arc<T>>>, key: &str, make: impl FnOnce(Key) -> T) -> Arc<T> {
+    if let Some(v) = map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
+        return Arc::clone(v);
+    }
+    let mut map = map.write().unwrap_or_else(|p| p.into_inner());
+    if let Some(v) = map.get(key) {
+        return Arc::clone(v);
+    }
+    let key = Key::new(key).expect("callers pass a checked key");
+    Arc::clone(
+        map.entry(key.clone())
+            .or_insert_with(|| Arc::new(make(key))),
+    )
 }
 
 /// Stores by name: what a request's `store_name` picks.

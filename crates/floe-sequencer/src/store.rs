@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use floe_core::sequence::{Key, Segment};
@@ -83,4 +85,24 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Lets go of connections and files. The store is not used afterwards.
     async fn close(&self) {}
+}
+
+/// Runs a call of `store` for `key`, failing it as `Unavailable` after `timeout`: the one bound
+/// every store call goes through (WEAK fetches, STRONG increments, the rest).
+pub(crate) async fn within<T>(
+    store: &dyn Store,
+    timeout: Duration,
+    what: &str,
+    key: &Key,
+    call: impl Future<Output = Result<T, SeqError>>,
+) -> Result<T, SeqError> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(SeqError::unavailable(format!(
+                "{}: no answer within {timeout:?} trying to {what} key {:?}",
+                store.kind(),
+                key.as_str()
+            )))
+        })
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use floe_core::sequence::Key;
 use tokio::sync::oneshot;
 
-use crate::{ErrorKind, SeqError, Store};
+use crate::{within, ErrorKind, SeqError, Store};
 
 /// Increments of one key under way at once in one process. One measured best on every store:
 /// compare-and-swap stores (etcd, ZooKeeper) do not race against themselves, SQL rows are
@@ -184,16 +184,8 @@ impl StrongKey {
     }
 
     async fn reserve(&self, n: u32) -> Result<i64, SeqError> {
-        tokio::time::timeout(self.timeout, self.store.reserve(&self.key, n))
-            .await
-            .unwrap_or_else(|_| {
-                Err(SeqError::unavailable(format!(
-                    "{}: no answer within {:?} incrementing key {:?}",
-                    self.store.kind(),
-                    self.timeout,
-                    self.key.as_str()
-                )))
-            })
+        let call = self.store.reserve(&self.key, n);
+        within(&*self.store, self.timeout, "increment", &self.key, call).await
     }
 }
 

@@ -32,7 +32,7 @@ use floe_core::sequence::{Key, Segment, StepPolicy};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::{ErrorKind, SeqError, Store};
+use crate::{within, ErrorKind, SeqError, Store};
 
 /// How long prefetches wait after a failed fetch before trying again.
 const PREFETCH_RETRY: Duration = Duration::from_millis(200);
@@ -366,22 +366,23 @@ impl WeakKey {
     async fn fetch_segment(&self, step: u32) -> Result<Segment, SeqError> {
         let mut size = step;
         loop {
-            let result =
-                match tokio::time::timeout(self.timeout, self.store.segment(&self.key, size)).await
-                {
-                    Ok(Ok(Some(segment))) => Ok(segment),
-                    Ok(Ok(None)) => Err(SeqError::new(
+            let segment = self.store.segment(&self.key, size);
+            let result = within(
+                &*self.store,
+                self.timeout,
+                "fetch a segment of",
+                &self.key,
+                segment,
+            )
+            .await
+            .and_then(|s| {
+                s.ok_or_else(|| {
+                    SeqError::new(
                         ErrorKind::Unsupported,
                         format!("{}: cannot reserve segments", self.store.kind()),
-                    )),
-                    Ok(Err(e)) => Err(e),
-                    Err(_) => Err(SeqError::unavailable(format!(
-                        "{}: no answer within {:?} fetching a segment of key {:?}",
-                        self.store.kind(),
-                        self.timeout,
-                        self.key.as_str()
-                    ))),
-                };
+                    )
+                })
+            });
             match result {
                 Err(e) if e.kind == ErrorKind::Exhausted && size > 1 => size /= 2,
                 other => return other,

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use floe_sequencer::{ErrorKind, SeqError, Sequencer};
+use floe_sequencer::{ErrorKind, Mode, SeqError, Sequencer};
 use serde_json::json;
 
 /// An error as an HTTP answer: one mapping for every route.
@@ -19,7 +19,7 @@ impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let e = self.0;
         let (code, kind) = match e.kind {
-            ErrorKind::InvalidKey => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "invalid_argument"),
             ErrorKind::UnknownStore => (StatusCode::NOT_FOUND, "unknown_store"),
             ErrorKind::Unsupported => (StatusCode::CONFLICT, "unsupported"),
             ErrorKind::Exhausted => (StatusCode::CONFLICT, "exhausted"),
@@ -31,16 +31,11 @@ impl IntoResponse for HttpError {
     }
 }
 
-fn increment(params: &HashMap<String, String>) -> Result<i32, HttpError> {
-    match params.get("increment").map(|s| s.to_ascii_lowercase()) {
-        None => Ok(0),
-        Some(s) if s == "weak" || s == "0" => Ok(0),
-        Some(s) if s == "strong" || s == "1" => Ok(1),
-        Some(s) => Err(HttpError(SeqError::new(
-            ErrorKind::InvalidKey,
-            format!("invalid increment {s:?}: expected weak or strong"),
-        ))),
-    }
+/// `?increment=weak|strong` (or 0 / 1), WEAK when absent.
+fn mode(params: &HashMap<String, String>) -> Result<Mode, String> {
+    params
+        .get("increment")
+        .map_or(Ok(Mode::Weak), |s| s.parse())
 }
 
 async fn next_id(
@@ -48,8 +43,7 @@ async fn next_id(
     Path((store, key)): Path<(String, String)>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, HttpError> {
-    let (handle, mode) =
-        crate::check(&seq, &store, &key, increment(&params)?).map_err(|(_, e)| HttpError(e))?;
+    let (handle, mode) = crate::check(&seq, &store, &key, mode(&params)).map_err(HttpError)?;
     let id = handle.next_id(&key, mode).await.map_err(HttpError)?;
     Ok(Json(json!({ "next_id": id.to_string() })))
 }
@@ -59,12 +53,12 @@ async fn segment(
     Path((store, key)): Path<(String, String)>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, HttpError> {
-    let (handle, _) = crate::check(&seq, &store, &key, 0).map_err(|(_, e)| HttpError(e))?;
+    let (handle, _) = crate::check(&seq, &store, &key, Ok(Mode::Weak)).map_err(HttpError)?;
     let size = match params.get("size") {
         None => 1000,
         Some(s) => s.parse::<u32>().map_err(|_| {
             HttpError(SeqError::new(
-                ErrorKind::InvalidKey,
+                ErrorKind::InvalidArgument,
                 format!("invalid size {s:?}: expected a positive integer"),
             ))
         })?,

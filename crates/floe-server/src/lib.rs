@@ -47,7 +47,7 @@ use proto::{GetNextIdRequest, GetNextIdResponse};
 /// The gRPC status of an error: one mapping for the whole server.
 pub fn status(e: &SeqError) -> Status {
     let code = match e.kind {
-        ErrorKind::InvalidKey | ErrorKind::UnknownStore => tonic::Code::InvalidArgument,
+        ErrorKind::InvalidArgument | ErrorKind::UnknownStore => tonic::Code::InvalidArgument,
         ErrorKind::Unsupported | ErrorKind::Config => tonic::Code::FailedPrecondition,
         ErrorKind::Exhausted => tonic::Code::OutOfRange,
         ErrorKind::Unavailable => tonic::Code::Unavailable,
@@ -56,46 +56,37 @@ pub fn status(e: &SeqError) -> Status {
     Status::new(code, e.message.clone())
 }
 
-/// A request checked as Layotto checks it (in its order): the store, key and mode to serve.
+/// A request checked as Layotto checks it, in its order: a store is configured, the key is not
+/// empty, the increment is legal (`mode`, as parsed by the caller), the store exists. The
+/// error's kind gives its status ([`status`], [`http::HttpError`]).
 pub fn check<'a>(
     sequencer: &'a Sequencer,
     store: &str,
     key: &str,
-    increment: i32,
-) -> Result<(&'a floe_sequencer::StoreHandle, Mode), (Status, SeqError)> {
-    let fail = |e: SeqError, code: tonic::Code| (Status::new(code, e.message.clone()), e);
+    mode: Result<Mode, String>,
+) -> Result<(&'a floe_sequencer::StoreHandle, Mode), SeqError> {
     if sequencer.names().next().is_none() {
-        return Err(fail(
-            SeqError::new(ErrorKind::Config, "Sequencer store is not configured"),
-            tonic::Code::FailedPrecondition,
-        ));
+        return Err(SeqError::config("Sequencer store is not configured"));
     }
     if key.is_empty() {
-        return Err(fail(
-            SeqError::new(
-                ErrorKind::InvalidKey,
-                format!("Key is empty in sequencer store {store}"),
-            ),
-            tonic::Code::InvalidArgument,
+        return Err(SeqError::new(
+            ErrorKind::InvalidArgument,
+            format!("Key is empty in sequencer store {store}"),
         ));
     }
-    let mode = match increment {
-        0 => Mode::Weak,
-        1 => Mode::Strong,
-        other => {
-            return Err(fail(
-                SeqError::new(
-                    ErrorKind::InvalidKey,
-                    format!(
-                    "options.increment is illegal: expected WEAK (0) or STRONG (1), found {other}"
-                ),
-                ),
-                tonic::Code::InvalidArgument,
-            ))
-        }
-    };
-    let handle = sequencer.store(store).map_err(|e| (status(&e), e))?;
-    Ok((handle, mode))
+    let mode = mode.map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e))?;
+    Ok((sequencer.store(store)?, mode))
+}
+
+/// Layotto's `options.increment`: 0 is WEAK, 1 is STRONG.
+fn grpc_mode(increment: i32) -> Result<Mode, String> {
+    match increment {
+        0 => Ok(Mode::Weak),
+        1 => Ok(Mode::Strong),
+        other => Err(format!(
+            "options.increment is illegal: expected WEAK (0) or STRONG (1), found {other}"
+        )),
+    }
 }
 
 /// The gRPC service.
@@ -118,9 +109,9 @@ impl Runtime for RuntimeService {
         request: Request<GetNextIdRequest>,
     ) -> Result<Response<GetNextIdResponse>, Status> {
         let req = request.into_inner();
-        let increment = req.options.map(|o| o.increment).unwrap_or(0);
+        let mode = grpc_mode(req.options.map(|o| o.increment).unwrap_or(0));
         let (handle, mode) =
-            check(&self.sequencer, &req.store_name, &req.key, increment).map_err(|(s, _)| s)?;
+            check(&self.sequencer, &req.store_name, &req.key, mode).map_err(|e| status(&e))?;
         let next_id = handle
             .next_id(&req.key, mode)
             .await

@@ -16,7 +16,7 @@ use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 
 use std::sync::Arc;
 
-use super::sql::{map_err, options, q, sql, ACQUIRE_TIMEOUT};
+use super::sql::{map_err, options, q, reserve_row, sql, ACQUIRE_TIMEOUT};
 use crate::{SeqError, Store};
 
 /// A MySQL or MariaDB database through a connection pool.
@@ -97,17 +97,15 @@ impl Store for MysqlStore {
     }
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
-        if let Some(v) = self.update(key, n).await? {
-            return Ok(v);
-        }
-        sqlx::query(q(&self.insert))
-            .bind(key.as_str().as_bytes())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| map_err("mysql", &format!("create key {:?}", key.as_str()), e))?;
-        self.update(key, n)
-            .await?
-            .ok_or_else(|| SeqError::exhausted("mysql", key.as_str()))
+        let insert = async {
+            sqlx::query(q(&self.insert))
+                .bind(key.as_str().as_bytes())
+                .execute(&self.pool)
+                .await
+                .map(drop)
+                .map_err(|e| map_err("mysql", &format!("create key {:?}", key.as_str()), e))
+        };
+        reserve_row("mysql", key, || self.update(key, n), insert).await
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {

@@ -16,7 +16,7 @@ use sqlx::Row;
 
 use std::sync::Arc;
 
-use super::sql::{map_err, options, q, sql, ACQUIRE_TIMEOUT};
+use super::sql::{map_err, options, q, reserve_row, sql, ACQUIRE_TIMEOUT};
 use crate::{SeqError, Store};
 
 /// A PostgreSQL database through a connection pool (which replaces broken connections, so the
@@ -117,17 +117,15 @@ impl Store for PostgresStore {
     }
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
-        if let Some(v) = self.update(key, n).await? {
-            return Ok(v);
-        }
-        sqlx::query(q(&self.insert))
-            .bind(key.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| map_err("postgres", &format!("create key {:?}", key.as_str()), e))?;
-        self.update(key, n)
-            .await?
-            .ok_or_else(|| SeqError::exhausted("postgres", key.as_str()))
+        let insert = async {
+            sqlx::query(q(&self.insert))
+                .bind(key.as_str())
+                .execute(&self.pool)
+                .await
+                .map(drop)
+                .map_err(|e| map_err("postgres", &format!("create key {:?}", key.as_str()), e))
+        };
+        reserve_row("postgres", key, || self.update(key, n), insert).await
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {

@@ -6,7 +6,6 @@
 //! is refused at start-up). A `bigger_than` above the IDs the clock gives now is refused at
 //! start-up rather than waited for.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,30 +81,17 @@ impl<C: Clock + std::fmt::Debug + 'static> Store for SnowflakeStore<C> {
         Ok(())
     }
 
-    async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
-        for (key, floor) in bigger_than {
-            self.raise(key, *floor).await?;
-        }
-        Ok(())
-    }
-
     async fn next_id(&self, _key: &Key) -> Result<i64, SeqError> {
         loop {
             match self.generator.poll_next().map_err(Self::map_err)? {
                 // fits_i64 was checked at construction.
                 Poll::Ready(id) => return Ok(id as i64),
                 Poll::Pending { until_nanos, .. } => {
-                    let now = self.generator_clock_nanos();
+                    let now = self.generator.clock().now_nanos();
                     let wait = until_nanos.saturating_sub(now).clamp(1_000, 5_000_000);
                     tokio::time::sleep(Duration::from_nanos(wait)).await;
                 }
             }
         }
-    }
-}
-
-impl<C: Clock> SnowflakeStore<C> {
-    fn generator_clock_nanos(&self) -> u64 {
-        self.generator.clock().now_nanos()
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use floe_core::sequence::Key;
 use sqlx::AssertSqlSafe;
 
 use floe_core::endpoint::take_options;
@@ -91,4 +92,25 @@ pub(crate) fn sql(text: String) -> Arc<str> {
 /// Hands a statement built by [`sql`] to sqlx.
 pub(crate) fn q(text: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
     AssertSqlSafe(Arc::clone(text))
+}
+
+/// A row store's reservation, the same on every SQL server: the guarded increment; if no row
+/// matched, the key's row inserted at 0 (racing processes agree, the insert ignores a
+/// duplicate) and the increment again; still no row means the key is exhausted.
+pub(crate) async fn reserve_row<U>(
+    store: &str,
+    key: &Key,
+    update: impl Fn() -> U,
+    insert: impl std::future::Future<Output = Result<(), SeqError>>,
+) -> Result<i64, SeqError>
+where
+    U: std::future::Future<Output = Result<Option<i64>, SeqError>>,
+{
+    if let Some(v) = update().await? {
+        return Ok(v);
+    }
+    insert.await?;
+    update()
+        .await?
+        .ok_or_else(|| SeqError::exhausted(store, key.as_str()))
 }
