@@ -31,7 +31,7 @@ use etcd_client::{
 use floe_core::fence::Fence;
 use tokio::time::Instant;
 
-use crate::{plan, reclaimable, space_full, Plan};
+use crate::{idle_first, plan, space_full, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -448,19 +448,11 @@ impl Registry for EtcdRegistry {
                 format!("{identity} is held by another live process"),
             ));
         };
-        let mut idle: Vec<(WorkerRecord, i64)> = self
-            .records(&identity.service)
-            .await?
-            .into_iter()
-            .filter(|(r, _)| reclaimable(r, identity, space, idle_before_ms))
-            .collect();
-        idle.sort_by_key(|(r, _)| r.last_time_ms);
-        for (previous, revision) in idle {
+        let records = self.records(&identity.service).await?;
+        for (previous, revision) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms)
+        {
             let previous_holder = self.holder_key(&previous.identity);
-            let record = WorkerRecord {
-                identity: identity.clone(),
-                ..previous
-            };
+            let record = previous.taken_over_by(identity);
             let key = self.worker_key(&identity.service, record.id);
             // Only if unchanged since read and its holder's claim is gone (lease ended).
             let txn = Txn::new()

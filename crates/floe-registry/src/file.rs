@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{io_error, write_atomic};
-use crate::{plan, reclaimable, Plan};
+use crate::{idle_first, plan, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -116,12 +116,7 @@ impl FileRegistry {
             };
             let hold = self.hold(&identity.service, record.id, identity)?;
             Ok((
-                Registration {
-                    fence: Default::default(),
-                    record,
-                    existing,
-                    _hold: Some(Hold::new(hold)),
-                },
+                Registration::new(record, existing, Some(Hold::new(hold))),
                 !existing,
             ))
         })
@@ -213,28 +208,21 @@ impl Registry for FileRegistry {
         identity.validate()?;
         self.with_table(|table| {
             let records = table.services.entry(identity.service.clone()).or_default();
-            let mut idle: Vec<WorkerRecord> = records
-                .values()
-                .filter(|r| reclaimable(r, identity, space, idle_before_ms))
-                .cloned()
-                .collect();
-            idle.sort_by_key(|r| r.last_time_ms);
+            let idle = idle_first(
+                records.values().cloned(),
+                |r| r,
+                identity,
+                space,
+                idle_before_ms,
+            );
             for previous in idle {
                 // A live process still holds it: not idle after all.
                 let Ok(hold) = self.hold(&identity.service, previous.id, &previous.identity) else {
                     continue;
                 };
-                let record = WorkerRecord {
-                    identity: identity.clone(),
-                    ..previous
-                };
+                let record = previous.taken_over_by(identity);
                 records.insert(record.id, record.clone());
-                let registration = Registration {
-                    fence: Default::default(),
-                    record,
-                    existing: false,
-                    _hold: Some(Hold::new(hold)),
-                };
+                let registration = Registration::new(record, false, Some(Hold::new(hold)));
                 return Ok((Some(registration), true));
             }
             Ok((None, false))

@@ -194,19 +194,29 @@ pub(crate) fn space_full(identity: &Identity, space: IdSpace, store: &str) -> Re
     )
 }
 
-/// Whether `previous` may be taken over by `identity` (see [`Registry::reclaim`]): in the
-/// space, heartbeaten at least once, idle since `idle_before_ms`, and someone else's. Whether
-/// its holder is still alive is the registry's own check.
-pub(crate) fn reclaimable(
-    previous: &WorkerRecord,
+/// The records `identity` may take over (see [`Registry::reclaim`]), longest idle first: in
+/// the space, heartbeaten at least once, idle since `idle_before_ms`, and someone else's.
+/// Whether each holder is still alive is the registry's own check. `record` finds the record in
+/// an item (registries keep a version beside it).
+pub(crate) fn idle_first<T>(
+    items: impl IntoIterator<Item = T>,
+    record: impl Fn(&T) -> &WorkerRecord,
     identity: &Identity,
     space: IdSpace,
     idle_before_ms: u64,
-) -> bool {
-    previous.id < space.size
-        && previous.last_time_ms > 0
-        && previous.last_time_ms <= idle_before_ms
-        && &previous.identity != identity
+) -> Vec<T> {
+    let mut idle: Vec<T> = items
+        .into_iter()
+        .filter(|item| {
+            let r = record(item);
+            r.id < space.size
+                && r.last_time_ms > 0
+                && r.last_time_ms <= idle_before_ms
+                && &r.identity != identity
+        })
+        .collect();
+    idle.sort_by_key(|item| record(item).last_time_ms);
+    idle
 }
 
 /// One allocated ID, as a registry records it.
@@ -235,6 +245,28 @@ pub struct Registration {
     /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
     /// the ephemeral holder node.
     pub(crate) _hold: Option<Hold>,
+}
+
+impl Registration {
+    /// A registration with a fence of its own (never raised unless the registry raises it).
+    pub(crate) fn new(record: WorkerRecord, existing: bool, hold: Option<Hold>) -> Self {
+        Registration {
+            record,
+            existing,
+            fence: Default::default(),
+            _hold: hold,
+        }
+    }
+}
+
+impl WorkerRecord {
+    /// This record taken over by `identity`: the same ID and last time, a new holder.
+    pub(crate) fn taken_over_by(self, identity: &Identity) -> WorkerRecord {
+        WorkerRecord {
+            identity: identity.clone(),
+            ..self
+        }
+    }
 }
 
 /// Whatever keeps a registration's claim alive; dropped with the registration.

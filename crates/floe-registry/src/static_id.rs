@@ -38,16 +38,12 @@ impl Registry for StaticRegistry {
                 space.size - 1
             )));
         }
-        Ok(Registration {
-            fence: Default::default(),
-            record: WorkerRecord {
-                id: self.id,
-                identity: identity.clone(),
-                last_time_ms: 0,
-            },
-            existing: true,
-            _hold: None,
-        })
+        let record = WorkerRecord {
+            id: self.id,
+            identity: identity.clone(),
+            last_time_ms: 0,
+        };
+        Ok(Registration::new(record, true, None))
     }
 
     async fn heartbeat(&self, _: &Identity, _: u32, _: u64) -> Result<(), RegistryError> {

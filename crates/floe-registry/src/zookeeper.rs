@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use crate::{plan, reclaimable, space_full, Plan};
+use crate::{idle_first, plan, space_full, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -204,12 +204,11 @@ impl Registry for ZkRegistry {
             let _ = self.client.delete(&holder, None).await;
         }
         let (record, existing) = result?;
-        Ok(Registration {
-            fence: Default::default(),
+        Ok(Registration::new(
             record,
             existing,
-            _hold: Some(Hold::new(self.client.clone())),
-        })
+            Some(Hold::new(self.client.clone())),
+        ))
     }
 
     async fn heartbeat(
@@ -307,14 +306,9 @@ impl Registry for ZkRegistry {
             }
             Err(e) => return Err(map_err(&format!("create {holder}"), e)),
         }
-        let mut idle: Vec<(WorkerRecord, i32)> = self
-            .records(&identity.service)
-            .await?
-            .into_iter()
-            .filter(|(r, _)| reclaimable(r, identity, space, idle_before_ms))
-            .collect();
-        idle.sort_by_key(|(r, _)| r.last_time_ms);
-        for (previous, version) in idle {
+        let records = self.records(&identity.service).await?;
+        for (previous, version) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms)
+        {
             // Its holder's session is alive: not idle after all.
             match self
                 .client
@@ -325,10 +319,7 @@ impl Registry for ZkRegistry {
                 Ok(Some(_)) => continue,
                 Err(e) => return Err(map_err("read holder", e)),
             }
-            let record = WorkerRecord {
-                identity: identity.clone(),
-                ..previous
-            };
+            let record = previous.taken_over_by(identity);
             let path = format!("{}/{}", self.workers(&identity.service), record.id);
             // Compare-and-set on the version read: two reclaimers cannot both win.
             match self
@@ -338,12 +329,7 @@ impl Registry for ZkRegistry {
             {
                 Ok(_) => {
                     let hold = Hold::new(self.client.clone());
-                    return Ok(Some(Registration {
-                        fence: Default::default(),
-                        record,
-                        existing: false,
-                        _hold: Some(hold),
-                    }));
+                    return Ok(Some(Registration::new(record, false, Some(hold))));
                 }
                 Err(ZkError::BadVersion | ZkError::NoNode) => continue,
                 Err(e) => return Err(map_err(&format!("write {path}"), e)),
