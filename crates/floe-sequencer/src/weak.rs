@@ -320,14 +320,11 @@ impl WeakKey {
     async fn take(self: &Arc<Self>, n: u32) -> Result<(i64, (i64, u64)), SeqError> {
         let mut waited_for: Option<u64> = None;
         loop {
-            let fetched = self.fetched.notified();
-            {
+            let fetched = {
                 let mut st = self.state();
                 if st.left() == 0 {
                     if let Some(next) = st.next.take() {
-                        st.cur = (next.start, next.len());
-                        st.cur_len = next.len();
-                        self.gen.fetch_add(1, Ordering::Release);
+                        self.install(&mut st, next);
                     }
                 }
                 let left = st.left();
@@ -356,9 +353,19 @@ impl WeakKey {
                     self.fetch(&mut st);
                 }
                 waited_for = Some(st.rounds);
-            }
+                // Made under the lock: a fetch that ends after this reading of the state wakes
+                // it (the fetch notifies after it updates the state). Only here, not per ID.
+                self.fetched.notified()
+            };
             fetched.await;
         }
+    }
+
+    /// Makes `segment` the current one; threads' blocks of the one before are dropped.
+    fn install(&self, st: &mut State, segment: Segment) {
+        st.cur = (segment.start, segment.len());
+        st.cur_len = segment.len();
+        self.gen.fetch_add(1, Ordering::Release);
     }
 
     /// One segment of `step` IDs, or of fewer when the sequence is near its end: a key with
@@ -412,9 +419,7 @@ impl WeakKey {
                         st.failed = None;
                         st.retry_at = None;
                         if st.left() == 0 {
-                            st.cur = (segment.start, segment.len());
-                            st.cur_len = segment.len();
-                            this.gen.fetch_add(1, Ordering::Release);
+                            this.install(&mut st, segment);
                         } else {
                             st.next = Some(segment);
                         }
