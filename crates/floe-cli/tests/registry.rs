@@ -40,32 +40,7 @@ fn distinct_identities_get_distinct_ids_and_a_restart_keeps_its_id() {
 #[test]
 fn ten_processes_registering_at_once_get_ten_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let children: Vec<_> = (0..10u16)
-        .map(|port| {
-            common::cmd()
-                .args([
-                    "worker",
-                    "register",
-                    "--registry",
-                    &url(dir.path()),
-                    "--service",
-                    "orders",
-                    "--host",
-                    "h1",
-                    "--port",
-                    &port.to_string(),
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let ids: HashSet<String> = children
-        .into_iter()
-        .map(|c| ok(c.wait_with_output().unwrap()))
-        .collect();
-    assert_eq!(ids.len(), 10, "{ids:?}");
+    common::ten_processes_registering_at_once_get_ten_ids(&url(dir.path()));
 }
 
 #[test]
@@ -211,15 +186,7 @@ fn a_full_id_space_fails_clearly() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("all 4 IDs"), "{err}");
-    let list = ok(floe(&[
-        "worker",
-        "list",
-        "--json",
-        "--registry",
-        &url(dir.path()),
-        "--service",
-        "orders",
-    ]));
+    let list = common::worker_list(&url(dir.path()), "orders");
     let ids: HashMap<u64, u64> = list
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
@@ -356,15 +323,7 @@ fn a_long_run_heartbeats_while_it_generates() {
     let mut seen = HashSet::new();
     while seen.len() < 2 && child.try_wait().unwrap().is_none() {
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let list = ok(floe(&[
-            "worker",
-            "list",
-            "--json",
-            "--registry",
-            &registry,
-            "--service",
-            "orders",
-        ]));
+        let list = common::worker_list(&registry, "orders");
         if let Some(line) = list.lines().next() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             let last = v["last_time_ms"].as_u64().unwrap();

@@ -16,46 +16,6 @@ fn url(scheme: &str, var: &str, test: &str) -> String {
     )
 }
 
-fn ten_processes_registering_at_once_get_ten_ids(url: &str) {
-    let children: Vec<_> = (0..10u16)
-        .map(|port| {
-            floe()
-                .args([
-                    "worker",
-                    "register",
-                    "--registry",
-                    url,
-                    "--service",
-                    "orders",
-                    "--host",
-                    "h1",
-                    "--port",
-                    &port.to_string(),
-                ])
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let ids: HashSet<String> = children
-        .into_iter()
-        .map(|c| ok(c.wait_with_output().unwrap()))
-        .collect();
-    assert_eq!(ids.len(), 10, "{ids:?}");
-    let list = ok(floe()
-        .args([
-            "worker",
-            "list",
-            "--json",
-            "--registry",
-            url,
-            "--service",
-            "orders",
-        ])
-        .output()
-        .unwrap());
-    assert_eq!(list.lines().count(), 10);
-}
-
 fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(url: &str) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().to_str().unwrap().to_string();
@@ -113,18 +73,7 @@ fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(url:
         .max()
         .unwrap();
     assert!(id > *before_max);
-    let list = ok(floe()
-        .args([
-            "worker",
-            "list",
-            "--json",
-            "--registry",
-            url,
-            "--service",
-            "orders",
-        ])
-        .output()
-        .unwrap());
+    let list = common::worker_list(url, "orders");
     for line in list.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(
@@ -191,7 +140,7 @@ macro_rules! server_tests {
         mod $name {
             #[test]
             fn ten_processes_registering_at_once_get_ten_ids() {
-                super::ten_processes_registering_at_once_get_ten_ids(&super::url(
+                super::common::ten_processes_registering_at_once_get_ten_ids(&super::url(
                     $scheme, $var, "ten",
                 ));
             }

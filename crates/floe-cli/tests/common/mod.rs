@@ -34,3 +34,46 @@ pub fn nanos() -> u128 {
         .unwrap()
         .as_nanos()
 }
+
+/// `floe worker list --json` of `service` in the registry at `url`: one JSON object a line.
+pub fn worker_list(url: &str, service: &str) -> String {
+    ok(run(&[
+        "worker",
+        "list",
+        "--json",
+        "--registry",
+        url,
+        "--service",
+        service,
+    ]))
+}
+
+/// Ten `floe worker register` processes at once on one registry get ten IDs, and the registry
+/// lists ten (run against every registry: file, ZooKeeper, etcd).
+pub fn ten_processes_registering_at_once_get_ten_ids(url: &str) {
+    let children: Vec<_> = (0..10u16)
+        .map(|port| {
+            cmd()
+                .args([
+                    "worker",
+                    "register",
+                    "--registry",
+                    url,
+                    "--service",
+                    "orders",
+                    "--host",
+                    "h1",
+                    "--port",
+                    &port.to_string(),
+                ])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ids: std::collections::HashSet<String> = children
+        .into_iter()
+        .map(|c| ok(c.wait_with_output().unwrap()))
+        .collect();
+    assert_eq!(ids.len(), 10, "{ids:?}");
+    assert_eq!(worker_list(url, "orders").lines().count(), 10);
+}
