@@ -15,8 +15,10 @@
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, NANOS_PER_MILLI};
+use crate::horizon::{Horizon, HorizonStalled};
 
 /// FNV-1a 64-bit offset basis.
 pub const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
@@ -222,11 +224,19 @@ impl FromStr for LexicalUuid {
 pub enum LexicalError {
     /// The timestamp reached `i64::MAX`: no larger one exists.
     TimestampOverflow,
+    /// The next timestamp is past the generator's durable time bound ([`crate::horizon`]) and
+    /// the bound did not move within its stall wait.
+    HorizonStalled(HorizonStalled),
 }
 
 impl fmt::Display for LexicalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("LexicalUUID timestamp overflow: the clock reached i64::MAX microseconds")
+        match self {
+            LexicalError::TimestampOverflow => f.write_str(
+                "LexicalUUID timestamp overflow: the clock reached i64::MAX microseconds",
+            ),
+            LexicalError::HorizonStalled(e) => e.fmt(f),
+        }
     }
 }
 
@@ -247,6 +257,7 @@ impl std::error::Error for LexicalError {}
 pub struct LexicalGenerator<C> {
     last: AtomicI64,
     worker_id: i64,
+    horizon: Option<Arc<Horizon>>,
     clock: C,
 }
 
@@ -256,8 +267,33 @@ impl<C: Clock> LexicalGenerator<C> {
         LexicalGenerator {
             last: AtomicI64::new(i64::MIN),
             worker_id,
+            horizon: None,
             clock,
         }
+    }
+
+    /// Issues no timestamp in or before the Unix millisecond `ms` (a previous run's durable
+    /// time bound): the first timestamp is at least `(ms + 1) * 1000` microseconds.
+    #[must_use]
+    pub fn not_before_ms(self, ms: u64) -> Self {
+        let floor = i64::try_from(ms.saturating_add(1).saturating_mul(1000))
+            .unwrap_or(i64::MAX)
+            .saturating_sub(1);
+        self.last.fetch_max(floor, Ordering::AcqRel);
+        self
+    }
+
+    /// Issues no timestamp past `horizon` (one more atomic load per ID), waiting for it at
+    /// most its stall wait.
+    #[must_use]
+    pub fn horizon(mut self, horizon: Arc<Horizon>) -> Self {
+        self.horizon = Some(horizon);
+        self
+    }
+
+    /// The last timestamp issued (microseconds), or the not-before floor.
+    pub fn last_timestamp_micros(&self) -> i64 {
+        self.last.load(Ordering::Acquire)
     }
 
     /// The worker ID of every ID.
@@ -279,6 +315,20 @@ impl<C: Clock> LexicalGenerator<C> {
             } else {
                 last.checked_add(1).ok_or(LexicalError::TimestampOverflow)?
             };
+            if let Some(h) = &self.horizon {
+                // `next` is positive here (a clock before 1970 reads as 0).
+                let next_nanos = (next as u64).saturating_mul(1_000);
+                if !h.allows_nanos(next_nanos) {
+                    if h.wait_for_nanos(next_nanos) {
+                        last = self.last.load(Ordering::Acquire);
+                        continue;
+                    }
+                    return Err(LexicalError::HorizonStalled(HorizonStalled {
+                        now_ms: next_nanos / NANOS_PER_MILLI,
+                        bound_ms: h.bound_ms(),
+                    }));
+                }
+            }
             match self
                 .last
                 .compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Acquire)

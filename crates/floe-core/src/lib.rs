@@ -34,6 +34,7 @@
 pub mod clock;
 pub mod endpoint;
 pub mod fence;
+pub mod horizon;
 pub mod lexical;
 pub mod poll;
 pub mod sequence;

@@ -9,8 +9,9 @@ use super::{
     Partition, SnoError, SnoId, EPOCH_NANOS, MAX_SEQUENCE, MAX_TIMESTAMP, MIN_SEQUENCE_POOL,
     TIME_UNIT_NANOS,
 };
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock, NANOS_PER_MILLI};
 use crate::fence::Fence;
+use crate::horizon::{Horizon, HorizonStalled};
 use crate::poll::{Poll, WaitReason};
 
 // The state word: [ units: 39 bits | tick-tock: 1 bit | next sequence: 24 bits ].
@@ -110,6 +111,7 @@ pub struct SnoGenerator<C = SystemClock> {
     overflow: Mutex<OverflowState>,
     on_overflow: Option<Handler>,
     fence: Option<Arc<Fence>>,
+    horizon: Option<Arc<Horizon>>,
     clock: C,
 }
 
@@ -214,8 +216,17 @@ impl<C: Clock> SnoGenerator<C> {
             overflow: Mutex::new(OverflowState::default()),
             on_overflow: None,
             fence: None,
+            horizon: None,
             clock,
         })
+    }
+
+    /// Issues no ID whose time is past `horizon` (one more atomic load per ID), waiting for
+    /// it at most its stall wait.
+    #[must_use]
+    pub fn with_horizon(mut self, horizon: Arc<Horizon>) -> Self {
+        self.horizon = Some(horizon);
+        self
     }
 
     /// Calls `handler` (at most once per time unit) while calls stall on a used-up sequence
@@ -311,7 +322,14 @@ impl<C: Clock> SnoGenerator<C> {
     #[inline]
     pub fn new_id(&self, meta: u8) -> Result<SnoId, SnoError> {
         loop {
-            match self.poll_new(meta)? {
+            let poll = match self.poll_new(meta) {
+                Err(SnoError::HorizonStalled(stalled)) => match &self.horizon {
+                    Some(h) if h.wait_for_nanos(self.clock.now_nanos()) => continue,
+                    _ => return Err(SnoError::HorizonStalled(stalled)),
+                },
+                other => other?,
+            };
+            match poll {
                 Poll::Ready(id) => return Ok(id),
                 Poll::Pending {
                     until_nanos,
@@ -521,7 +539,16 @@ impl<C: Clock> SnoGenerator<C> {
 
     #[inline]
     fn units_now(&self) -> Result<u64, SnoError> {
-        units_of(self.clock.now_nanos())
+        let now = self.clock.now_nanos();
+        if let Some(h) = &self.horizon {
+            if !h.allows_nanos(now) {
+                return Err(SnoError::HorizonStalled(HorizonStalled {
+                    now_ms: now / NANOS_PER_MILLI,
+                    bound_ms: h.bound_ms(),
+                }));
+            }
+        }
+        units_of(now)
     }
 }
 

@@ -131,6 +131,9 @@ pub enum SnoError {
     /// The generator's fence is raised: its partition lease is lost, and no ID is issued until
     /// it is held again.
     LeaseLost,
+    /// The clock passed the generator's durable time bound ([`crate::horizon`]) and the bound
+    /// did not move within its stall wait: no ID is issued past a bound that is not on disk.
+    HorizonStalled(crate::horizon::HorizonStalled),
 }
 
 impl fmt::Display for SnoError {
@@ -143,6 +146,7 @@ impl fmt::Display for SnoError {
             SnoError::PartitionPoolExhausted => f.write_str(
                 "partition pool exhausted: more than 65536 sno generators with default partitions in this process",
             ),
+            SnoError::HorizonStalled(e) => e.fmt(f),
             SnoError::LeaseLost => f.write_str(
                 "partition lease lost: refusing to issue IDs until the partition is held again",
             ),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::{Layout, SnowflakeError};
 use crate::clock::{Clock, NANOS_PER_MILLI};
 use crate::fence::Fence;
+use crate::horizon::{Horizon, HorizonStalled};
 use crate::poll::{Poll, WaitReason};
 
 /// What a generator does when every sequence number of a time unit has been issued.
@@ -56,6 +57,8 @@ pub struct SnowflakeConfig {
     /// Stop issuing IDs (with [`SnowflakeError::LeaseLost`]) while this fence is raised: the
     /// worker ID's lease holder raises it when the ID is no longer provably ours.
     pub fence: Option<Arc<Fence>>,
+    /// Issue no ID whose time is past this durable bound ([`crate::horizon`]).
+    pub horizon: Option<Arc<Horizon>>,
 }
 
 impl SnowflakeConfig {
@@ -70,6 +73,7 @@ impl SnowflakeConfig {
             on_exhausted: OnExhausted::Wait,
             not_before_ms: None,
             fence: None,
+            horizon: None,
         }
     }
 
@@ -127,6 +131,13 @@ impl SnowflakeConfig {
         self
     }
 
+    /// Issues no ID whose time is past `horizon` (one more atomic load per ID).
+    #[must_use]
+    pub fn horizon(mut self, horizon: Arc<Horizon>) -> Self {
+        self.horizon = Some(horizon);
+        self
+    }
+
     /// Validates the configuration and builds a generator reading `clock`.
     ///
     /// # Errors
@@ -162,6 +173,7 @@ impl SnowflakeConfig {
             max_backward_units: self.max_backward.as_millis() as u64 / layout.time_unit_ms(),
             on_exhausted: self.on_exhausted,
             fence: self.fence,
+            horizon: self.horizon,
             stats: Counters::default(),
             layout,
             clock,
@@ -207,6 +219,7 @@ pub struct SnowflakeGenerator<C> {
     max_backward_units: u64,
     on_exhausted: OnExhausted,
     fence: Option<Arc<Fence>>,
+    horizon: Option<Arc<Horizon>>,
     stats: Counters,
     layout: Layout,
     clock: C,
@@ -282,7 +295,14 @@ impl<C: Clock> SnowflakeGenerator<C> {
     #[inline]
     pub fn next_id(&self) -> Result<u64, SnowflakeError> {
         loop {
-            match self.poll_next()? {
+            let poll = match self.poll_next() {
+                Err(SnowflakeError::HorizonStalled(stalled)) => {
+                    self.wait_for_horizon(stalled)?;
+                    continue;
+                }
+                other => other?,
+            };
+            match poll {
                 Poll::Ready(id) => return Ok(id),
                 Poll::Pending {
                     until_nanos,
@@ -346,6 +366,20 @@ impl<C: Clock> SnowflakeGenerator<C> {
         }
     }
 
+    /// Waits (bounded) for the horizon to pass the time that stopped a call.
+    #[cold]
+    fn wait_for_horizon(&self, stalled: HorizonStalled) -> Result<(), SnowflakeError> {
+        match &self.horizon {
+            Some(h) if h.wait_for_nanos(self.clock.now_nanos()) => Ok(()),
+            _ => Err(SnowflakeError::HorizonStalled(stalled)),
+        }
+    }
+
+    /// The time bound, if the generator has one.
+    pub fn horizon(&self) -> Option<&Arc<Horizon>> {
+        self.horizon.as_ref()
+    }
+
     #[inline]
     fn compose(&self, state: u64) -> u64 {
         self.layout
@@ -356,6 +390,14 @@ impl<C: Clock> SnowflakeGenerator<C> {
     #[inline]
     fn units_now(&self) -> Result<u64, SnowflakeError> {
         let now = self.clock.now_nanos();
+        if let Some(h) = &self.horizon {
+            if !h.allows_nanos(now) {
+                return Err(SnowflakeError::HorizonStalled(HorizonStalled {
+                    now_ms: now / NANOS_PER_MILLI,
+                    bound_ms: h.bound_ms(),
+                }));
+            }
+        }
         let Some(since) = now.checked_sub(self.epoch_ns) else {
             return Err(SnowflakeError::ClockBeforeEpoch {
                 now_ms: now / NANOS_PER_MILLI,

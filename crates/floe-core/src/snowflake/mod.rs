@@ -76,6 +76,9 @@ pub enum SnowflakeError {
     /// The generator's fence is raised: its worker ID lease is lost, and no ID is issued
     /// until it is held again.
     LeaseLost,
+    /// The clock passed the generator's durable time bound ([`crate::horizon`]) and the bound
+    /// did not move within its stall wait: no ID is issued past a bound that is not on disk.
+    HorizonStalled(crate::horizon::HorizonStalled),
 }
 
 impl SnowflakeError {
@@ -86,6 +89,7 @@ impl SnowflakeError {
             SnowflakeError::ClockMovedBackwards { .. }
                 | SnowflakeError::SequenceExhausted { .. }
                 | SnowflakeError::LeaseLost
+                | SnowflakeError::HorizonStalled(_)
         )
     }
 }
@@ -118,6 +122,7 @@ impl fmt::Display for SnowflakeError {
             SnowflakeError::LeaseLost => f.write_str(
                 "worker ID lease lost: refusing to issue IDs until the ID is held again",
             ),
+            SnowflakeError::HorizonStalled(e) => e.fmt(f),
         }
     }
 }

@@ -1,0 +1,148 @@
+//! The horizon: a durable upper bound on the time of the IDs a generator issues.
+//!
+//! A generator whose uniqueness rests on time (Snowflake, sno, LexicalUUID) must, after a
+//! crash, start after every time its previous run may have used. Recording the last issued
+//! time now and then leaves a hole: a run killed between two records used times the next run
+//! does not know about, and a clock a little behind then repeats its IDs (Leaf's issue #216).
+//!
+//! floe closes the hole the other way round. A generator never issues an ID whose time is past
+//! its horizon, and the horizon only moves once its new value is durable (written and fsync'd
+//! by the owner of the state directory, see `floe_registry::horizon`). A background writer
+//! keeps the horizon about a second ahead of the clock, so the hot path costs one atomic load
+//! and never waits on a disk. After a crash the durable horizon is the next run's not-before
+//! time: whatever the previous run issued lies at or before it.
+//!
+//! If the clock overtakes the horizon (the disk stalled), generators wait for the writer,
+//! up to a bound ([`Horizon::stall_wait`]), then fail with a clear error; they never issue
+//! past it.
+//!
+//! This module has no I/O: it is the shared bound and the wait, nothing else.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use crate::clock::NANOS_PER_MILLI;
+
+/// How long a generator waits for a stalled writer by default before it fails.
+pub const DEFAULT_STALL_WAIT: Duration = Duration::from_secs(2);
+
+/// A shareable upper bound on issued time; share it with `Arc<Horizon>`.
+#[derive(Debug)]
+pub struct Horizon {
+    /// Clock readings strictly below this (Unix ns) may be issued: `(bound_ms + 1) * 1e6`.
+    limit_nanos: AtomicU64,
+    lock: Mutex<()>,
+    moved: Condvar,
+    stall_wait: Duration,
+}
+
+impl Horizon {
+    /// A horizon at `bound_ms` (Unix ms, already durable): IDs of times up to and including
+    /// that millisecond may be issued. Generators wait at most `stall_wait` for it to move.
+    pub fn new(bound_ms: u64, stall_wait: Duration) -> Self {
+        Horizon {
+            limit_nanos: AtomicU64::new(limit_of(bound_ms)),
+            lock: Mutex::new(()),
+            moved: Condvar::new(),
+            stall_wait,
+        }
+    }
+
+    /// The bound: the last Unix millisecond whose IDs may be issued.
+    pub fn bound_ms(&self) -> u64 {
+        (self.limit_nanos.load(Ordering::Acquire) / NANOS_PER_MILLI).saturating_sub(1)
+    }
+
+    /// How long a generator waits for the horizon to move before it fails.
+    pub fn stall_wait(&self) -> Duration {
+        self.stall_wait
+    }
+
+    /// Whether a clock reading of `now_nanos` may be issued: one atomic load.
+    #[inline]
+    pub fn allows_nanos(&self, now_nanos: u64) -> bool {
+        now_nanos < self.limit_nanos.load(Ordering::Acquire)
+    }
+
+    /// Moves the bound to `bound_ms`, which the caller has made durable. Never moves it back.
+    pub fn advance(&self, bound_ms: u64) {
+        let limit = limit_of(bound_ms);
+        let before = self.limit_nanos.fetch_max(limit, Ordering::AcqRel);
+        if before < limit {
+            // Taking the lock orders this wake-up after any waiter's check.
+            drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
+            self.moved.notify_all();
+        }
+    }
+
+    /// Blocks until a clock reading of `now_nanos` is allowed, for at most
+    /// [`stall_wait`](Self::stall_wait). Returns whether it is allowed.
+    pub fn wait_for_nanos(&self, now_nanos: u64) -> bool {
+        if self.allows_nanos(now_nanos) {
+            return true;
+        }
+        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (_guard, _) = self
+            .moved
+            .wait_timeout_while(guard, self.stall_wait, |_| !self.allows_nanos(now_nanos))
+            .unwrap_or_else(|e| e.into_inner());
+        self.allows_nanos(now_nanos)
+    }
+}
+
+fn limit_of(bound_ms: u64) -> u64 {
+    bound_ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI)
+}
+
+/// The error of a generator that met its horizon and waited for it in vain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HorizonStalled {
+    /// The clock's time, Unix ms.
+    pub now_ms: u64,
+    /// The horizon, Unix ms.
+    pub bound_ms: u64,
+}
+
+impl std::fmt::Display for HorizonStalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the clock ({} ms) passed the last durable time bound ({} ms) and the state directory did not record a later one in time (disk stalled or full?): no ID is issued past a bound that is not on disk",
+            self.now_ms, self.bound_ms
+        )
+    }
+}
+
+impl std::error::Error for HorizonStalled {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn allows_up_to_and_including_the_bound_millisecond() {
+        let h = Horizon::new(1_000, Duration::ZERO);
+        assert!(h.allows_nanos(1_000 * NANOS_PER_MILLI + 999_999));
+        assert!(!h.allows_nanos(1_001 * NANOS_PER_MILLI));
+        assert_eq!(h.bound_ms(), 1_000);
+        h.advance(900);
+        assert_eq!(h.bound_ms(), 1_000, "never moves back");
+        h.advance(2_000);
+        assert!(h.allows_nanos(1_001 * NANOS_PER_MILLI));
+    }
+
+    #[test]
+    fn a_waiter_wakes_when_the_bound_moves_and_gives_up_after_the_stall_wait() {
+        let h = Arc::new(Horizon::new(1_000, Duration::from_secs(30)));
+        let waiter = {
+            let h = h.clone();
+            std::thread::spawn(move || h.wait_for_nanos(1_500 * NANOS_PER_MILLI))
+        };
+        h.advance(1_500);
+        assert!(waiter.join().unwrap());
+        let h = Horizon::new(1_000, Duration::from_millis(1));
+        assert!(!h.wait_for_nanos(1_500 * NANOS_PER_MILLI));
+    }
+}
