@@ -1,6 +1,11 @@
 //! The local cache (seed 000's "escape pod"): {ID, last time} of an identity in the state
 //! directory, so that floe can start when its registry is unreachable.
 //!
+//! **Per registry:** an entry names the registry (and root) that granted its ID
+//! ([`Registry::location`](crate::Registry::location)), and its file name carries a hash of
+//! it: an ID granted by one registry is never offered as the cache of another (a file
+//! registry's worker 0 is not ZooKeeper's to give).
+//!
 //! **Atomic writes:** every store writes a temporary file in the same directory, `fsync`s it,
 //! renames it over the cache file and `fsync`s the directory, so a crash or `kill -9` leaves
 //! either the old or the new content, never a torn file.
@@ -16,6 +21,10 @@ use crate::{ErrorKind, Identity, RegistryError};
 /// What the cache holds for an identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheEntry {
+    /// The registry that granted the ID ([`Registry::location`](crate::Registry::location)).
+    /// Entries written before floe recorded it have none, and are never used.
+    #[serde(default)]
+    pub registry: String,
     /// The identity it belongs to.
     pub identity: Identity,
     /// The worker ID.
@@ -24,7 +33,7 @@ pub struct CacheEntry {
     pub last_time_ms: u64,
 }
 
-/// The cache files of a state directory: `cache-{service}-{host}-{port}.json`.
+/// The cache files of a state directory: `cache-{service}-{host}-{port}-{registry hash}.json`.
 #[derive(Debug, Clone)]
 pub struct LocalCache {
     dir: PathBuf,
@@ -74,8 +83,13 @@ impl LocalCache {
         Ok(LocalCache { dir })
     }
 
-    /// The file that holds `identity`'s entry.
-    pub fn path(&self, identity: &Identity) -> PathBuf {
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file that holds `identity`'s entry from `registry` (a registry location).
+    pub fn path(&self, identity: &Identity, registry: &str) -> PathBuf {
         let host: String = identity
             .host
             .chars()
@@ -87,19 +101,27 @@ impl LocalCache {
                 }
             })
             .collect();
+        // FNV-1a 64 of the registry location: a short, stable file name per registry.
+        let tag = registry.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
         self.dir.join(format!(
-            "cache-{}-{host}-{}.json",
+            "cache-{}-{host}-{}-{tag:016x}.json",
             identity.service, identity.port
         ))
     }
 
-    /// The entry of `identity`, if there is one.
+    /// The entry of `identity` granted by `registry`, if there is one.
     ///
     /// # Errors
-    /// [`ErrorKind::Corrupt`] if the file cannot be parsed or belongs to another identity;
-    /// [`ErrorKind::Unavailable`] if it cannot be read.
-    pub fn load(&self, identity: &Identity) -> Result<Option<CacheEntry>, RegistryError> {
-        let path = self.path(identity);
+    /// [`ErrorKind::Corrupt`] if the file cannot be parsed or belongs to another identity or
+    /// registry; [`ErrorKind::Unavailable`] if it cannot be read.
+    pub fn load(
+        &self,
+        identity: &Identity,
+        registry: &str,
+    ) -> Result<Option<CacheEntry>, RegistryError> {
+        let path = self.path(identity, registry);
         let text = match fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == IoKind::NotFound => return Ok(None),
@@ -111,6 +133,16 @@ impl LocalCache {
                 format!("cache file {} is not valid: {e}", path.display()),
             )
         })?;
+        if entry.registry != registry {
+            return Err(RegistryError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "cache file {} was granted by registry {:?}, not {registry:?}",
+                    path.display(),
+                    entry.registry
+                ),
+            ));
+        }
         if &entry.identity != identity {
             return Err(RegistryError::new(
                 ErrorKind::Corrupt,
@@ -131,7 +163,7 @@ impl LocalCache {
     /// [`ErrorKind::Unavailable`] if the file cannot be written.
     pub fn store(&self, entry: &CacheEntry) -> Result<(), RegistryError> {
         let mut entry = entry.clone();
-        if let Ok(Some(old)) = self.load(&entry.identity) {
+        if let Ok(Some(old)) = self.load(&entry.identity, &entry.registry) {
             if old.id == entry.id {
                 entry.last_time_ms = entry.last_time_ms.max(old.last_time_ms);
             }
@@ -142,7 +174,7 @@ impl LocalCache {
                 format!("cannot encode cache entry: {e}"),
             )
         })?;
-        write_atomic(&self.path(&entry.identity), &bytes)
+        write_atomic(&self.path(&entry.identity, &entry.registry), &bytes)
     }
 }
 
@@ -155,21 +187,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = LocalCache::new(dir.path().join("state")).unwrap();
         let who = Identity::new("orders", "10.0.0.1", 8080);
-        assert_eq!(cache.load(&who).unwrap(), None);
+        let zk = "zk://127.0.0.1:2181/floe";
+        assert_eq!(cache.load(&who, zk).unwrap(), None);
         let e = CacheEntry {
+            registry: zk.into(),
             identity: who.clone(),
             id: 7,
             last_time_ms: 1000,
         };
         cache.store(&e).unwrap();
-        assert_eq!(cache.load(&who).unwrap(), Some(e.clone()));
+        assert_eq!(cache.load(&who, zk).unwrap(), Some(e.clone()));
+        // Another registry (or another root) never sees it.
+        assert_eq!(cache.load(&who, "file:///var/lib/floe").unwrap(), None);
+        assert_eq!(cache.load(&who, "zk://127.0.0.1:2181/other").unwrap(), None);
         cache
             .store(&CacheEntry {
                 last_time_ms: 900,
                 ..e.clone()
             })
             .unwrap();
-        assert_eq!(cache.load(&who).unwrap().unwrap().last_time_ms, 1000);
+        assert_eq!(cache.load(&who, zk).unwrap().unwrap().last_time_ms, 1000);
         // No temporary file is left behind.
         let names: Vec<_> = fs::read_dir(dir.path().join("state"))
             .unwrap()
@@ -183,15 +220,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = LocalCache::new(dir.path()).unwrap();
         let who = Identity::new("orders", "h", 1);
-        fs::write(cache.path(&who), b"{not json").unwrap();
-        assert_eq!(cache.load(&who).unwrap_err().kind, ErrorKind::Corrupt);
+        let r = "static:1";
+        fs::write(cache.path(&who, r), b"{not json").unwrap();
+        assert_eq!(cache.load(&who, r).unwrap_err().kind, ErrorKind::Corrupt);
         let other = CacheEntry {
+            registry: r.into(),
             identity: Identity::new("orders", "h", 2),
             id: 1,
             last_time_ms: 1,
         };
-        fs::write(cache.path(&who), serde_json::to_vec(&other).unwrap()).unwrap();
-        let e = cache.load(&who).unwrap_err();
+        fs::write(cache.path(&who, r), serde_json::to_vec(&other).unwrap()).unwrap();
+        let e = cache.load(&who, r).unwrap_err();
         assert!(e.message.contains("belongs to"), "{e}");
+        // An entry from before the registry was recorded is never used.
+        let old =
+            r#"{"identity":{"service":"orders","host":"h","port":1},"id":0,"last_time_ms":5}"#;
+        fs::write(cache.path(&who, r), old).unwrap();
+        assert_eq!(cache.load(&who, r).unwrap_err().kind, ErrorKind::Corrupt);
     }
 }

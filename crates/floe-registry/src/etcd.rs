@@ -324,6 +324,10 @@ impl Registry for EtcdRegistry {
         "etcd"
     }
 
+    fn location(&self) -> String {
+        format!("etcd://{}{}", self.endpoints, self.root)
+    }
+
     async fn register(
         &self,
         identity: &Identity,

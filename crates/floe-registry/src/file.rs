@@ -155,6 +155,10 @@ impl Registry for FileRegistry {
         "file"
     }
 
+    fn location(&self) -> String {
+        format!("file://{}", self.dir.display())
+    }
+
     async fn register(
         &self,
         identity: &Identity,

@@ -2,10 +2,15 @@
 //!
 //! [`acquire`]: ask the registry; if it is unreachable, start from the local cache (and say
 //! so); with neither, refuse, unless the operator chose seed 000's fallback (`port % space`)
-//! explicitly. Then the clock guard: a clock behind the last recorded time (registry or
-//! cache, the later) refuses to start, or waits when it is behind by at most `max_clock_wait`.
-//! The lease's [`not_before_ms`](Lease::not_before_ms) keeps the generator out of every time
-//! unit the previous run used.
+//! explicitly. Then the clock guard: a clock behind the last recorded time (registry, cache
+//! or the durable time bound, the latest) refuses to start, or waits when it is behind by at
+//! most the allowed wait. The lease's [`not_before_ms`](Lease::not_before_ms) keeps the
+//! generator out of every time unit the previous run used.
+//!
+//! With [`LeaseConfig::horizon_kind`] set (floe's CLI and server always set it), the lease
+//! also keeps the ID's durable time bound ([`crate::horizon`]) in the cache's directory:
+//! give [`Lease::horizon`] to the generator, and the previous run's time is known exactly
+//! even after `kill -9`, whatever the registry.
 //!
 //! **The fallback's risk:** `port % space` is the same ID for two services on the same port
 //! on different hosts, and for ports that differ by a multiple of the space; two live
@@ -21,6 +26,7 @@ use floe_core::fence::Fence;
 
 use crate::cache::{CacheEntry, LocalCache};
 use crate::guard::{check_start, StartCheck};
+use crate::horizon::{DurableHorizon, HorizonConfig, HorizonFile};
 use crate::{ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError};
 
 /// How often a running generator's holder heartbeats by default (seed 000: every 3 s). Pass
@@ -37,8 +43,15 @@ pub struct LeaseConfig {
     pub identity: Identity,
     /// The IDs there are.
     pub space: IdSpace,
-    /// The largest clock lag waited out at start-up (default 5 ms); a larger one refuses.
+    /// The largest clock lag waited out at start-up without a time bound (default 5 ms); a
+    /// larger one refuses. With a time bound, `horizon.max_start_wait` applies instead.
     pub max_clock_wait: Duration,
+    /// Keep a durable time bound for the ID, in the slot `{horizon_kind}-{id}` of the cache's
+    /// directory (`snowflake`, `sno`). `None`: no bound (the start-up guard then knows only
+    /// the registry's and the cache's last times, which lag by up to a heartbeat).
+    pub horizon_kind: Option<String>,
+    /// How the time bound is kept.
+    pub horizon: HorizonConfig,
     /// Seed 000's last resort when neither registry nor cache answers: `port % space`. Off by
     /// default; see the module docs for its risk.
     pub port_fallback: bool,
@@ -59,6 +72,8 @@ impl LeaseConfig {
             identity,
             space,
             max_clock_wait: Duration::from_millis(5),
+            horizon_kind: None,
+            horizon: HorizonConfig::default(),
             port_fallback: false,
             reclaim_after: None,
             conflict_wait: Duration::from_secs(10),
@@ -114,6 +129,8 @@ pub struct Lease {
     /// `SnoGenerator::with_fence`) so that they stop at once. `fence.periods()` counts the
     /// fenced periods.
     pub fence: Arc<Fence>,
+    horizon: Option<DurableHorizon>,
+    registry: String,
     _registration: Option<Registration>,
 }
 
@@ -124,16 +141,17 @@ pub struct Lease {
 /// The registry's own error when it answered with one (space full, conflict, bad config);
 /// [`ErrorKind::NoWorkerId`] when neither registry nor cache could give an ID;
 /// [`ErrorKind::ClockBehind`] when the clock is too far behind the last recorded time.
-pub async fn acquire(
+pub async fn acquire<C: Clock + Clone + 'static>(
     registry: &dyn Registry,
     cache: &LocalCache,
     config: &LeaseConfig,
-    clock: &impl Clock,
+    clock: &C,
 ) -> Result<Lease, RegistryError> {
     let identity = &config.identity;
     identity.validate()?;
+    let location = registry.location();
     let mut notes = Vec::new();
-    let cached = match cache.load(identity) {
+    let cached = match cache.load(identity, &location) {
         Ok(c) => c,
         Err(e) => {
             notes.push(format!("local cache ignored: {e}"));
@@ -185,7 +203,7 @@ pub async fn acquire(
                     notes.push(format!(
                         "registry {} unreachable ({e}); started from the local cache {} with worker ID {}",
                         registry.name(),
-                        cache.path(identity).display(),
+                        cache.path(identity, &location).display(),
                         entry.id
                     ));
                     (entry.id, None, Source::Cache, None)
@@ -206,7 +224,7 @@ pub async fn acquire(
                         format!(
                             "no worker ID for {identity}: registry {} unreachable ({e}) and no local cache at {}; refusing to start",
                             registry.name(),
-                            cache.path(identity).display()
+                            cache.path(identity, &location).display()
                         ),
                     ))
                 }
@@ -215,22 +233,61 @@ pub async fn acquire(
         };
     let cache_last = cached.filter(|c| c.id == id).map(|c| c.last_time_ms);
     let stats = LeaseStats::default();
-    let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
-    match check_start(now_ms, registry_last, cache_last, config.max_clock_wait) {
-        Ok(StartCheck::Start) => {}
-        Ok(StartCheck::WaitUntil(ms)) => {
-            notes.push(format!(
-                "clock {} ms behind the last recorded time: waited",
-                ms - now_ms
-            ));
-            clock.wait_until((ms + 1) * NANOS_PER_MILLI);
+    let recorded = [
+        ("the registry", registry_last),
+        ("the local cache", cache_last),
+    ];
+    let (not_before_ms, horizon) = match &config.horizon_kind {
+        Some(kind) => {
+            let slot = format!("{kind}-{id}");
+            let (dir, horizon_config, clock) =
+                (cache.dir().to_path_buf(), config.horizon, clock.clone());
+            // File locks, fsyncs and the start-up wait are blocking: off the executor.
+            let started = tokio::task::spawn_blocking(move || {
+                let file = HorizonFile::open(&dir, &slot)?;
+                crate::horizon::start(file, &recorded, horizon_config, clock)
+            })
+            .await
+            .map_err(|e| {
+                RegistryError::new(
+                    ErrorKind::Unavailable,
+                    format!("time bound start-up failed: {e}"),
+                )
+            })?;
+            let started = match started {
+                Ok(s) => s,
+                Err(e) => {
+                    if e.kind == ErrorKind::ClockBehind {
+                        CLOCK_REFUSALS.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Err(e);
+                }
+            };
+            notes.extend(started.notes);
+            (started.not_before_ms, Some(started.horizon))
         }
-        Err(e) => {
-            CLOCK_REFUSALS.fetch_add(1, Ordering::Relaxed);
-            return Err(e);
+        None => {
+            let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
+            match check_start(now_ms, &recorded, config.max_clock_wait) {
+                Ok(StartCheck::Start) => {}
+                Ok(StartCheck::WaitUntil(ms)) => {
+                    notes.push(format!(
+                        "clock {} ms behind the last recorded time: waited",
+                        ms - now_ms
+                    ));
+                    clock.wait_until((ms + 1) * NANOS_PER_MILLI);
+                }
+                Err(e) => {
+                    CLOCK_REFUSALS.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+            (
+                registry_last.unwrap_or(0).max(cache_last.unwrap_or(0)),
+                None,
+            )
         }
-    }
-    let not_before_ms = registry_last.unwrap_or(0).max(cache_last.unwrap_or(0));
+    };
     let lease = Lease {
         id,
         not_before_ms,
@@ -241,6 +298,8 @@ pub async fn acquire(
         fence: registration
             .as_ref()
             .map_or_else(|| Arc::new(Fence::new()), |r| r.fence.clone()),
+        horizon,
+        registry: location,
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
@@ -249,8 +308,20 @@ pub async fn acquire(
 }
 
 impl Lease {
+    /// The durable time bound to give the generators (`SnowflakeConfig::horizon`,
+    /// `SnoGenerator::with_horizon`), when [`LeaseConfig::horizon_kind`] was set.
+    pub fn horizon(&self) -> Option<Arc<floe_core::horizon::Horizon>> {
+        self.horizon.as_ref().map(DurableHorizon::horizon)
+    }
+
+    /// The time bound's writer (its counters and file), if any.
+    pub fn durable_horizon(&self) -> Option<&DurableHorizon> {
+        self.horizon.as_ref()
+    }
+
     fn record_cache(&self, cache: &LocalCache, last_time_ms: u64) -> Result<(), RegistryError> {
         cache.store(&CacheEntry {
+            registry: self.registry.clone(),
             identity: self.identity.clone(),
             id: self.id,
             last_time_ms,
@@ -308,11 +379,22 @@ impl Lease {
     /// # Errors
     /// As [`Lease::heartbeat`], or the registry's error on closing.
     pub async fn close(
-        self,
+        mut self,
         registry: &dyn Registry,
         cache: &LocalCache,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
+        if let Some(h) = self.horizon.take() {
+            // Stops the generators for good and brings the bound back to now (fsync).
+            tokio::task::spawn_blocking(move || h.close())
+                .await
+                .map_err(|e| {
+                    RegistryError::new(
+                        ErrorKind::Unavailable,
+                        format!("time bound close failed: {e}"),
+                    )
+                })??;
+        }
         self.heartbeat(registry, cache, last_time_ms).await?;
         if self.source == Source::Registry {
             registry.close(&self.identity).await?;

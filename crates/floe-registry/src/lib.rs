@@ -14,6 +14,8 @@
 //!   atomically; when the registry is unreachable at start-up floe starts from it.
 //! - [`guard`]: at start-up, a clock behind the last recorded time refuses to start (or waits,
 //!   within a small bound).
+//! - [`horizon`]: the durable time bound of a generator slot in the state directory: IDs are
+//!   never issued past a time that is not on disk, so a crash never hides the times it used.
 //! - [`lease`]: the start-up decision put together: registry, then cache, then the explicit
 //!   fallback, then the clock guard.
 //!
@@ -50,6 +52,7 @@ pub mod cache;
 pub mod etcd;
 pub mod file;
 pub mod guard;
+pub mod horizon;
 pub mod lease;
 pub mod static_id;
 #[cfg(feature = "zookeeper")]
@@ -346,6 +349,11 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// The registry's name in logs and URLs (`file`, `static`, `zookeeper`, `etcd`).
     fn name(&self) -> &'static str;
 
+    /// Which registry this is, as a URL without options (`zk://host:port/root`,
+    /// `file:///var/lib/floe`, `static:7`): the local cache keeps an ID under the registry
+    /// that granted it, and never offers it to another.
+    fn location(&self) -> String;
+
     /// Gives `identity` an ID in `space`: its own ID again if it has one, else a free one.
     /// The registration's record carries the last time recorded before this call.
     ///
@@ -478,6 +486,7 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
 #[derive(Debug)]
 pub struct Unreachable {
     name: &'static str,
+    location: String,
     error: RegistryError,
 }
 
@@ -485,6 +494,9 @@ pub struct Unreachable {
 impl Registry for Unreachable {
     fn name(&self) -> &'static str {
         self.name
+    }
+    fn location(&self) -> String {
+        self.location.clone()
     }
     async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
         Err(self.error.clone())
@@ -514,8 +526,33 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
                 Some("file") => "file",
                 _ => "registry",
             };
-            Ok(Box::new(Unreachable { name, error }))
+            let location = location_of(url);
+            Ok(Box::new(Unreachable {
+                name,
+                location,
+                error,
+            }))
         }
         other => other,
+    }
+}
+
+/// A registry URL as [`Registry::location`] gives it: without floe's options (`?ttl=`), and
+/// with the server registries' default root `/floe` when none is given.
+pub fn location_of(url: &str) -> String {
+    let (base, _) = floe_core::endpoint::take_options(url, &["ttl"]);
+    match base.split_once("://") {
+        Some((scheme @ ("zk" | "zookeeper" | "etcd"), rest)) => {
+            let scheme = if scheme == "zookeeper" { "zk" } else { scheme };
+            if rest.contains('/') {
+                format!("{scheme}://{rest}")
+            } else {
+                format!("{scheme}://{rest}/floe")
+            }
+        }
+        _ => match base.strip_prefix("file:") {
+            Some(path) => format!("file://{}", path.strip_prefix("//").unwrap_or(path)),
+            None => base.to_string(),
+        },
     }
 }

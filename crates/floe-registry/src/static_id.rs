@@ -25,6 +25,10 @@ impl Registry for StaticRegistry {
         "static"
     }
 
+    fn location(&self) -> String {
+        format!("static:{}", self.id)
+    }
+
     async fn register(
         &self,
         identity: &Identity,

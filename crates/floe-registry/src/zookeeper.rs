@@ -160,6 +160,10 @@ impl Registry for ZkRegistry {
         "zookeeper"
     }
 
+    fn location(&self) -> String {
+        format!("zk://{}{}", self.cluster, self.root)
+    }
+
     async fn register(
         &self,
         identity: &Identity,

@@ -17,7 +17,8 @@ const T0: u64 = 1_700_000_000_000;
 
 /// A registry that cannot be reached.
 #[derive(Debug)]
-struct Down;
+/// A registry that is down; `location` says which registry it stands for.
+struct Down(String);
 
 fn down() -> RegistryError {
     RegistryError::new(ErrorKind::Unavailable, "connection refused")
@@ -27,6 +28,9 @@ fn down() -> RegistryError {
 impl Registry for Down {
     fn name(&self) -> &'static str {
         "down"
+    }
+    fn location(&self) -> String {
+        self.0.clone()
     }
     async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
         Err(down())
@@ -47,6 +51,13 @@ struct Env {
     registry: FileRegistry,
     cache: LocalCache,
     config: LeaseConfig,
+}
+
+impl Env {
+    /// The file registry of this environment, down.
+    fn down(&self) -> Down {
+        Down(self.registry.location())
+    }
 }
 
 fn env() -> Env {
@@ -108,7 +119,9 @@ async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
         .unwrap();
     drop(lease);
     clock.set_millis(T0 + 1000);
-    let lease = acquire(&Down, &e.cache, &e.config, &clock).await.unwrap();
+    let lease = acquire(&e.down(), &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
     assert_eq!(
         (lease.id, lease.source, lease.not_before_ms),
         (id, Source::Cache, T0 + 500)
@@ -123,12 +136,15 @@ async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
     );
     // Heartbeats during the outage still reach the cache, and count the registry's failure.
     assert!(
-        lease.heartbeat(&Down, &e.cache, T0 + 2000).await.is_ok(),
+        lease
+            .heartbeat(&e.down(), &e.cache, T0 + 2000)
+            .await
+            .is_ok(),
         "cache-sourced leases do not beat the registry"
     );
     assert_eq!(
         e.cache
-            .load(&e.config.identity)
+            .load(&e.config.identity, &e.registry.location())
             .unwrap()
             .unwrap()
             .last_time_ms,
@@ -137,10 +153,33 @@ async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
 }
 
 #[tokio::test]
+async fn a_cache_from_another_registry_is_never_used() {
+    // The file registry grants worker 0 and the cache records it...
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    assert_eq!(lease.id, 0);
+    drop(lease);
+    // ...then the same identity starts against a ZooKeeper that is down: ZooKeeper never
+    // granted worker 0 to it, so there is no cache to start from.
+    let zk = Down("zk://127.0.0.1:2181/floe".into());
+    let err = acquire(&zk, &e.cache, &e.config, &clock).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NoWorkerId, "{err}");
+    // Nor one of another root on the same servers.
+    let zk_other_root = Down(format!("{}/other", e.registry.location()));
+    let err = acquire(&zk_other_root, &e.cache, &e.config, &clock)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NoWorkerId, "{err}");
+}
+
+#[tokio::test]
 async fn no_registry_and_no_cache_refuses_unless_the_fallback_was_chosen() {
     let e = env();
     let clock = ManualClock::from_millis(T0);
-    let err = acquire(&Down, &e.cache, &e.config, &clock)
+    let err = acquire(&e.down(), &e.cache, &e.config, &clock)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::NoWorkerId);
@@ -149,7 +188,7 @@ async fn no_registry_and_no_cache_refuses_unless_the_fallback_was_chosen() {
         port_fallback: true,
         ..e.config.clone()
     };
-    let lease = acquire(&Down, &e.cache, &config, &clock).await.unwrap();
+    let lease = acquire(&e.down(), &e.cache, &config, &clock).await.unwrap();
     assert_eq!(
         (lease.id, lease.source),
         (8080 % 1024, Source::PortFallback)
@@ -200,6 +239,7 @@ async fn the_later_of_registry_and_cache_counts_and_a_small_lag_is_waited_out() 
         .unwrap();
     e.cache
         .store(&CacheEntry {
+            registry: e.registry.location(),
             identity: e.config.identity.clone(),
             id,
             last_time_ms: T0 + 103,
@@ -269,7 +309,7 @@ async fn heartbeats_run_every_interval_and_count_failures() {
     // Against an unreachable registry, each beat is counted as a failure.
     run_heartbeats(
         &lease,
-        &Down,
+        &e.down(),
         &e.cache,
         Duration::from_secs(3),
         last,
@@ -369,4 +409,73 @@ async fn a_taken_over_id_starts_after_its_previous_holders_last_time() {
         "{:?}",
         lease.notes
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn with_a_time_bound_a_crash_then_a_clock_behind_never_repeats() {
+    let e = env();
+    let config = LeaseConfig {
+        horizon_kind: Some("snowflake".into()),
+        horizon: floe_registry::horizon::HorizonConfig {
+            refresh: Duration::ZERO, // moved by hand below
+            ..Default::default()
+        },
+        ..e.config.clone()
+    };
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &config, &clock)
+        .await
+        .unwrap();
+    let build = |lease: &floe_registry::lease::Lease, clock: &ManualClock| {
+        SnowflakeConfig::new(Layout::LEAF)
+            .worker(u64::from(lease.id))
+            .not_before_ms(lease.not_before_ms)
+            .horizon(lease.horizon().unwrap())
+            .build(clock.clone())
+            .unwrap()
+    };
+    let gen = build(&lease, &clock);
+    let mut seen = std::collections::HashSet::new();
+    // 2.5 s of IDs, the bound moved ahead every 200 ms; no heartbeat ever reaches the
+    // registry or the cache after start-up.
+    for step in 0..2_500u64 {
+        if step % 200 == 0 {
+            lease.durable_horizon().unwrap().advance_now();
+        }
+        assert!(seen.insert(gen.next_id().unwrap()));
+        clock.advance(Duration::from_millis(1));
+    }
+    let last = gen.last_timestamp_ms();
+    // kill -9: nothing is closed, nothing recorded.
+    std::mem::forget(gen);
+    drop(lease);
+    // The clock is now 1.4 s behind the last issued time: the restart waits past the bound.
+    clock.set_millis(last - 1_400);
+    let lease = acquire(&e.registry, &e.cache, &config, &clock)
+        .await
+        .unwrap();
+    assert!(
+        lease.not_before_ms >= last,
+        "{} < {last}",
+        lease.not_before_ms
+    );
+    assert!(
+        lease.notes.iter().any(|n| n.contains("waited")),
+        "{:?}",
+        lease.notes
+    );
+    let gen = build(&lease, &clock);
+    for _ in 0..1_000 {
+        assert!(seen.insert(gen.next_id().unwrap()), "repeated ID");
+        clock.advance(Duration::from_micros(300));
+    }
+    // A clock an hour behind refuses, naming the bound.
+    drop(gen);
+    drop(lease);
+    clock.set_millis(last - 3_600_000);
+    let err = acquire(&e.registry, &e.cache, &config, &clock)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::ClockBehind);
+    assert!(err.message.contains("time bound"), "{err}");
 }
