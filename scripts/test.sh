@@ -15,6 +15,8 @@ step() { printf '\n==> %s\n' "$*"; }
 step "build tools"
 ensure_package protobuf-compiler /usr/bin/protoc
 ensure_package libprotobuf-dev /usr/include/google/protobuf/empty.proto
+# libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/crash.rs).
+ensure_package faketime /usr/bin/faketime
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -276,6 +276,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     &args.registry,
                     &args.host,
                     IdSpace::snowflake(&layout),
+                    "snowflake",
                 )?),
                 None => None,
             };
@@ -289,6 +290,30 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 (None, None) => config
                     .datacenter(args.datacenter.unwrap_or(0))
                     .worker(args.worker.unwrap_or(0)),
+            };
+            // Checked before the state directory is touched: a bad node fails as before.
+            layout
+                .check_node(config.datacenter, config.worker)
+                .map_err(|e| e.to_string())?;
+            // The durable time bound: the lease's, or the node's own slot.
+            let standalone = match &lease {
+                Some(l) => {
+                    config = config.horizon(
+                        l.lease
+                            .horizon()
+                            .ok_or_else(|| "internal: no time bound".to_string())?,
+                    );
+                    None
+                }
+                None => {
+                    let node = (config.datacenter << layout.worker_bits()) | config.worker;
+                    let started =
+                        worker::standalone_horizon(&args.registry, &format!("snowflake-{node}"))?;
+                    config = config
+                        .not_before_ms(started.not_before_ms)
+                        .horizon(started.horizon.horizon());
+                    Some(started.horizon)
+                }
             };
             let g = Arc::new(config.build(SystemClock).map_err(|e| e.to_string())?);
             if let Some(l) = &mut lease {
@@ -305,9 +330,12 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     || Described::snowflake(&layout, id),
                 )?;
             }
+            out.flush()?;
             if let Some(l) = lease {
-                out.flush()?;
                 l.finish(g.last_timestamp_ms())?;
+            }
+            if let Some(h) = standalone {
+                h.close().map_err(|e| e.to_string())?;
             }
         }
         Kind::Sno => {
@@ -316,6 +344,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     &args.registry,
                     &args.host,
                     IdSpace::SNO_PARTITIONS,
+                    "sno",
                 )?),
                 None => None,
             };
@@ -326,17 +355,28 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     .map_err(|e| e.to_string())?
                     .partition(),
             };
-            // Units of 4 ms since sno's epoch: the lease's last time keeps a restart out of
-            // time it used (a clock behind it tick-tocks instead of repeating IDs).
-            let wall_hi = lease.as_ref().map_or(0, |l| {
-                (l.lease
-                    .not_before_ms
-                    .saturating_sub(floe_core::sno::EPOCH * 1000)
-                    / 4) as i64
-            });
+            // The durable time bound: the lease's, or the partition's own slot when it was
+            // given by hand. (A partition from sno's in-process pool is drawn from the clock
+            // at each start, so a restart gets another one: no slot is kept for it.)
+            let standalone = match (&lease, &args.partition) {
+                (None, Some(_)) => Some(worker::standalone_horizon(
+                    &args.registry,
+                    &format!("sno-{:04x}", partition.as_u16()),
+                )?),
+                _ => None,
+            };
+            let (not_before_ms, horizon) = match (&lease, &standalone) {
+                (Some(l), _) => (l.lease.not_before_ms, l.lease.horizon()),
+                (None, Some(s)) => (s.not_before_ms, Some(s.horizon.horizon())),
+                (None, None) => (0, None),
+            };
+            // Units of 4 ms since sno's epoch: both timelines (tick and tock) count as used
+            // up to the not-before time, so nothing of the previous run's time is issued again.
+            let wall_hi = (not_before_ms.saturating_sub(floe_core::sno::EPOCH * 1000) / 4) as i64;
             let snapshot = SnoSnapshot {
                 partition,
                 wall_hi,
+                wall_safe: wall_hi,
                 sequence: if wall_hi > 0 { u32::from(u16::MAX) } else { 0 },
                 sequence_min: args.sequence_min,
                 sequence_max: args.sequence_max,
@@ -346,6 +386,9 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 SnoGenerator::from_snapshot(&snapshot, SystemClock).map_err(|e| e.to_string())?;
             if let Some(l) = &lease {
                 g = g.with_fence(l.lease.fence.clone());
+            }
+            if let Some(h) = horizon {
+                g = g.with_horizon(h);
             }
             let g = Arc::new(g);
             if let Some(l) = &mut lease {
@@ -357,9 +400,12 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 let text = |o: &mut _| Write::write_all(o, &id.encode());
                 emit(&mut out, output, text, id.to_bytes(), || Described::Sno(id))?;
             }
+            out.flush()?;
             if let Some(l) = lease {
-                out.flush()?;
                 l.finish(sno_last_ms(&g))?;
+            }
+            if let Some(s) = standalone {
+                s.horizon.close().map_err(|e| e.to_string())?;
             }
         }
         Kind::Lexical => {
@@ -368,7 +414,13 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 (None, Some(h)) => worker_id_for_host(h),
                 (None, None) => worker_id_for_host(&host_name()),
             };
-            let g = LexicalGenerator::new(SystemClock, worker);
+            let started = worker::standalone_horizon(
+                &args.registry,
+                &format!("lexical-{:016x}", worker as u64),
+            )?;
+            let g = LexicalGenerator::new(SystemClock, worker)
+                .not_before_ms(started.not_before_ms)
+                .horizon(started.horizon.horizon());
             for _ in 0..n {
                 let id = g.next_id().map_err(|e| e.to_string())?;
                 let text = |o: &mut _| Write::write_all(o, &id.encode());
@@ -376,6 +428,8 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     Described::Lexical(id)
                 })?;
             }
+            out.flush()?;
+            started.horizon.close().map_err(|e| e.to_string())?;
         }
         Kind::Uuid7 => {
             let g = Uuid7Generator::new(SystemClock);

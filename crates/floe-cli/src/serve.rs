@@ -134,13 +134,16 @@ fn open_store(
         if registry.registry.is_none() {
             registry.registry = Some(format!("file://{}", state_dir.display()));
         }
-        let mut lease = GenLease::acquire(&registry, &None, IdSpace::snowflake(&layout))?;
+        let mut lease =
+            GenLease::acquire(&registry, &None, IdSpace::snowflake(&layout), "snowflake")?;
+        let horizon = lease.lease.horizon().ok_or("internal: no time bound")?;
         let g = Arc::new(
             SnowflakeConfig::new(layout)
                 .node_id(u64::from(lease.lease.id))
                 .map_err(|e| e.to_string())?
                 .not_before_ms(lease.lease.not_before_ms)
                 .fence(lease.lease.fence.clone())
+                .horizon(horizon)
                 .build(SystemClock)
                 .map_err(|e| e.to_string())?,
         );

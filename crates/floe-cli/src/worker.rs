@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use floe_core::clock::SystemClock;
 use floe_core::snowflake::Layout;
 use floe_registry::cache::LocalCache;
+use floe_registry::horizon::{HorizonConfig, HorizonFile, Started};
 use floe_registry::lease::{acquire, run_heartbeats, Lease, LeaseConfig, HEARTBEAT_INTERVAL};
 use floe_registry::{IdSpace, Identity, Registry, RegistryError};
 use serde_json::json;
@@ -36,6 +37,32 @@ pub struct RegistryArgs {
     /// seconds (it then starts after that holder's last time). Off by default.
     #[arg(long, global = true, value_name = "SECONDS")]
     pub reclaim_after: Option<u64>,
+    /// At start-up, wait at most this long for a clock that is behind the last recorded time
+    /// (the durable time bound, the registry's or the cache's); further behind refuses. After
+    /// a crash the bound is up to 1 s ahead of the crash, so a quick restart waits up to 1 s.
+    #[arg(long, global = true, value_name = "MS", default_value_t = 5000)]
+    pub max_clock_wait_ms: u64,
+}
+
+impl RegistryArgs {
+    fn horizon_config(&self) -> HorizonConfig {
+        HorizonConfig {
+            max_start_wait: std::time::Duration::from_millis(self.max_clock_wait_ms),
+            ..HorizonConfig::default()
+        }
+    }
+}
+
+/// A durable time bound for a generator whose node number was given by hand (no registry):
+/// slot `slot` in the state directory. Prints what happened on the way to stderr.
+pub fn standalone_horizon(args: &RegistryArgs, slot: &str) -> Result<Started, String> {
+    let file = HorizonFile::open(&args.state_dir, slot).map_err(|e| e.to_string())?;
+    let started = floe_registry::horizon::start(file, &[], args.horizon_config(), SystemClock)
+        .map_err(|e| e.to_string())?;
+    for note in &started.notes {
+        eprintln!("floe: {note}");
+    }
+    Ok(started)
 }
 
 /// `floe worker`.
@@ -122,10 +149,13 @@ pub struct GenLease {
 
 impl GenLease {
     /// Acquires a lease, printing what happened on the way to stderr.
+    /// `kind` names the generator (`snowflake`, `sno`): the lease keeps the durable time
+    /// bound of `{kind}-{id}` in the state directory.
     pub fn acquire(
         args: &RegistryArgs,
         host: &Option<String>,
         space: IdSpace,
+        kind: &str,
     ) -> Result<Self, String> {
         let registry: Arc<dyn Registry> =
             block_on(floe_registry::open_or_unreachable(registry_url(args)?))?
@@ -135,6 +165,8 @@ impl GenLease {
         let mut config = LeaseConfig::new(identity(args, host), space);
         config.port_fallback = args.port_fallback;
         config.reclaim_after = args.reclaim_after.map(std::time::Duration::from_secs);
+        config.horizon_kind = Some(kind.to_string());
+        config.horizon = args.horizon_config();
         let lease = block_on(acquire(registry.as_ref(), &cache, &config, &SystemClock))?
             .map_err(|e: RegistryError| e.to_string())?;
         for note in &lease.notes {

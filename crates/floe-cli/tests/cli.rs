@@ -8,7 +8,7 @@ mod common;
 use serde_json::Value;
 
 fn floe() -> Command {
-    Command::cargo_bin("floe").unwrap()
+    Command::from_std(common::cmd())
 }
 
 fn run_ok(args: &[&str]) -> String {

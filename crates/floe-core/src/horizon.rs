@@ -76,6 +76,12 @@ impl Horizon {
         }
     }
 
+    /// Stops every generator for good (at a clean shutdown, before the owner records the
+    /// final bound): from now on no clock reading is allowed.
+    pub fn close(&self) {
+        self.limit_nanos.store(0, Ordering::Release);
+    }
+
     /// Blocks until a clock reading of `now_nanos` is allowed, for at most
     /// [`stall_wait`](Self::stall_wait). Returns whether it is allowed.
     pub fn wait_for_nanos(&self, now_nanos: u64) -> bool {

@@ -70,7 +70,14 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
         started.elapsed()
     );
     assert_eq!(lease.stats.heartbeat_failures.load(Ordering::Relaxed), 1);
-    assert_eq!(cache.load(&identity).unwrap().unwrap().last_time_ms, during);
+    assert_eq!(
+        cache
+            .load(&identity, &registry.location())
+            .unwrap()
+            .unwrap()
+            .last_time_ms,
+        during
+    );
     let id = lease.id;
     drop(lease);
     drop(registry);

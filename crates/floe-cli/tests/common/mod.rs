@@ -3,10 +3,18 @@
 
 use std::process::{Command, Output, Stdio};
 
-/// The `floe` binary, with no standard input and its output captured.
+/// The `floe` binary, with no standard input and its output captured, run in a working
+/// directory of its own (floe keeps its state in `.floe` there by default: each command gets
+/// a fresh one unless it names `--state-dir`).
 pub fn cmd() -> Command {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cwd = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cwd-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&cwd).unwrap();
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("floe"));
-    c.stdin(Stdio::null())
+    c.current_dir(cwd)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
