@@ -40,10 +40,13 @@ impl<C: Clock> SnowflakeStore<C> {
 
     fn map_err(e: SnowflakeError) -> SeqError {
         match e {
-            SnowflakeError::LeaseLost | SnowflakeError::ClockMovedBackwards { .. } => {
-                SeqError::unavailable(format!("snowflake: {e}"))
+            SnowflakeError::TimestampOverflow { .. } => {
+                SeqError::new(ErrorKind::Exhausted, format!("snowflake: {e}"))
             }
-            _ => SeqError::new(ErrorKind::Exhausted, format!("snowflake: {e}")),
+            // A lost lease, a clock behind, a stalled time bound, a used-up time unit: the
+            // same call may succeed later. Any other (new) kind is not a client's fault
+            // either: it is the server's to fix, so it reads as unavailable, not exhausted.
+            _ => SeqError::unavailable(format!("snowflake: {e}")),
         }
     }
 }
@@ -83,7 +86,32 @@ impl<C: Clock + std::fmt::Debug + 'static> Store for SnowflakeStore<C> {
 
     async fn next_id(&self, _key: &Key) -> Result<i64, SeqError> {
         loop {
-            match self.generator.poll_next().map_err(Self::map_err)? {
+            let poll = match self.generator.poll_next() {
+                // The time bound is behind the clock (its disk write is late): wait for it,
+                // on this runtime's timer, at most its stall wait.
+                Err(SnowflakeError::HorizonStalled(stalled)) => {
+                    let horizon = self.generator.horizon().cloned();
+                    let wait = horizon.as_ref().map_or(Duration::ZERO, |h| h.stall_wait());
+                    let deadline = tokio::time::Instant::now() + wait;
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(Self::map_err(SnowflakeError::HorizonStalled(stalled)));
+                    }
+                    // Polled again below until the deadline.
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        let now = self.generator.clock().now_nanos();
+                        if horizon.as_ref().is_some_and(|h| h.allows_nanos(now)) {
+                            break;
+                        }
+                        if tokio::time::Instant::now() >= deadline {
+                            return Err(Self::map_err(SnowflakeError::HorizonStalled(stalled)));
+                        }
+                    }
+                    continue;
+                }
+                other => other.map_err(Self::map_err)?,
+            };
+            match poll {
                 // fits_i64 was checked at construction.
                 Poll::Ready(id) => return Ok(id as i64),
                 Poll::Pending { until_nanos, .. } => {
