@@ -41,6 +41,12 @@ start_mariadb FLOE_TEST_MARIADB
 start_mariadb FLOE_TEST_MARIADB_KILLABLE
 start_zookeeper FLOE_TEST_ZOOKEEPER_STORE_KILLABLE
 start_etcd FLOE_TEST_ETCD_STORE_KILLABLE
+# The fault matrix's own servers (crates/floe-cli/tests/faults.rs kills each and restarts it).
+start_redis FLOE_TEST_REDIS_FAULTS
+start_postgres FLOE_TEST_POSTGRES_FAULTS
+start_mariadb FLOE_TEST_MARIADB_FAULTS
+start_etcd FLOE_TEST_ETCD_FAULTS
+start_zookeeper FLOE_TEST_ZOOKEEPER_FAULTS
 
 step "cargo test (workspace)"
 set +e

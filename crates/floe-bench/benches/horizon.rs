@@ -15,7 +15,10 @@ use floe_core::snowflake::{Layout, SnowflakeConfig};
 fn far() -> Arc<Horizon> {
     // A year ahead: never reached while the bench runs.
     let now_ms = now_ms();
-    Arc::new(Horizon::new(now_ms + 365 * 86_400_000, Duration::from_secs(2)))
+    Arc::new(Horizon::new(
+        now_ms + 365 * 86_400_000,
+        Duration::from_secs(2),
+    ))
 }
 
 fn now_ms() -> u64 {

@@ -1,6 +1,8 @@
 //! Helpers shared by the tests that run the real `floe` binary.
 #![allow(dead_code)] // each test binary uses a part of them
 
+pub mod faults;
+
 use std::process::{Command, Output, Stdio};
 
 /// The `floe` binary, with no standard input and its output captured, run in a working
@@ -12,7 +14,12 @@ pub fn cmd() -> Command {
     let cwd = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("cwd-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&cwd).unwrap();
-    let mut c = Command::new(assert_cmd::cargo::cargo_bin("floe"));
+    // FLOE_BIN: another build of floe (scripts/faults.sh runs the release binary).
+    let bin = std::env::var_os("FLOE_BIN").map_or_else(
+        || assert_cmd::cargo::cargo_bin("floe"),
+        std::path::PathBuf::from,
+    );
+    let mut c = Command::new(bin);
     c.current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,0 +1,648 @@
+//! The fault scenarios, run against real `floe` processes (and real servers): each returns a
+//! [`Row`] of what it measured. tests/crash.rs and tests/faults.rs run them short in the test
+//! suite; scripts/faults.sh runs the whole matrix long (FLOE_FAULTS=full) with the release
+//! binary and prints the table (docs/reliability.md).
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{cmd, nanos};
+
+/// One line of the fault table.
+#[derive(Debug, Clone, Default)]
+pub struct Row {
+    /// What was done.
+    pub scenario: String,
+    /// IDs the clients received.
+    pub issued: usize,
+    /// IDs received more than once.
+    pub repeats: usize,
+    /// IDs not above an ID the same client (or an earlier run) received before.
+    pub order_violations: usize,
+    /// What happened: waits, refusals, recoveries.
+    pub outcome: String,
+}
+
+impl Row {
+    /// The row as a Markdown table line.
+    pub fn markdown(&self) -> String {
+        format!(
+            "| {} | {} | {} | {} | {} |",
+            self.scenario, self.issued, self.repeats, self.order_violations, self.outcome
+        )
+    }
+
+    /// Panics unless the row shows no repeat and no order violation (when `ordered`).
+    pub fn assert_clean(&self, ordered: bool) {
+        assert!(self.issued > 0, "{}: no IDs", self.markdown());
+        assert_eq!(self.repeats, 0, "{}", self.markdown());
+        if ordered {
+            assert_eq!(self.order_violations, 0, "{}", self.markdown());
+        }
+    }
+}
+
+/// The table's header.
+pub const HEADER: &str =
+    "| scenario | IDs issued | repeats | order violations | outcome |\n|---|---|---|---|---|";
+
+/// Whether the long matrix was asked for (scripts/faults.sh).
+pub fn full() -> bool {
+    std::env::var("FLOE_FAULTS").is_ok_and(|v| v == "full")
+}
+
+/// Counts IDs as they come: repeats across everything seen, order violations against the
+/// largest ID of earlier runs and the previous ID of the same run.
+#[derive(Debug, Default)]
+pub struct Tally {
+    seen: HashSet<u128>,
+    max_before: Option<u128>,
+    /// The row so far.
+    pub row: Row,
+}
+
+impl Tally {
+    /// Adds the IDs of one run (in the order one client received them).
+    pub fn run(&mut self, ids: &[u128]) {
+        let mut prev = self.max_before;
+        for &id in ids {
+            self.row.issued += 1;
+            if !self.seen.insert(id) {
+                self.row.repeats += 1;
+            }
+            if prev.is_some_and(|p| id <= p) {
+                self.row.order_violations += 1;
+            }
+            prev = Some(prev.map_or(id, |p| p.max(id)));
+        }
+        if let Some(p) = prev {
+            self.max_before = Some(self.max_before.map_or(p, |m| m.max(p)));
+        }
+    }
+
+    /// Adds the IDs one client received while others ran too: repeats across everything,
+    /// order within this client's IDs only.
+    pub fn client(&mut self, ids: &[u128]) {
+        let mut prev = None;
+        for &id in ids {
+            self.row.issued += 1;
+            if !self.seen.insert(id) {
+                self.row.repeats += 1;
+            }
+            if prev.is_some_and(|p| id <= p) {
+                self.row.order_violations += 1;
+            }
+            prev = Some(id);
+        }
+    }
+
+    /// Adds IDs that need not be ordered (several clients at once): repeats only.
+    pub fn unordered(&mut self, ids: &[u128]) {
+        for &id in ids {
+            self.row.issued += 1;
+            if !self.seen.insert(id) {
+                self.row.repeats += 1;
+            }
+        }
+        if let Some(m) = ids.iter().max() {
+            self.max_before = Some(self.max_before.map_or(*m, |b| b.max(*m)));
+        }
+    }
+}
+
+/// libfaketime's library (Debian's `faketime` package; FLOE_TEST_FAKETIME may name it).
+pub fn faketime_lib() -> String {
+    if let Ok(path) = std::env::var("FLOE_TEST_FAKETIME") {
+        return path;
+    }
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/faketime/libfaketimeMT.so.1",
+    ]
+    .iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .map(|p| p.to_string())
+    .expect("libfaketime not found: install Debian's faketime package (scripts/test.sh does) or set FLOE_TEST_FAKETIME")
+}
+
+/// `floe args...`, its clock `offset` behind (libfaketime, e.g. "-1.4s"; None: the real clock).
+pub fn floe(args: &[String], offset: Option<&str>) -> Command {
+    let mut c = cmd();
+    c.args(args);
+    if let Some(offset) = offset {
+        c.env("LD_PRELOAD", faketime_lib()).env("FAKETIME", offset);
+    }
+    c
+}
+
+/// A small random number (no RNG crate needed): the clock's low bits, mixed.
+pub fn random_below(n: u64) -> u64 {
+    let t = nanos() as u64;
+    (t ^ (t >> 17)).wrapping_mul(0x9e37_79b9_7f4a_7c15) % n.max(1)
+}
+
+/// Reads a child's stdout on a thread of its own, line by line, into a shared list.
+pub fn collect_lines(child: &mut Child) -> (Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let stdout = child.stdout.take().unwrap();
+    let sink = lines.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            match line {
+                Ok(l) => sink.lock().unwrap().push(l),
+                Err(_) => return,
+            }
+        }
+    });
+    (lines, reader)
+}
+
+/// A child's standard error, once it has ended.
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    err
+}
+
+/// Runs `floe args` until it has printed IDs for a random while (`min_ms` plus up to
+/// `spread_ms`), then kills it with SIGKILL. Returns the IDs it printed (parsed by `parse`;
+/// a last line cut short by the kill is dropped) and its standard error.
+pub fn run_and_kill(
+    args: &[String],
+    offset: Option<&str>,
+    min_ms: u64,
+    spread_ms: u64,
+    parse: fn(&str) -> Option<u128>,
+) -> (Vec<u128>, String) {
+    let mut child = floe(args, offset).spawn().unwrap();
+    let (lines, reader) = collect_lines(&mut child);
+    // Wait until it issues (a restart first waits out the clock), bounded.
+    let started = Instant::now();
+    while lines.lock().unwrap().is_empty() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "floe {args:?} exited early ({status}): {}",
+                stderr_of(&mut child)
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no ID in 30 s: floe {args:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(min_ms + random_below(spread_ms)));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let err = stderr_of(&mut child);
+    let ids = lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| parse(l))
+        .collect();
+    (ids, err)
+}
+
+/// Hex text (as `floe gen -o hex` prints) to a number.
+pub fn hex(line: &str) -> Option<u128> {
+    (!line.is_empty())
+        .then(|| u128::from_str_radix(line, 16).ok())
+        .flatten()
+}
+
+/// Decimal text (as `floe seq` prints) to a number.
+pub fn dec(line: &str) -> Option<u128> {
+    line.parse::<i64>()
+        .ok()
+        .and_then(|v| u128::try_from(v).ok())
+}
+
+/// The clock steps of the restarts that must wait.
+pub const BEHIND: [&str; 3] = ["-0.5s", "-1.4s", "-2.9s"];
+
+/// `floe gen KIND extra...` killed with SIGKILL at random moments: a first run on the real
+/// clock, then restarts 0.5, 1.4 and 2.9 s behind (each must say it waited), then one an hour
+/// behind (must refuse, naming the clock's time and the bound), then a clean run. `rounds`
+/// repeats the restarts. `{dir}` in `extra` is a fresh temporary directory.
+pub fn gen_clock_steps(kind: &str, extra: &[&str], rounds: usize) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = ["gen", kind, "-n", "1000000000", "-o", "hex", "--state-dir"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(dir.path().join("state").display().to_string());
+    args.extend(
+        extra
+            .iter()
+            .map(|s| s.replace("{dir}", &dir.path().display().to_string())),
+    );
+    let mut tally = Tally::default();
+    tally.row.scenario = format!(
+        "kill -9 `floe gen {kind} {}`, restart 0.5/1.4/2.9 s behind, then 1 h behind",
+        extra.join(" ").replace("{dir}", "D")
+    );
+    let (ids, _) = run_and_kill(&args, None, 100, 500, hex);
+    // The clock is behind on purpose: order across runs is not promised, uniqueness is.
+    tally.unordered(&ids);
+    let mut waited = 0;
+    for _ in 0..rounds {
+        for offset in BEHIND {
+            let (ids, err) = run_and_kill(&args, Some(offset), 100, 500, hex);
+            assert!(
+                err.contains("behind the last recorded time") && err.contains("waited"),
+                "{kind} {offset}: the restart must say it waited: {err}"
+            );
+            waited += 1;
+            tally.unordered(&ids);
+        }
+    }
+    let out = floe(&args, Some("-3600s")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{kind} -1h: {err}");
+    assert!(out.stdout.is_empty(), "{kind} -1h issued IDs");
+    assert!(
+        err.contains("refusing to start") && err.contains("time bound") && err.contains("now "),
+        "{kind} -1h: {err}"
+    );
+    let mut clean = args.clone();
+    clean[3] = "10000".into();
+    let out = super::ok(floe(&clean, None).output().unwrap());
+    let ids: Vec<u128> = out.lines().filter_map(hex).collect();
+    tally.unordered(&ids);
+    tally.row.order_violations = 0;
+    tally.row.outcome = format!(
+        "{} SIGKILLs; {waited} restarts behind waited then issued; 1 h behind refused (exit 2)",
+        1 + waited
+    );
+    tally.row
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP/1.1 GET on a keep-alive connection: the status and the body.
+fn get(
+    writer: &mut TcpStream,
+    reader: &mut BufReader<TcpStream>,
+    path: &str,
+) -> Option<(u16, String)> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    writer.write_all(request.as_bytes()).ok()?;
+    let mut status_line = String::new();
+    if reader.read_line(&mut status_line).ok()? == 0 {
+        return None;
+    }
+    let status = status_line.split(' ').nth(1)?.parse().ok()?;
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().ok()?;
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// What one HTTP client of `floe serve` saw.
+#[derive(Debug, Default)]
+pub struct ClientLog {
+    /// IDs, in the order received.
+    pub ids: Vec<u128>,
+    /// Requests answered with an error status (e.g. 503 while a store is down).
+    pub errors: usize,
+    /// When the first error came, and the first success after an error.
+    pub first_error: Option<Instant>,
+    /// The first success after the first error.
+    pub recovered: Option<Instant>,
+}
+
+/// Takes IDs from `path` on `port` until `stop`, reconnecting when the connection drops.
+pub fn client(
+    port: u16,
+    path: String,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<ClientLog> {
+    client_with(port, path, stop, Arc::new(Mutex::new(None)))
+}
+
+/// As [`client`], noting the time of each success in `last_ok`.
+pub fn client_with(
+    port: u16,
+    path: String,
+    stop: Arc<AtomicBool>,
+    last_ok: Arc<Mutex<Option<Instant>>>,
+) -> std::thread::JoinHandle<ClientLog> {
+    std::thread::spawn(move || {
+        let mut log = ClientLog::default();
+        'connect: while !stop.load(Ordering::Relaxed) {
+            let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            while !stop.load(Ordering::Relaxed) {
+                match get(&mut writer, &mut reader, &path) {
+                    Some((200, body)) => {
+                        if let Some(id) = body.split('"').nth(3).and_then(dec) {
+                            log.ids.push(id);
+                            *last_ok.lock().unwrap() = Some(Instant::now());
+                            if log.first_error.is_some() && log.recovered.is_none() {
+                                log.recovered = Some(Instant::now());
+                            }
+                        }
+                    }
+                    Some(_) => {
+                        log.errors += 1;
+                        log.first_error.get_or_insert_with(Instant::now);
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    None => continue 'connect,
+                }
+            }
+        }
+        log
+    })
+}
+
+/// `floe serve --http 127.0.0.1:PORT --grpc off` with `args`, its clock `offset` behind.
+pub fn serve(args: &[&str], port: u16, offset: Option<&str>) -> Child {
+    let mut all: Vec<String> = vec![
+        "serve".into(),
+        "--grpc".into(),
+        "off".into(),
+        "--http".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    all.extend(args.iter().map(|s| s.to_string()));
+    floe(&all, offset).spawn().unwrap()
+}
+
+/// Waits until something listens on `port` (bounded), or panics with the child's stderr.
+pub fn wait_listening(child: &mut Child, port: u16) {
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("floe serve exited early ({status}): {}", stderr_of(child));
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not serving in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `floe serve --store ids=snowflake` under load from two clients, killed with SIGKILL at a
+/// random moment, restarted 0.5, 1.4 and 2.9 s behind (`rounds` times), then 1 h behind.
+pub fn serve_snowflake_clock_steps(rounds: usize) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let args = ["--store", "ids=snowflake", "--state-dir", &state];
+    let mut tally = Tally::default();
+    tally.row.scenario =
+        "kill -9 `floe serve --store ids=snowflake` under load, restart 0.5/1.4/2.9 s behind, then 1 h behind"
+            .into();
+    let mut one = |offset: Option<&str>| -> String {
+        let port = free_port();
+        let mut child = serve(&args, port, offset);
+        wait_listening(&mut child, port);
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..2)
+            .map(|_| client(port, "/v1/sequencer/ids/orders".into(), stop.clone()))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300 + random_below(700)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        for c in clients {
+            tally.unordered(&c.join().unwrap().ids);
+        }
+        stderr_of(&mut child)
+    };
+    one(None);
+    let mut waited = 0;
+    for _ in 0..rounds {
+        for offset in BEHIND {
+            let err = one(Some(offset));
+            assert!(
+                err.contains("waited"),
+                "{offset}: the restart must say it waited: {err}"
+            );
+            waited += 1;
+        }
+    }
+    let out = serve(&args, free_port(), Some("-3600s"))
+        .wait_with_output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "-1h: {err}");
+    assert!(
+        err.contains("refusing to start") && err.contains("time bound"),
+        "{err}"
+    );
+    tally.row.order_violations = 0;
+    tally.row.outcome = format!(
+        "{} SIGKILLs under load; {waited} restarts behind waited then served; 1 h behind refused (exit 2)",
+        1 + waited
+    );
+    tally.row
+}
+
+/// `floe seq KEY` on `store` killed with SIGKILL at random moments `kills` times, then a clean
+/// run: every ID new, and above every ID printed before (WEAK and STRONG alike, since each run
+/// is one process and a restart takes fresh store values).
+pub fn seq_kill_loop(store: &str, increment: &str, kills: usize) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let key = format!("faults-{increment}-{}", nanos());
+    let args = |n: u64| -> Vec<String> {
+        [
+            "seq",
+            &key,
+            "-n",
+            &n.to_string(),
+            "--increment",
+            increment,
+            "--store",
+            store,
+            "--state-dir",
+            &dir.path().display().to_string(),
+            "--step-min",
+            "100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut tally = Tally::default();
+    let name = store.split("://").next().unwrap_or(store);
+    tally.row.scenario = format!("kill -9 `floe seq` on {name}, {increment}, {kills} times");
+    for _ in 0..kills {
+        let (ids, _) = run_and_kill(&args(100_000_000), None, 50, 400, dec);
+        tally.run(&ids);
+    }
+    let out = super::ok(cmd().args(args(1000)).output().unwrap());
+    let ids: Vec<u128> = out.lines().filter_map(dec).collect();
+    tally.run(&ids);
+    tally.row.outcome = format!("{kills} SIGKILLs, each restart issued above every earlier ID");
+    tally.row
+}
+
+/// A server floe uses, killed with SIGKILL and started again while `floe serve` is under load
+/// from a WEAK and a STRONG client. `var` names the server (scripts/test.sh exports it with
+/// `_PID` and `_START`); `url` is the store URL.
+pub fn store_server_killed(name: &str, var: &str, url: &str, down_ms: u64) -> Row {
+    let start = floe_testkit::env(&format!("{var}_START"));
+    // The server scripts/test.sh started, or (when an earlier run of this scenario left it
+    // stopped) one started again on the same data and port.
+    let mut pid = floe_testkit::env(&format!("{var}_PID"));
+    let mut ours: Option<floe_testkit::Server> = None;
+    if !alive(&pid) {
+        let server = floe_testkit::restart(&start);
+        pid = server.0.id().to_string();
+        wait_port(url);
+        ours = Some(server);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let store = format!("s={url}");
+    // A server just started again may still be recovering: retry the start, bounded.
+    let started = Instant::now();
+    let (mut child, port) = loop {
+        let port = free_port();
+        let args = [
+            "--store",
+            &store,
+            "--state-dir",
+            &state,
+            "--timeout-ms",
+            "500",
+        ];
+        let mut child = serve(&args, port, None);
+        while TcpStream::connect(("127.0.0.1", port)).is_err()
+            && child.try_wait().unwrap().is_none()
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if child.try_wait().unwrap().is_none() {
+            break (child, port);
+        }
+        let err = stderr_of(&mut child);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "floe serve on {url}: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let key = format!("faults-server-{}", nanos());
+    let stop = Arc::new(AtomicBool::new(false));
+    let weak = client(
+        port,
+        format!("/v1/sequencer/s/{key}?increment=weak"),
+        stop.clone(),
+    );
+    let strong_ok = Arc::new(Mutex::new(None));
+    let strong = client_with(
+        port,
+        format!("/v1/sequencer/s/{key}?increment=strong"),
+        stop.clone(),
+        strong_ok.clone(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    floe_testkit::kill9(&pid);
+    if let Some(server) = ours.as_mut() {
+        // Reap it: PostgreSQL will not start while its old pid is a zombie of ours.
+        let _ = server.0.wait();
+    }
+    std::thread::sleep(Duration::from_millis(down_ms));
+    let server = floe_testkit::restart(&start);
+    let restarted = Instant::now();
+    // Serve on until STRONG is answered again after the restart (bounded: 30 s), and a
+    // moment more: the clients recover by themselves.
+    while strong_ok.lock().unwrap().is_none_or(|t| t < restarted)
+        && restarted.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let (weak, strong) = (weak.join().unwrap(), strong.join().unwrap());
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    // The restarted server is this scenario's: stopped with it.
+    drop(server);
+    drop(ours);
+    let mut tally = Tally::default();
+    tally.row.scenario = format!(
+        "{name} killed with SIGKILL for {down_ms} ms under `floe serve` load (WEAK + STRONG)"
+    );
+    // Each client's IDs increase (STRONG always; WEAK within one process follows the order
+    // of the requests); no ID goes to both.
+    tally.client(&strong.ids);
+    tally.client(&weak.ids);
+    let recovered = strong
+        .recovered
+        .map(|r| r.saturating_duration_since(restarted).as_millis());
+    tally.row.outcome = match (strong.first_error, recovered) {
+        (None, _) => "no request failed".to_string(),
+        (Some(_), Some(ms)) => format!(
+            "{} STRONG / {} WEAK requests answered 503 while down; served again {ms} ms after the restart",
+            strong.errors, weak.errors
+        ),
+        (Some(_), None) => format!("did not recover ({} errors)", strong.errors),
+    };
+    if strong.ids.is_empty() || recovered.is_none() && strong.first_error.is_some() {
+        tally.row.outcome.push_str(" FAILED");
+    }
+    tally.row
+}
+
+/// Whether process `pid` is running (not gone, not a zombie).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// Waits (bounded) until the server of `url` (scheme://[user@]host:port[/...]) accepts
+/// connections.
+fn wait_port(url: &str) {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    let hostport = hostport.rsplit('@').next().unwrap_or(hostport);
+    let started = Instant::now();
+    while TcpStream::connect(hostport).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{url} not up in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Accepting is not always serving yet (PostgreSQL starting up): a moment more.
+    std::thread::sleep(Duration::from_millis(500));
+}
