@@ -216,6 +216,16 @@ async fn idle_and_slow_connections_are_closed() {
         }
         started.elapsed()
     });
+    // An HTTP/1 keep-alive connection after one request: hyper's header read timeout runs
+    // between requests too.
+    let mut keep_alive = TcpStream::connect(&server.http).await.unwrap();
+    keep_alive
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: floe\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    assert!(keep_alive.read(&mut buf).await.unwrap() > 0);
+    let answered = Instant::now();
     // An HTTP/2 connection after one request.
     let (send, after) = h2_connect(&server.grpc).await;
     let mut send = send.ready().await.unwrap();
@@ -228,6 +238,9 @@ async fn idle_and_slow_connections_are_closed() {
     let took = closed_by_server(&mut http_silent, bound).await;
     assert!(took >= Duration::from_millis(800), "{took:?}");
     closed_by_server(&mut grpc_silent, bound).await;
+    closed_by_server(&mut keep_alive, bound).await;
+    let took = answered.elapsed();
+    assert!(took >= Duration::from_millis(900), "{took:?}");
     tokio::time::timeout(bound, quiet).await.unwrap().ok();
     tokio::time::timeout(bound, after).await.unwrap().ok();
     let took = slowloris.await.unwrap();
@@ -254,6 +267,70 @@ async fn a_request_whose_body_never_comes_is_answered_deadline_exceeded() {
         1,
         "nothing issued"
     );
+    server.stop().await;
+}
+
+/// A store whose calls never end.
+#[derive(Debug)]
+struct Hang;
+
+#[async_trait::async_trait]
+impl floe_sequencer::Store for Hang {
+    fn kind(&self) -> &'static str {
+        "hang"
+    }
+    async fn reserve(
+        &self,
+        _: &floe_sequencer::Key,
+        _: u32,
+    ) -> Result<i64, floe_sequencer::SeqError> {
+        std::future::pending().await
+    }
+    async fn raise(&self, _: &floe_sequencer::Key, _: i64) -> Result<(), floe_sequencer::SeqError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_slower_than_the_request_timeout_is_answered_at_it() {
+    // The store call's own bound is 2 s (ServeOptions::default()); the request's is 1 s.
+    let server = start_within(vec![("hang", Arc::new(Hang))], limits()).await;
+    let started = Instant::now();
+    let (code, body) = common::http(
+        &server.http,
+        "POST",
+        "/v1/sequencer/hang/k?increment=strong",
+    )
+    .await;
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (503, Some("unavailable")),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("request timeout"),
+        "{body}"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(1900),
+        "{took:?}"
+    );
+    let status = server
+        .client()
+        .await
+        .get_next_id(floe_server::proto::GetNextIdRequest {
+            store_name: "hang".into(),
+            key: "k".into(),
+            options: None,
+            metadata: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
     server.stop().await;
 }
 
