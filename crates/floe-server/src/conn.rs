@@ -75,8 +75,12 @@ impl Limits {
     /// # Errors
     /// A one-line message naming the field.
     pub fn validate(&self) -> Result<(), String> {
-        if self.max_connections == 0 {
-            return Err("max_connections: expected at least 1, found 0".into());
+        if self.max_connections == 0 || self.max_connections > Semaphore::MAX_PERMITS {
+            return Err(format!(
+                "max_connections: expected 1 to {}, found {}",
+                Semaphore::MAX_PERMITS,
+                self.max_connections
+            ));
         }
         if self.max_streams == 0 {
             return Err("max_streams: expected at least 1, found 0".into());

@@ -65,17 +65,21 @@ pub const MAX_ECHO: usize = 64;
 /// The most characters of a library's words (a parse error, a key error) a message repeats.
 pub(crate) const MAX_DETAIL: usize = 200;
 
-/// `text` for an error message: at most `max` characters, control characters escaped, and
-/// `…` when it was cut.
+/// `text` for an error message: control characters escaped (`\n`, `\u{1b}`), at most `max`
+/// characters of that, and `…` when it was cut.
 pub fn echo(text: &str, max: usize) -> String {
     let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if i == max {
+    let mut used = 0usize;
+    for c in text.chars() {
+        let escaped = c.escape_debug();
+        let width = if c.is_control() { escaped.len() } else { 1 };
+        if used.saturating_add(width) > max {
             out.push('…');
             break;
         }
+        used += width;
         if c.is_control() {
-            out.extend(c.escape_debug());
+            out.extend(escaped);
         } else {
             out.push(c);
         }
@@ -340,4 +344,21 @@ pub async fn serve(
     tokio::join!(grpc, http);
     signal.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_cuts_at_the_bound_and_escapes_control_characters() {
+        assert_eq!(echo("orders", MAX_ECHO), "orders");
+        assert_eq!(echo(&"x".repeat(64), 64), "x".repeat(64));
+        assert_eq!(echo(&"x".repeat(65), 64), format!("{}…", "x".repeat(64)));
+        assert_eq!(echo(&"é".repeat(100), 3), "ééé…");
+        assert_eq!(echo("a\nb\u{1b}", 64), "a\\nb\\u{1b}");
+        // Escapes count at their printed width.
+        assert_eq!(echo(&"\u{1b}".repeat(100), 14), "\\u{1b}\\u{1b}…");
+        assert_eq!(echo("", 64), "");
+    }
 }
