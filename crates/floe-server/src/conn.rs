@@ -27,11 +27,13 @@ use std::time::Duration;
 
 use hyper::body::{Body, Incoming};
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 /// The bounds every connection and request lives within (see the module docs).
@@ -103,35 +105,79 @@ impl Limits {
     }
 }
 
-/// What a listener serves: its protocol, its service, and what a request that takes too long
-/// is answered.
+/// The protocol of a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// HTTP/1 only (the HTTP port).
+    Http1,
+    /// HTTP/2 only (the gRPC port).
+    Http2,
+}
+
+/// What a listener serves: its protocol, its service, what a request that takes too long is
+/// answered, and what is done to every answer.
 pub(crate) struct Served<S, B> {
-    pub(crate) builder: auto::Builder<TokioExecutor>,
+    pub(crate) protocol: Protocol,
     pub(crate) service: S,
     pub(crate) too_slow: fn() -> Response<B>,
     pub(crate) answer: fn(Response<B>) -> Response<B>,
 }
 
-/// The HTTP/2-only connection builder of the gRPC port.
-pub(crate) fn http2(limits: &Limits) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new()).http2_only();
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(limits.max_streams);
-    builder
+/// Where hyper runs the requests of HTTP/2 connections (one task per stream): tracked, so
+/// that at the shutdown deadline they are dropped with their connections and waited for.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Streams {
+    tracker: TaskTracker,
+    dropped: CancellationToken,
 }
 
-/// The HTTP/1-only connection builder of the HTTP port.
-pub(crate) fn http1(limits: &Limits) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        // Headers and the buffered request: a key is at most 255 bytes.
-        .max_buf_size(64 * 1024);
-    builder
+impl<F> hyper::rt::Executor<F> for Streams
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, stream: F) {
+        let dropped = self.dropped.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = stream => {}
+                () = dropped.cancelled() => {}
+            }
+        });
+    }
+}
+
+impl Streams {
+    /// Drops the streams still running and waits until they are gone.
+    async fn drop_all(&self) {
+        self.dropped.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// The connection builder of a port.
+fn builder(protocol: Protocol, limits: &Limits, streams: Streams) -> auto::Builder<Streams> {
+    let builder = auto::Builder::new(streams);
+    match protocol {
+        Protocol::Http2 => {
+            let mut builder = builder.http2_only();
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(limits.max_streams);
+            builder
+        }
+        Protocol::Http1 => {
+            let mut builder = builder.http1_only();
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                // Headers and the buffered request: a key is at most 255 bytes.
+                .max_buf_size(64 * 1024);
+            builder
+        }
+    }
 }
 
 /// Accepts connections on `listener` and serves them until `stop` turns true, then ends them
@@ -152,6 +198,8 @@ pub(crate) async fn run<S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let streams = Streams::default();
+    let builder = Arc::new(builder(served.protocol, &limits, streams.clone()));
     let served = Arc::new(served);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let mut conns = JoinSet::new();
@@ -174,10 +222,10 @@ pub(crate) async fn run<S, B>(
             Some(_) = conns.join_next() => continue,
         };
         let _ = stream.set_nodelay(true);
-        let served = Arc::clone(&served);
+        let (served, builder) = (Arc::clone(&served), Arc::clone(&builder));
         let stop = stop.clone();
         conns.spawn(async move {
-            connection(stream, &served, limits, stop).await;
+            connection(stream, &builder, &served, limits, stop).await;
             drop(permit);
         });
     }
@@ -195,6 +243,7 @@ pub(crate) async fn run<S, B>(
         );
     }
     conns.shutdown().await;
+    streams.drop_all().await;
 }
 
 /// Completes once `stop` is true (or its sender is gone).
@@ -226,6 +275,7 @@ pub const LINGER: Duration = Duration::from_millis(250);
 /// it sooner at the shutdown deadline).
 async fn connection<S, B>(
     stream: tokio::net::TcpStream,
+    builder: &auto::Builder<Streams>,
     served: &Served<S, B>,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
@@ -248,9 +298,7 @@ async fn connection<S, B>(
         too_slow: served.too_slow,
         answer: served.answer,
     };
-    let conn = served
-        .builder
-        .serve_connection(TokioIo::new(stream), service);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,

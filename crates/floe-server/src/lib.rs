@@ -309,7 +309,7 @@ pub async fn serve(
     let grpc_task = grpc.map(|listener| {
         let service = RuntimeServer::new(RuntimeService::new(Arc::clone(&sequencer)));
         let served = conn::Served {
-            builder: conn::http2(&limits),
+            protocol: conn::Protocol::Http2,
             service,
             too_slow: || {
                 Status::deadline_exceeded(
@@ -323,7 +323,7 @@ pub async fn serve(
     });
     let http_task = http.map(|listener| {
         let served = conn::Served {
-            builder: conn::http1(&limits),
+            protocol: conn::Protocol::Http1,
             service: http::router(Arc::clone(&sequencer)),
             too_slow: http::too_slow,
             answer: |r| r,

@@ -99,7 +99,10 @@ async fn grpc_status(response: h2::client::ResponseFuture) -> String {
 async fn shutdown_drops_connections_that_never_finish() {
     // Header and idle timeouts far away: only the shutdown deadline can end these.
     let server = start_within(
-        mem(),
+        vec![
+            ("mem", Arc::new(MemoryStore::new())),
+            ("hang", Arc::new(Hang)),
+        ],
         Limits {
             header_timeout: Duration::from_secs(600),
             idle_timeout: Duration::from_secs(600),
@@ -124,6 +127,18 @@ async fn shutdown_drops_connections_that_never_finish() {
     let (stalled, _body) = send
         .send_request(grpc_request(&server.grpc), false)
         .unwrap();
+    // A gRPC request waiting on its store (whose calls are bounded at 2 s, after the deadline).
+    let mut client = server.client().await;
+    let waiting = tokio::spawn(async move {
+        client
+            .get_next_id(floe_server::proto::GetNextIdRequest {
+                store_name: "hang".into(),
+                key: "k".into(),
+                options: None,
+                metadata: Default::default(),
+            })
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let started = Instant::now();
@@ -149,6 +164,8 @@ async fn shutdown_drops_connections_that_never_finish() {
         .await
         .unwrap()
         .is_err());
+    // Dropped with its connection: the client sees the connection end, not an ID.
+    assert!(waiting.await.unwrap().is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
