@@ -402,3 +402,37 @@ async fn beyond_the_connection_cap_a_client_waits_for_a_place() {
     assert!(took >= Duration::from_millis(2500), "{took:?}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_idle_connection_was_closed_reconnects() {
+    let server = start_within(mem(), limits()).await;
+    let mut client = server.client().await;
+    let request = || floe_server::proto::GetNextIdRequest {
+        store_name: "mem".into(),
+        key: "k".into(),
+        options: Some(floe_server::proto::SequencerOptions { increment: 1 }),
+        metadata: Default::default(),
+    };
+    assert_eq!(
+        client
+            .get_next_id(request())
+            .await
+            .unwrap()
+            .into_inner()
+            .next_id,
+        1
+    );
+    // Past the idle timeout the server has closed the connection (GOAWAY); the channel
+    // connects again for the next request.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        client
+            .get_next_id(request())
+            .await
+            .unwrap()
+            .into_inner()
+            .next_id,
+        2
+    );
+    server.stop().await;
+}
