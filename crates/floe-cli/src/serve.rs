@@ -74,7 +74,60 @@ pub struct ServeArgs {
     #[command(flatten)]
     tuning: TuningArgs,
     #[command(flatten)]
+    connections: ConnectionArgs,
+    #[command(flatten)]
     registry: RegistryArgs,
+}
+
+/// How long connections and requests may last, and how many (`floe serve`).
+#[derive(Debug, Args)]
+pub struct ConnectionArgs {
+    /// Connections open at once on each listener; beyond it new connections wait until one
+    /// closes.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Requests under way at once on one gRPC (HTTP/2) connection.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_streams: u32,
+    /// Seconds a new connection may take to send its first request, and an HTTP/1 request its
+    /// headers (HTTP/1 keep-alive connections are closed after this long between requests).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    header_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request under way.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    idle_timeout_secs: u64,
+    /// Seconds a request may take from its headers to its answer (must be longer than
+    /// --timeout-ms); slower ones are answered DEADLINE_EXCEEDED / HTTP 503.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    request_timeout_secs: u64,
+    /// Seconds shutdown (SIGTERM, Ctrl-C) waits for open connections before it drops them and
+    /// closes the stores.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    shutdown_timeout_secs: u64,
+}
+
+impl ConnectionArgs {
+    fn limits(&self, store_timeout: Duration) -> Result<floe_server::Limits, String> {
+        let request_timeout = Duration::from_secs(self.request_timeout_secs);
+        if request_timeout <= store_timeout {
+            return Err(format!(
+                "request-timeout-secs: must be longer than --timeout-ms (one store call), found {} s and {} ms",
+                self.request_timeout_secs,
+                store_timeout.as_millis()
+            ));
+        }
+        let limits = floe_server::Limits {
+            max_connections: usize::try_from(self.max_connections)
+                .map_err(|_| format!("max-connections: too large: {}", self.max_connections))?,
+            max_streams: self.max_streams,
+            header_timeout: Duration::from_secs(self.header_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            request_timeout,
+            shutdown_timeout: Duration::from_secs(self.shutdown_timeout_secs),
+        };
+        limits.validate()?;
+        Ok(limits)
+    }
 }
 
 /// `floe seq`.
@@ -202,7 +255,11 @@ async fn bind(addr: &str, what: &str) -> Result<Option<tokio::net::TcpListener>,
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
+    if args.grpc == "off" && args.http == "off" {
+        return Err("grpc, http: both are off, so there is nothing to serve: give --grpc or --http an address".into());
+    }
     let options = args.tuning.options()?;
+    let limits = args.connections.limits(options.timeout)?;
     let rt = runtime()?;
     let specs = if args.stores.is_empty() {
         vec!["default=embedded".to_string()]
@@ -262,13 +319,23 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             described.join(",")
         );
         let _ = std::io::stdout().flush();
-        floe_server::serve(Arc::clone(&sequencer), grpc, http, shutdown_signal())
-            .await
-            .map_err(|e| format!("server: {e}"))?;
-        sequencer.close().await;
+        floe_server::serve(
+            Arc::clone(&sequencer),
+            grpc,
+            http,
+            limits,
+            shutdown_signal(),
+        )
+        .await
+        .map_err(|e| format!("server: {e}"))?;
         Ok::<(), String>(())
     });
-    drop(rt);
+    // Every connection is closed or dropped: close the stores (the embedded store's file lock
+    // goes with its last reference), then end the runtime, whose background tasks (WEAK
+    // fetches) hold the others; a store call under way on a blocking thread is given a moment.
+    rt.block_on(sequencer.close());
+    drop(sequencer);
+    rt.shutdown_timeout(Duration::from_secs(2));
     for (lease, g) in leases {
         lease.finish(g.last_timestamp_ms())?;
     }

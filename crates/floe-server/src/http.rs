@@ -1,69 +1,158 @@
 //! The HTTP/JSON face of the sequencer (see the crate docs for the routes).
+//!
+//! Requests that issue IDs are `GET` (kept for compatibility: `curl URL`) or `POST`; `HEAD`
+//! issues nothing (405). A browser can be made to send a request to a server on the user's
+//! machine from any page it shows, so a request carrying an `Origin` that is not this server's
+//! own (`http://` or `https://` and the request's `Host`), or a `Sec-Fetch-Site` other than
+//! `same-origin` or `none`, is refused with 403 before it reaches a route. Every error is one
+//! line of JSON, `{"error":KIND,"message":TEXT}`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use floe_sequencer::{ErrorKind, Mode, SeqError, Sequencer};
 use serde_json::json;
 
-/// An error as an HTTP answer: one mapping for every route.
-#[derive(Debug)]
-pub struct HttpError(pub SeqError);
+use crate::{echo, Asked, MAX_ECHO};
 
-impl IntoResponse for HttpError {
-    fn into_response(self) -> Response {
-        let e = self.0;
-        let (code, kind) = match e.kind {
+/// An error as an HTTP answer: a status, a kind (`"error"`) and a message.
+#[derive(Debug)]
+pub struct HttpError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The kind, for programs: `invalid_argument`, `unknown_store`, `forbidden`...
+    pub error: &'static str,
+    /// For people: one line, in the server's words.
+    pub message: String,
+}
+
+impl HttpError {
+    fn invalid(message: String) -> HttpError {
+        HttpError {
+            status: StatusCode::BAD_REQUEST,
+            error: "invalid_argument",
+            message,
+        }
+    }
+}
+
+impl From<SeqError> for HttpError {
+    /// One mapping for every route. The message is used as it is: errors reach here through
+    /// [`crate::check`] and [`crate::public`], which word them.
+    fn from(e: SeqError) -> HttpError {
+        let (status, error) = match e.kind {
             ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "invalid_argument"),
             ErrorKind::UnknownStore => (StatusCode::NOT_FOUND, "unknown_store"),
             ErrorKind::Unsupported => (StatusCode::CONFLICT, "unsupported"),
             ErrorKind::Exhausted => (StatusCode::CONFLICT, "exhausted"),
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ErrorKind::Config => (StatusCode::SERVICE_UNAVAILABLE, "not_configured"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            other => {
+                crate::unexpected(other);
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
         };
-        (code, Json(json!({ "error": kind, "message": e.message }))).into_response()
+        HttpError {
+            status,
+            error,
+            message: e.message,
+        }
     }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({ "error": self.error, "message": self.message })),
+        )
+            .into_response()
+    }
+}
+
+/// What a request slower than the request timeout is answered.
+pub(crate) fn too_slow() -> Response {
+    HttpError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        error: "unavailable",
+        message: "the request took longer than the server's request timeout".into(),
+    }
+    .into_response()
 }
 
 /// `?increment=weak|strong` (or 0 / 1), WEAK when absent.
 fn mode(params: &HashMap<String, String>) -> Result<Mode, String> {
-    params
-        .get("increment")
-        .map_or(Ok(Mode::Weak), |s| s.parse())
+    match params.get("increment") {
+        None => Ok(Mode::Weak),
+        Some(s) => s.parse().map_err(|_| {
+            format!(
+                "increment: expected weak or strong (or 0 / 1), found \"{}\"",
+                echo(s, MAX_ECHO)
+            )
+        }),
+    }
+}
+
+type StoreAndKey = Result<Path<(String, String)>, PathRejection>;
+type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+
+/// The path's store and key and the query's parameters, or a 400 in the server's words (axum's
+/// own rejections repeat the request).
+fn arguments(
+    path: StoreAndKey,
+    query: Params,
+) -> Result<(String, String, HashMap<String, String>), HttpError> {
+    let Path((store, key)) = path.map_err(|_| {
+        HttpError::invalid("path: the store and the key must be percent-encoded UTF-8".into())
+    })?;
+    let Query(params) = query.map_err(|_| {
+        HttpError::invalid("query: expected name=value pairs of percent-encoded UTF-8".into())
+    })?;
+    Ok((store, key, params))
 }
 
 async fn next_id(
     State(seq): State<Arc<Sequencer>>,
-    Path((store, key)): Path<(String, String)>,
-    Query(params): Query<HashMap<String, String>>,
+    path: StoreAndKey,
+    query: Params,
 ) -> Result<Json<serde_json::Value>, HttpError> {
-    let (handle, mode) = crate::check(&seq, &store, &key, mode(&params)).map_err(HttpError)?;
-    let id = handle.next_id(&key, mode).await.map_err(HttpError)?;
+    let (store, key, params) = arguments(path, query)?;
+    let (handle, mode) = crate::check(&seq, &store, &key, mode(&params))?;
+    let id = handle
+        .next_id(&key, mode)
+        .await
+        .map_err(|e| crate::public(e, handle, &key, Asked::NextId(mode)))?;
     Ok(Json(json!({ "next_id": id.to_string() })))
 }
 
 async fn segment(
     State(seq): State<Arc<Sequencer>>,
-    Path((store, key)): Path<(String, String)>,
-    Query(params): Query<HashMap<String, String>>,
+    path: StoreAndKey,
+    query: Params,
 ) -> Result<Json<serde_json::Value>, HttpError> {
-    let (handle, _) = crate::check(&seq, &store, &key, Ok(Mode::Weak)).map_err(HttpError)?;
+    let (store, key, params) = arguments(path, query)?;
+    let (handle, _) = crate::check(&seq, &store, &key, Ok(Mode::Weak))?;
     let size = match params.get("size") {
         None => 1000,
         Some(s) => s.parse::<u32>().map_err(|_| {
-            HttpError(SeqError::new(
-                ErrorKind::InvalidArgument,
-                format!("invalid size {s:?}: expected a positive integer"),
+            HttpError::invalid(format!(
+                "size: expected a positive integer, found \"{}\"",
+                echo(s, MAX_ECHO)
             ))
         })?,
     };
-    let seg = handle.segment(&key, size).await.map_err(HttpError)?;
+    let seg = handle
+        .segment(&key, size)
+        .await
+        .map_err(|e| crate::public(e, handle, &key, Asked::Segment))?;
     Ok(Json(
         json!({ "start": seg.start.to_string(), "end": seg.end.to_string() }),
     ))
@@ -87,15 +176,83 @@ async fn stores(State(seq): State<Arc<Sequencer>>) -> Json<serde_json::Value> {
     Json(json!({ "stores": list }))
 }
 
+/// `HEAD` on a route that issues IDs: refused, so that it issues none (axum would otherwise
+/// run the `GET` handler and drop its body).
+async fn head_refused() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, HeaderValue::from_static("GET,POST"))],
+    )
+        .into_response()
+}
+
+async fn not_found() -> HttpError {
+    HttpError {
+        status: StatusCode::NOT_FOUND,
+        error: "not_found",
+        message: "no such route: see /v1/sequencer/{store}/{key}, /v1/stores, /healthz".into(),
+    }
+}
+
+/// Why a request is a cross-site browser request, if it is one.
+fn cross_site(headers: &HeaderMap) -> Option<String> {
+    for site in headers.get_all("sec-fetch-site") {
+        let same = site.as_bytes().eq_ignore_ascii_case(b"same-origin")
+            || site.as_bytes().eq_ignore_ascii_case(b"none");
+        if !same {
+            return Some(format!(
+                "Sec-Fetch-Site is \"{}\"",
+                echo(&String::from_utf8_lossy(site.as_bytes()), MAX_ECHO)
+            ));
+        }
+    }
+    let host = headers.get(header::HOST).map(HeaderValue::as_bytes);
+    for origin in headers.get_all(header::ORIGIN) {
+        let o = origin.as_bytes();
+        let own = host.is_some_and(|host| {
+            [&b"http://"[..], b"https://"].iter().any(|scheme| {
+                o.len() == scheme.len() + host.len()
+                    && o[..scheme.len()].eq_ignore_ascii_case(scheme)
+                    && o[scheme.len()..].eq_ignore_ascii_case(host)
+            })
+        });
+        if !own {
+            return Some(format!(
+                "Origin \"{}\" is not this server's",
+                echo(&String::from_utf8_lossy(o), MAX_ECHO)
+            ));
+        }
+    }
+    None
+}
+
+/// Refuses cross-site browser requests (see the module docs) before any route runs.
+async fn same_origin(request: Request, next: Next) -> Response {
+    match cross_site(request.headers()) {
+        Some(why) => HttpError {
+            status: StatusCode::FORBIDDEN,
+            error: "forbidden",
+            message: format!("cross-site browser requests are refused: {why}"),
+        }
+        .into_response(),
+        None => next.run(request).await,
+    }
+}
+
 /// The routes, serving `sequencer`.
 pub fn router(sequencer: Arc<Sequencer>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/stores", get(stores))
-        .route("/v1/sequencer/{store}/{key}", get(next_id).post(next_id))
+        .route(
+            "/v1/sequencer/{store}/{key}",
+            get(next_id).post(next_id).head(head_refused),
+        )
         .route(
             "/v1/sequencer/{store}/{key}/segment",
-            get(segment).post(segment),
+            get(segment).post(segment).head(head_refused),
         )
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(same_origin))
         .with_state(sequencer)
 }

@@ -3,6 +3,8 @@
 //!
 //! [`serve`] takes listeners already bound and a shutdown future (as mini-redis does), so tests
 //! bind `127.0.0.1:0` and drive it in-process; the `floe serve` binary only reads its options.
+//! Connections live within [`Limits`] ([`conn`]): a cap per listener, header, idle and request
+//! timeouts, and a shutdown deadline after which open connections are dropped.
 //!
 //! **gRPC** (`proto/runtime.proto`, Layotto's messages): `store_name` picks a configured store
 //! (an empty name picks the only one, when there is one), `key` is a sequence key, an absent
@@ -16,9 +18,16 @@
 //! | key too long or holding NUL | `INVALID_ARGUMENT` | 400 |
 //! | increment not 0 or 1 | `INVALID_ARGUMENT` (Layotto: `UNKNOWN`) | 400 |
 //! | unknown store | `INVALID_ARGUMENT` "Sequencer store S not found" | 404 |
+//! | malformed message | `INVALID_ARGUMENT` (tonic: `INTERNAL`) | - |
 //! | STRONG on a store that cannot | `FAILED_PRECONDITION` | 409 |
 //! | sequence past `i64::MAX` | `OUT_OF_RANGE` | 409 |
 //! | store unreachable or slow | `UNAVAILABLE` (retry) | 503 |
+//! | request slower than the request timeout | `DEADLINE_EXCEEDED` | 503 |
+//! | cross-site browser request | - | 403 |
+//!
+//! Error messages are the server's own words: text from the request is echoed cut to
+//! [`MAX_ECHO`] characters (with an ellipsis), the configured stores are not listed, and what a
+//! store reports (file paths, server addresses) goes to standard error, not to the client.
 //!
 //! **HTTP** ([`http`]): `GET` or `POST /v1/sequencer/{store}/{key}?increment=weak|strong` answers
 //! `{"next_id":"42"}` (a string, as proto3's JSON mapping writes an int64);
@@ -27,13 +36,18 @@
 #![deny(missing_docs)]
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use floe_sequencer::{ErrorKind, Mode, SeqError, Sequencer};
+use floe_sequencer::{ErrorKind, Key, Mode, SeqError, Sequencer, StoreHandle};
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 
+pub mod codec;
+pub mod conn;
 pub mod http;
+
+pub use conn::Limits;
 
 /// The generated Layotto messages and service.
 #[allow(missing_docs, clippy::all)]
@@ -44,38 +58,168 @@ pub mod proto {
 use proto::runtime_server::{Runtime, RuntimeServer};
 use proto::{GetNextIdRequest, GetNextIdResponse};
 
-/// The gRPC status of an error: one mapping for the whole server.
+/// The most characters of a request's own text (a store name, a key, a parameter) an error
+/// message repeats; longer text is cut and ends with an ellipsis.
+pub const MAX_ECHO: usize = 64;
+
+/// The most characters of a library's words (a parse error, a key error) a message repeats.
+pub(crate) const MAX_DETAIL: usize = 200;
+
+/// `text` for an error message: control characters escaped (`\n`, `\u{1b}`), at most `max`
+/// characters of that, and `…` when it was cut.
+pub fn echo(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0usize;
+    for c in text.chars() {
+        let escaped = c.escape_debug();
+        let width = if c.is_control() { escaped.len() } else { 1 };
+        if used.saturating_add(width) > max {
+            out.push('…');
+            break;
+        }
+        used += width;
+        if c.is_control() {
+            out.extend(escaped);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The gRPC status of an error: one mapping for the whole server. The message is used as it
+/// is: errors reach here through [`check`] and [`public`], which word them.
 pub fn status(e: &SeqError) -> Status {
     let code = match e.kind {
         ErrorKind::InvalidArgument | ErrorKind::UnknownStore => tonic::Code::InvalidArgument,
         ErrorKind::Unsupported | ErrorKind::Config => tonic::Code::FailedPrecondition,
         ErrorKind::Exhausted => tonic::Code::OutOfRange,
         ErrorKind::Unavailable => tonic::Code::Unavailable,
-        _ => tonic::Code::Internal,
+        ErrorKind::Corrupt => tonic::Code::Internal,
+        other => {
+            unexpected(other);
+            tonic::Code::Internal
+        }
     };
     Status::new(code, e.message.clone())
 }
 
+/// An error kind this server does not know (floe-sequencer's `ErrorKind` is non-exhaustive):
+/// answered as an internal error, and said on standard error so that it is not missed.
+pub(crate) fn unexpected(kind: ErrorKind) {
+    log(format_args!(
+        "an error of a kind this server does not map ({kind:?}) was answered as internal"
+    ));
+}
+
+/// One line on standard error, at most one a second (a store that is down fails every request:
+/// the log says so once a second, with how many lines it left out).
+pub(crate) fn log(line: std::fmt::Arguments<'_>) {
+    static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let now = Instant::now();
+    match &mut *last {
+        Some((at, left_out)) if now.duration_since(*at) < Duration::from_secs(1) => {
+            *left_out = left_out.saturating_add(1);
+        }
+        _ => {
+            let left_out = last.map_or(0, |(_, n)| n);
+            if left_out > 0 {
+                eprintln!("floe: {line} ({left_out} line(s) left out since the last)");
+            } else {
+                eprintln!("floe: {line}");
+            }
+            *last = Some((now, 0));
+        }
+    }
+}
+
+/// What a request asked of a store: the words of its errors depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// One ID.
+    NextId(Mode),
+    /// A segment.
+    Segment,
+}
+
+/// A store's error in the server's own words: the store and the request's key (cut to
+/// [`MAX_ECHO`]) and what went wrong, never what the store said about itself (a file path, a
+/// server's address): that goes to standard error.
+pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> SeqError {
+    let store = handle.name();
+    let kind = handle.store().kind();
+    let message = match e.kind {
+        // The sequencer's words about an argument (a segment size, a key's length): no input
+        // beyond a number, cut to a bound in case that changes.
+        ErrorKind::InvalidArgument => echo(&e.message, MAX_DETAIL),
+        ErrorKind::UnknownStore => format!("Sequencer store {} not found", echo(store, MAX_ECHO)),
+        ErrorKind::Unsupported => match asked {
+            Asked::NextId(Mode::Strong) => {
+                format!("store {store} ({kind}) cannot serve STRONG: use WEAK")
+            }
+            Asked::NextId(Mode::Weak) => format!("store {store} ({kind}) cannot serve WEAK"),
+            Asked::Segment => format!("store {store} ({kind}) cannot reserve segments"),
+        },
+        ErrorKind::Exhausted => format!(
+            "the sequence of key {} in store {store} is exhausted: its next ID would pass i64::MAX",
+            echo(key, MAX_ECHO)
+        ),
+        ErrorKind::Unavailable => {
+            log(format_args!("store {store}: {}", e.message));
+            format!("store {store} ({kind}) is unavailable or slow: retry later")
+        }
+        ErrorKind::Config => {
+            log(format_args!("store {store}: {}", e.message));
+            format!("store {store} ({kind}) is misconfigured: see the server's log")
+        }
+        ErrorKind::Corrupt => {
+            log(format_args!("store {store}: {}", e.message));
+            format!(
+                "store {store} holds a value for key {} that floe did not write: see the server's log",
+                echo(key, MAX_ECHO)
+            )
+        }
+        other => {
+            unexpected(other);
+            log(format_args!("store {store}: {}", e.message));
+            format!("store {store}: internal error: see the server's log")
+        }
+    };
+    SeqError::new(e.kind, message)
+}
+
 /// A request checked as Layotto checks it, in its order: a store is configured, the key is not
-/// empty, the increment is legal (`mode`, as parsed by the caller), the store exists. The
-/// error's kind gives its status ([`status`], [`http::HttpError`]).
+/// empty, the increment is legal (`mode`, as parsed by the caller, in the server's words), the
+/// store exists, then the key is a valid key. The error's kind gives its status ([`status`],
+/// [`http::HttpError`]); its message repeats at most [`MAX_ECHO`] characters of the request.
 pub fn check<'a>(
     sequencer: &'a Sequencer,
     store: &str,
     key: &str,
     mode: Result<Mode, String>,
-) -> Result<(&'a floe_sequencer::StoreHandle, Mode), SeqError> {
+) -> Result<(&'a StoreHandle, Mode), SeqError> {
     if sequencer.names().next().is_none() {
         return Err(SeqError::config("Sequencer store is not configured"));
     }
     if key.is_empty() {
         return Err(SeqError::new(
             ErrorKind::InvalidArgument,
-            format!("Key is empty in sequencer store {store}"),
+            format!("Key is empty in sequencer store {}", echo(store, MAX_ECHO)),
         ));
     }
     let mode = mode.map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e))?;
-    Ok((sequencer.store(store)?, mode))
+    let handle = sequencer.store(store).map_err(|e| match e.kind {
+        // The sequencer's message lists every configured store: not for clients.
+        ErrorKind::UnknownStore => SeqError::new(
+            ErrorKind::UnknownStore,
+            format!("Sequencer store {} not found", echo(store, MAX_ECHO)),
+        ),
+        _ => SeqError::new(e.kind, echo(&e.message, MAX_DETAIL)),
+    })?;
+    Key::check(key)
+        .map_err(|e| SeqError::new(ErrorKind::InvalidArgument, echo(&e.to_string(), MAX_DETAIL)))?;
+    Ok((handle, mode))
 }
 
 /// Layotto's `options.increment`: 0 is WEAK, 1 is STRONG.
@@ -115,55 +259,106 @@ impl Runtime for RuntimeService {
         let next_id = handle
             .next_id(&req.key, mode)
             .await
-            .map_err(|e| status(&e))?;
+            .map_err(|e| status(&public(e, handle, &req.key, Asked::NextId(mode))))?;
         Ok(Response::new(GetNextIdResponse { next_id }))
     }
 }
 
-/// Serves `sequencer` over gRPC on `grpc` and HTTP on `http` (either may be `None`) until
-/// `shutdown` completes, then lets requests under way finish.
+/// A gRPC answer whose message is bounded: the server's own messages are (at most
+/// [`MAX_DETAIL`] characters), but tonic's can repeat a request header (an unknown
+/// `grpc-encoding`): one longer than [`MAX_DETAIL`] is cut to [`MAX_ECHO`] + 40 characters.
+fn bounded_grpc<B: Default>(response: hyper::Response<B>) -> hyper::Response<B> {
+    let long = response
+        .headers()
+        .get(Status::GRPC_MESSAGE)
+        .is_some_and(|m| m.len() > MAX_DETAIL);
+    if !long {
+        return response;
+    }
+    match Status::from_header_map(response.headers()) {
+        Some(status) if status.message().chars().count() > MAX_DETAIL => {
+            Status::new(status.code(), echo(status.message(), MAX_ECHO + 40)).into_http()
+        }
+        _ => response,
+    }
+}
+
+/// Serves `sequencer` over gRPC on `grpc` and HTTP on `http` (either may be `None`) within
+/// `limits` until `shutdown` completes, then stops accepting, lets connections end until
+/// `limits.shutdown_timeout` and drops the rest. When it returns, no connection is open and the
+/// server holds no reference to `sequencer`: the caller can close its stores.
 ///
 /// # Errors
-/// When a server stops with an I/O error.
+/// When `limits` are not valid ([`Limits::validate`]), or both listeners are `None`.
 pub async fn serve(
     sequencer: Arc<Sequencer>,
     grpc: Option<TcpListener>,
     http: Option<TcpListener>,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    limits.validate()?;
+    if grpc.is_none() && http.is_none() {
+        return Err("grpc, http: both are off: nothing to serve".into());
+    }
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
+    let signal = tokio::spawn(async move {
         shutdown.await;
         let _ = stop.send(true);
     });
-    let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let grpc_task = grpc.map(|listener| {
         let service = RuntimeServer::new(RuntimeService::new(Arc::clone(&sequencer)));
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        let done = wait(stopped.clone());
-        tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .tcp_nodelay(true)
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, done)
-                .await
-                .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })
-        })
+        let served = conn::Served {
+            protocol: conn::Protocol::Http2,
+            service,
+            too_slow: || {
+                Status::deadline_exceeded(
+                    "the request took longer than the server's request timeout",
+                )
+                .into_http()
+            },
+            answer: bounded_grpc,
+        };
+        conn::run(listener, served, limits, stopped.clone())
     });
     let http_task = http.map(|listener| {
-        let app = http::router(Arc::clone(&sequencer));
-        let done = wait(stopped.clone());
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(done)
-                .await
-                .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })
-        })
+        let served = conn::Served {
+            protocol: conn::Protocol::Http1,
+            service: http::router(Arc::clone(&sequencer)),
+            too_slow: http::too_slow,
+            answer: |r| r,
+        };
+        conn::run(listener, served, limits, stopped.clone())
     });
-    for task in [grpc_task, http_task].into_iter().flatten() {
-        task.await??;
-    }
+    drop(sequencer);
+    let grpc = async {
+        if let Some(task) = grpc_task {
+            task.await;
+        }
+    };
+    let http = async {
+        if let Some(task) = http_task {
+            task.await;
+        }
+    };
+    tokio::join!(grpc, http);
+    signal.abort();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_cuts_at_the_bound_and_escapes_control_characters() {
+        assert_eq!(echo("orders", MAX_ECHO), "orders");
+        assert_eq!(echo(&"x".repeat(64), 64), "x".repeat(64));
+        assert_eq!(echo(&"x".repeat(65), 64), format!("{}…", "x".repeat(64)));
+        assert_eq!(echo(&"é".repeat(100), 3), "ééé…");
+        assert_eq!(echo("a\nb\u{1b}", 64), "a\\nb\\u{1b}");
+        // Escapes count at their printed width.
+        assert_eq!(echo(&"\u{1b}".repeat(100), 14), "\\u{1b}\\u{1b}…");
+        assert_eq!(echo("", 64), "");
+    }
 }

@@ -4,74 +4,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use floe_sequencer::stores::memory::MemoryStore;
-use floe_sequencer::{Key, SeqError, Sequencer, ServeOptions, Store, StoreHandle};
-use floe_server::proto::runtime_client::RuntimeClient;
+use floe_sequencer::{Key, Store};
 use floe_server::proto::sequencer_options::AutoIncrement;
 use floe_server::proto::{GetNextIdRequest, SequencerOptions};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use tonic::Code;
 
-/// A store whose server is down.
-#[derive(Debug)]
-struct Down;
+mod common;
 
-#[async_trait]
-impl Store for Down {
-    fn kind(&self) -> &'static str {
-        "down"
-    }
-    async fn reserve(&self, _: &Key, _: u32) -> Result<i64, SeqError> {
-        Err(SeqError::unavailable("down: connection refused"))
-    }
-    async fn raise(&self, _: &Key, _: i64) -> Result<(), SeqError> {
-        Err(SeqError::unavailable("down: connection refused"))
-    }
-}
-
-struct Running {
-    grpc: String,
-    http: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-async fn start(stores: Vec<(&str, Arc<dyn Store>)>) -> Running {
-    let mut seq = Sequencer::new();
-    for (name, store) in stores {
-        seq.add(StoreHandle::new(name, store, ServeOptions::default()));
-    }
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (g, h) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        floe_server::serve(Arc::new(seq), Some(grpc), Some(http), async {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    });
-    Running {
-        grpc: format!("http://{g}"),
-        http: h.to_string(),
-        stop: Some(stop),
-        task,
-    }
-}
-
-impl Running {
-    async fn client(&self) -> RuntimeClient<tonic::transport::Channel> {
-        RuntimeClient::connect(self.grpc.clone()).await.unwrap()
-    }
-
-    async fn stop(mut self) {
-        self.stop.take().unwrap().send(()).unwrap();
-        self.task.await.unwrap();
-    }
-}
+use common::{http, start, Down};
 
 fn req(store: &str, key: &str, increment: Option<i32>) -> GetNextIdRequest {
     GetNextIdRequest {
@@ -151,12 +92,12 @@ async fn errors_have_layotto_statuses() {
         (
             req("down", "k", Some(1)),
             Code::Unavailable,
-            "connection refused",
+            "store down (down) is unavailable",
         ),
         (
             req("down", "k", Some(0)),
             Code::Unavailable,
-            "connection refused",
+            "store down (down) is unavailable",
         ),
     ];
     for (request, code, text) in cases {
@@ -227,7 +168,7 @@ mod layotto {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wire_is_layotto_s() {
     let server = start(vec![("redis", Arc::new(MemoryStore::new()))]).await;
-    let channel = tonic::transport::Endpoint::from_shared(server.grpc.clone())
+    let channel = tonic::transport::Endpoint::from_shared(server.grpc_url())
         .unwrap()
         .connect()
         .await
@@ -252,22 +193,6 @@ async fn the_wire_is_layotto_s() {
         assert_eq!(response.into_inner().next_id, want);
     }
     server.stop().await;
-}
-
-async fn http(addr: &str, method: &str, path: &str) -> (u16, serde_json::Value) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: floe\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.unwrap();
-    let code = text[9..12].parse().unwrap();
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
-    (
-        code,
-        serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.into())),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,186 @@
+//! `floe serve` as a child process: start it, read its addresses, talk to it with plain
+//! sockets, count its file descriptors, send it SIGTERM.
+#![allow(dead_code)] // each test binary uses a part of them
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `floe serve`.
+pub struct Serve {
+    pub child: Child,
+    pub http: String,
+    pub grpc: String,
+    pub line: String,
+}
+
+impl Serve {
+    /// Starts `floe serve ARGS --grpc 127.0.0.1:0 --http 127.0.0.1:0` and waits for its line.
+    pub fn start(args: &[&str]) -> Serve {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("floe"))
+            .arg("serve")
+            .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        if !line.starts_with("floe serving") {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "floe serve did not start: {line:?} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let addr = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name))
+                .unwrap()
+                .to_string()
+        };
+        Serve {
+            http: addr("http="),
+            grpc: addr("grpc="),
+            line: line.clone(),
+            child,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its open file descriptors.
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap()
+            .count()
+    }
+
+    /// Sends SIGTERM.
+    pub fn term(&self) {
+        let pid = i32::try_from(self.pid()).unwrap();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    /// Waits for the process to exit, at most `within`; returns its status, standard error
+    /// and how long it took. Kills it when it overruns.
+    pub fn wait(mut self, within: Duration) -> (std::process::ExitStatus, String, Duration) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                self.child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                return (status, err, started.elapsed());
+            }
+            if started.elapsed() > within {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("floe serve did not exit within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`: its status and body.
+pub fn http(addr: &str, method: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: floe\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    if text.len() < 12 {
+        return Err(std::io::Error::other(format!("no answer: {text:?}")));
+    }
+    let code = text[9..12].parse().map_err(std::io::Error::other)?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    Ok((code, body))
+}
+
+/// The next STRONG ID of `key` in `store`.
+pub fn next_strong(addr: &str, store: &str, key: &str) -> std::io::Result<i64> {
+    let (code, body) = http(
+        addr,
+        "POST",
+        &format!("/v1/sequencer/{store}/{key}?increment=strong"),
+    )?;
+    if code != 200 {
+        return Err(std::io::Error::other(format!("{code}: {body}")));
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(std::io::Error::other)?;
+    v["next_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(body))
+}
+
+/// The client preface of HTTP/2 and an empty SETTINGS frame: a connection that then never
+/// sends a request.
+pub const H2_PREFACE: &[u8] =
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// An HTTP/2 HEADERS frame (stream 1, END_HEADERS, no END_STREAM) of a GetNextId request to
+/// `authority`: a gRPC request whose body never comes. HPACK by hand: indexed :method POST and
+/// :scheme http, literal :path, :authority and content-type, none longer than 126 bytes.
+pub fn grpc_headers_without_body(authority: &str) -> Vec<u8> {
+    fn literal(block: &mut Vec<u8>, value: &str) {
+        block.push(u8::try_from(value.len()).unwrap());
+        block.extend_from_slice(value.as_bytes());
+    }
+    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+    block.push(0x04); // :path, name from the static table, value literal
+    literal(&mut block, "/spec.proto.runtime.v1.Runtime/GetNextId");
+    block.push(0x01); // :authority
+    literal(&mut block, authority);
+    block.push(0x00); // a new name
+    literal(&mut block, "content-type");
+    literal(&mut block, "application/grpc");
+    block.push(0x00);
+    literal(&mut block, "te");
+    literal(&mut block, "trailers");
+    let len = u32::try_from(block.len()).unwrap().to_be_bytes();
+    let mut frame = vec![len[1], len[2], len[3], 0x1, 0x4, 0, 0, 0, 1];
+    frame.extend_from_slice(&block);
+    frame
+}
+
+/// Whether the server has closed `s` (end of file or reset) within `within`.
+pub fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let started = Instant::now();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < within {
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}

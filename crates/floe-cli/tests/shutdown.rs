@@ -1,0 +1,169 @@
+//! `floe serve` ends on SIGTERM by its shutdown deadline whatever clients hold open, releases
+//! its state directory (the embedded store's lock, the snowflake store's worker lease) so that
+//! a restart succeeds at once, and never reissues an ID across the restart, even under load.
+//! Also the options that cannot be served.
+
+mod serving;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serving::{closed_within, grpc_headers_without_body, next_strong, Serve, H2_PREFACE};
+
+#[test]
+fn sigterm_ends_serve_by_the_deadline_whatever_clients_hold_and_a_restart_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let args = [
+        "--state-dir",
+        &state,
+        "--store",
+        "main=embedded",
+        "--store",
+        "ids=snowflake",
+        // Only the shutdown deadline can end what the clients below hold.
+        "--shutdown-timeout-secs",
+        "1",
+        "--header-timeout-secs",
+        "600",
+        "--idle-timeout-secs",
+        "600",
+        "--request-timeout-secs",
+        "600",
+    ];
+    let server = Serve::start(&args);
+    assert_eq!(next_strong(&server.http, "main", "orders").unwrap(), 1);
+
+    // A half-sent HTTP request.
+    let mut half = TcpStream::connect(&server.http).unwrap();
+    half.write_all(b"POST /v1/sequencer/main/orders?increment=strong HTTP/1.1\r\nHost: floe\r\n")
+        .unwrap();
+    // An idle TCP connection to the gRPC port.
+    let mut idle = TcpStream::connect(&server.grpc).unwrap();
+    // An HTTP/2 connection that never sends a request (the server's SETTINGS came back).
+    let mut quiet = TcpStream::connect(&server.grpc).unwrap();
+    quiet.write_all(H2_PREFACE).unwrap();
+    let mut settings = [0u8; 9];
+    quiet.read_exact(&mut settings).unwrap();
+    assert_eq!(settings[3], 4, "a SETTINGS frame: {settings:?}");
+    // A gRPC request whose body never comes: under way until the deadline.
+    let mut stalled = TcpStream::connect(&server.grpc).unwrap();
+    stalled.write_all(H2_PREFACE).unwrap();
+    stalled
+        .write_all(&grpc_headers_without_body(&server.grpc))
+        .unwrap();
+    // And load: STRONG requests one after the other until the server is gone.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let (addr, stop) = (server.http.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut ids = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                match next_strong(&addr, "main", "orders") {
+                    Ok(id) => ids.push(id),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            ids
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+
+    server.term();
+    let (status, err, took) = server.wait(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(
+        took < Duration::from_secs(4),
+        "took {took:?} with a 1 s deadline: {err}"
+    );
+    assert!(
+        took >= Duration::from_millis(900),
+        "the stalled request was waited for until the deadline: {took:?}"
+    );
+    assert!(err.contains("dropping 1 connection"), "{err}");
+    for (what, s) in [
+        ("half", &mut half),
+        ("idle", &mut idle),
+        ("quiet", &mut quiet),
+        ("stalled", &mut stalled),
+    ] {
+        assert!(
+            closed_within(s, Duration::from_secs(2)),
+            "{what} still open"
+        );
+    }
+
+    // The same state directory serves again at once: the file lock and the lease are free.
+    let again = Serve::start(&args);
+    stop.store(true, Ordering::Relaxed);
+    let before = load.join().unwrap();
+    assert!(before.len() > 1, "the load was served: {before:?}");
+    assert!(before.windows(2).all(|w| w[0] < w[1]), "STRONG increases");
+    let next = next_strong(&again.http, "main", "orders").unwrap();
+    let last = *before.iter().max().unwrap();
+    assert!(
+        next > last,
+        "after the restart {next}, before it up to {last}: never reissued"
+    );
+    let (code, body) = serving::http(&again.http, "GET", "/v1/sequencer/ids/any").unwrap();
+    assert_eq!(
+        code, 200,
+        "the snowflake store leased its worker again: {body}"
+    );
+    again.term();
+    let (status, err, _) = again.wait(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}: {err}");
+}
+
+#[test]
+fn sigterm_with_nothing_held_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let server = Serve::start(&["--state-dir", &state, "--shutdown-timeout-secs", "600"]);
+    assert_eq!(next_strong(&server.http, "default", "k").unwrap(), 1);
+    server.term();
+    let (status, err, took) = server.wait(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
+
+#[test]
+fn options_that_cannot_be_served_are_refused() {
+    for (args, text) in [
+        (
+            vec!["--grpc", "off", "--http", "off"],
+            "grpc, http: both are off",
+        ),
+        (
+            vec!["--request-timeout-secs", "2", "--timeout-ms", "2000"],
+            "request-timeout-secs: must be longer than --timeout-ms",
+        ),
+        (vec!["--max-connections", "0"], "--max-connections"),
+        (vec!["--max-streams", "0"], "--max-streams"),
+        (vec!["--header-timeout-secs", "0"], "--header-timeout-secs"),
+        (vec!["--idle-timeout-secs", "86401"], "--idle-timeout-secs"),
+        (
+            vec!["--shutdown-timeout-secs", "86401"],
+            "--shutdown-timeout-secs",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("floe"))
+            .arg("serve")
+            .args(["--state-dir", dir.path().to_str().unwrap()])
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(text), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing served");
+        if text.starts_with("grpc, http") || text.starts_with("request") {
+            assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        }
+    }
+}

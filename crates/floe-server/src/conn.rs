@@ -1,0 +1,378 @@
+//! Connections: how many, how long, and how they end.
+//!
+//! Each listener runs its own accept loop on hyper (hyper-util's connection builder, one
+//! protocol per port: HTTP/2 for gRPC, HTTP/1 for HTTP), so that the server, not the client,
+//! decides when a connection ends:
+//!
+//! - at most [`Limits::max_connections`] connections per listener: beyond that the listener
+//!   stops accepting and new connections wait in the kernel's backlog, so idle sockets cannot
+//!   use up file descriptors;
+//! - a connection must send its first request within [`Limits::header_timeout`] (HTTP/1: every
+//!   request's headers, hyper's header read timeout, which also runs between keep-alive
+//!   requests), and one with no request under way for [`Limits::idle_timeout`] is closed;
+//! - a request is answered within [`Limits::request_timeout`] (a body that never arrives
+//!   included): `DEADLINE_EXCEEDED`, or HTTP 503;
+//! - at most [`Limits::max_streams`] requests at once per HTTP/2 connection;
+//! - on shutdown the listeners close at once, every connection is asked to end (HTTP/1 closes
+//!   when its request is answered, HTTP/2 sends GOAWAY) and is dropped once it has had no
+//!   request under way for [`LINGER`]; those with requests still under way after
+//!   [`Limits::shutdown_timeout`] are dropped then, so [`crate::serve`] always returns and the
+//!   caller can close its stores.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Body, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// The bounds every connection and request lives within (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once, per listener (1,024).
+    pub max_connections: usize,
+    /// Requests under way at once on one HTTP/2 (gRPC) connection (100).
+    pub max_streams: u32,
+    /// How long a new connection may take to send its first request, and an HTTP/1 request its
+    /// headers (10 s).
+    pub header_timeout: Duration,
+    /// How long a connection may stay open with no request under way (60 s).
+    pub idle_timeout: Duration,
+    /// How long a request may take from its headers to its answer (10 s).
+    pub request_timeout: Duration,
+    /// How long shutdown waits for connections to end before it drops them (10 s).
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 1024,
+            max_streams: 100,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(10),
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The longest duration a limit may have (a day): deadlines are computed by adding it to now.
+pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
+
+impl Limits {
+    /// Whether the limits can be served: counts at least 1, durations positive (the shutdown
+    /// timeout may be zero: drop connections at once) and at most [`MAX_DURATION`].
+    ///
+    /// # Errors
+    /// A one-line message naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_connections == 0 || self.max_connections > Semaphore::MAX_PERMITS {
+            return Err(format!(
+                "max_connections: expected 1 to {}, found {}",
+                Semaphore::MAX_PERMITS,
+                self.max_connections
+            ));
+        }
+        if self.max_streams == 0 {
+            return Err("max_streams: expected at least 1, found 0".into());
+        }
+        for (name, d, zero_ok) in [
+            ("header_timeout", self.header_timeout, false),
+            ("idle_timeout", self.idle_timeout, false),
+            ("request_timeout", self.request_timeout, false),
+            ("shutdown_timeout", self.shutdown_timeout, true),
+        ] {
+            if (d.is_zero() && !zero_ok) || d > MAX_DURATION {
+                return Err(format!(
+                    "{name}: expected {} to {} s, found {d:?}",
+                    if zero_ok { "0" } else { "more than 0" },
+                    MAX_DURATION.as_secs()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The protocol of a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// HTTP/1 only (the HTTP port).
+    Http1,
+    /// HTTP/2 only (the gRPC port).
+    Http2,
+}
+
+/// What a listener serves: its protocol, its service, what a request that takes too long is
+/// answered, and what is done to every answer.
+pub(crate) struct Served<S, B> {
+    pub(crate) protocol: Protocol,
+    pub(crate) service: S,
+    pub(crate) too_slow: fn() -> Response<B>,
+    pub(crate) answer: fn(Response<B>) -> Response<B>,
+}
+
+/// Where hyper runs the requests of HTTP/2 connections (one task per stream): tracked, so
+/// that at the shutdown deadline they are dropped with their connections and waited for.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Streams {
+    tracker: TaskTracker,
+    dropped: CancellationToken,
+}
+
+impl<F> hyper::rt::Executor<F> for Streams
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, stream: F) {
+        let dropped = self.dropped.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = stream => {}
+                () = dropped.cancelled() => {}
+            }
+        });
+    }
+}
+
+impl Streams {
+    /// Drops the streams still running and waits until they are gone.
+    async fn drop_all(&self) {
+        self.dropped.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// The connection builder of a port.
+fn builder(protocol: Protocol, limits: &Limits, streams: Streams) -> auto::Builder<Streams> {
+    let builder = auto::Builder::new(streams);
+    match protocol {
+        Protocol::Http2 => {
+            let mut builder = builder.http2_only();
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(limits.max_streams);
+            builder
+        }
+        Protocol::Http1 => {
+            let mut builder = builder.http1_only();
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                // Headers and the buffered request: a key is at most 255 bytes.
+                .max_buf_size(64 * 1024);
+            builder
+        }
+    }
+}
+
+/// Accepts connections on `listener` and serves them until `stop` turns true, then ends them
+/// (see the module docs). Returns once every connection is closed or dropped.
+pub(crate) async fn run<S, B>(
+    listener: TcpListener,
+    served: Served<S, B>,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: tower::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let streams = Streams::default();
+    let builder = Arc::new(builder(served.protocol, &limits, streams.clone()));
+    let served = Arc::new(served);
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut conns = JoinSet::new();
+    loop {
+        // A free place first, then a connection: beyond the cap, clients wait in the backlog.
+        let permit = tokio::select! {
+            p = Arc::clone(&permits).acquire_owned() => p.expect("the semaphore is never closed"),
+            () = stopped(&mut stop) => break,
+            Some(_) = conns.join_next() => continue,
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_failed(&e).await;
+                    continue;
+                }
+            },
+            () = stopped(&mut stop) => break,
+            Some(_) = conns.join_next() => continue,
+        };
+        let _ = stream.set_nodelay(true);
+        let (served, builder) = (Arc::clone(&served), Arc::clone(&builder));
+        let stop = stop.clone();
+        conns.spawn(async move {
+            connection(stream, &builder, &served, limits, stop).await;
+            drop(permit);
+        });
+    }
+    // Stopped: free the port at once, then give connections until the deadline.
+    drop(listener);
+    let drained = tokio::time::timeout(limits.shutdown_timeout, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        eprintln!(
+            "floe: dropping {} connection(s) still open after the shutdown timeout ({} s)",
+            conns.len(),
+            limits.shutdown_timeout.as_secs()
+        );
+    }
+    conns.shutdown().await;
+    streams.drop_all().await;
+}
+
+/// Completes once `stop` is true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// An accept error: one of the connection's own (the client went away) is skipped; anything
+/// else (out of file descriptors) is reported and waited out, so the loop does not spin.
+async fn accept_failed(e: &std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset, Interrupted};
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset | Interrupted
+    ) {
+        return;
+    }
+    eprintln!("floe: cannot accept a connection: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Once a connection is asked to end, how long it may stay with no request under way (for
+/// HTTP/2's GOAWAY exchange) before it is dropped.
+pub const LINGER: Duration = Duration::from_millis(250);
+
+/// Serves one connection until it ends, is idle too long, or `stop` turns true. After the last
+/// two it is asked to end (HTTP/1: closes once the request under way is answered; HTTP/2:
+/// GOAWAY), and dropped once no request has been under way for [`LINGER`] (the listener drops
+/// it sooner at the shutdown deadline).
+async fn connection<S, B>(
+    stream: tokio::net::TcpStream,
+    builder: &auto::Builder<Streams>,
+    served: &Served<S, B>,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: tower::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (in_flight, mut watch_in_flight) = watch::channel(0usize);
+    let service = Tracked {
+        inner: served.service.clone(),
+        in_flight: Arc::new(in_flight),
+        timeout: limits.request_timeout,
+        too_slow: served.too_slow,
+        answer: served.answer,
+    };
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = stopped(&mut stop) => {}
+        () = idle(&mut watch_in_flight, limits.header_timeout, limits.idle_timeout) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = idle(&mut watch_in_flight, LINGER, LINGER) => {}
+    }
+}
+
+/// Completes once no request has been under way for `first` since the connection opened (so
+/// before its first request), or for `then` since a later request ended.
+async fn idle(in_flight: &mut watch::Receiver<usize>, first: Duration, then: Duration) {
+    let mut limit = first;
+    loop {
+        if in_flight.wait_for(|n| *n == 0).await.is_err() {
+            return std::future::pending().await;
+        }
+        match tokio::time::timeout(limit, in_flight.changed()).await {
+            Err(_) => return,
+            Ok(Err(_)) => return std::future::pending().await,
+            Ok(Ok(())) => limit = then,
+        }
+    }
+}
+
+/// A connection's service: counts its requests under way and bounds each by the request
+/// timeout.
+struct Tracked<S, B> {
+    inner: S,
+    in_flight: Arc<watch::Sender<usize>>,
+    timeout: Duration,
+    too_slow: fn() -> Response<B>,
+    answer: fn(Response<B>) -> Response<B>,
+}
+
+/// One request under way, until dropped.
+struct UnderWay(Arc<watch::Sender<usize>>);
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl<S, B> hyper::service::Service<Request<Incoming>> for Tracked<S, B>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<B>, Infallible>> + Send>>;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        self.in_flight.send_modify(|n| *n += 1);
+        let under_way = UnderWay(Arc::clone(&self.in_flight));
+        let (inner, timeout) = (self.inner.clone(), self.timeout);
+        let (too_slow, answer) = (self.too_slow, self.answer);
+        Box::pin(async move {
+            let response = match tokio::time::timeout(timeout, inner.oneshot(request)).await {
+                Ok(Ok(response)) => answer(response),
+                Ok(Err(never)) => match never {},
+                Err(_) => too_slow(),
+            };
+            drop(under_way);
+            Ok(response)
+        })
+    }
+}

@@ -1,0 +1,212 @@
+//! The server in-process on 127.0.0.1:0, and clients that write what they send byte by byte.
+#![allow(dead_code)] // each test binary uses a part of them
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_sequencer::{Key, SeqError, Sequencer, ServeOptions, Store, StoreHandle};
+use floe_server::Limits;
+use prost::bytes::{Buf, BufMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A store whose server is down, and says where it is.
+#[derive(Debug)]
+pub struct Down;
+
+#[async_trait]
+impl Store for Down {
+    fn kind(&self) -> &'static str {
+        "down"
+    }
+    async fn reserve(&self, _: &Key, _: u32) -> Result<i64, SeqError> {
+        Err(SeqError::unavailable(
+            "down: cannot write /var/lib/secret/sequences.redb: connection refused",
+        ))
+    }
+    async fn raise(&self, _: &Key, _: i64) -> Result<(), SeqError> {
+        Err(SeqError::unavailable("down: connection refused"))
+    }
+}
+
+pub struct Running {
+    pub grpc: String,
+    pub http: String,
+    pub sequencer: Arc<Sequencer>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+pub async fn start(stores: Vec<(&str, Arc<dyn Store>)>) -> Running {
+    start_within(stores, Limits::default()).await
+}
+
+pub async fn start_within(stores: Vec<(&str, Arc<dyn Store>)>, limits: Limits) -> Running {
+    let mut seq = Sequencer::new();
+    for (name, store) in stores {
+        seq.add(StoreHandle::new(name, store, ServeOptions::default()));
+    }
+    let sequencer = Arc::new(seq);
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (g, h) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = Arc::clone(&sequencer);
+    let task = tokio::spawn(async move {
+        floe_server::serve(served, Some(grpc), Some(http), limits, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    Running {
+        grpc: g.to_string(),
+        http: h.to_string(),
+        sequencer,
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl Running {
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    pub async fn client(
+        &self,
+    ) -> floe_server::proto::runtime_client::RuntimeClient<tonic::transport::Channel> {
+        floe_server::proto::runtime_client::RuntimeClient::connect(self.grpc_url())
+            .await
+            .unwrap()
+    }
+
+    /// Asks the server to stop and waits until `serve` returns, at most `within`.
+    pub async fn stop_within(mut self, within: Duration) -> Arc<Sequencer> {
+        self.stop.take().unwrap().send(()).unwrap();
+        tokio::time::timeout(within, self.task)
+            .await
+            .expect("serve returned in time")
+            .unwrap();
+        self.sequencer
+    }
+
+    pub async fn stop(self) {
+        self.stop_within(Duration::from_secs(30)).await;
+    }
+}
+
+/// One HTTP/1.1 request (`Connection: close`, with `headers`, each "Name: value"), and its
+/// status, raw header block and body (JSON when it parses).
+pub async fn http_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+) -> (u16, String, serde_json::Value) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: floe\r\nContent-Length: 0\r\n");
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    let code = text[9..12].parse().unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        code,
+        head.to_string(),
+        serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.into())),
+    )
+}
+
+pub async fn http(addr: &str, method: &str, path: &str) -> (u16, serde_json::Value) {
+    let (code, _, body) = http_with(addr, method, path, &[]).await;
+    (code, body)
+}
+
+/// The next STRONG ID of `key` in `store`, over HTTP.
+pub async fn next_strong(addr: &str, store: &str, key: &str) -> i64 {
+    let (code, body) = http(
+        addr,
+        "POST",
+        &format!("/v1/sequencer/{store}/{key}?increment=strong"),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    body["next_id"].as_str().unwrap().parse().unwrap()
+}
+
+/// A codec that sends bytes as they are and returns the reply's bytes: what a client with a
+/// broken encoder (or an attacker) puts on the wire.
+#[derive(Debug, Clone, Default)]
+pub struct RawCodec;
+
+#[derive(Debug, Clone, Default)]
+pub struct RawCoder;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCoder;
+    type Decoder = RawCoder;
+    fn encoder(&mut self) -> RawCoder {
+        RawCoder
+    }
+    fn decoder(&mut self) -> RawCoder {
+        RawCoder
+    }
+}
+
+impl tonic::codec::Encoder for RawCoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        buf: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        buf.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        buf: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
+    }
+}
+
+/// `bytes` as a GetNextId request on Layotto's method path, with `metadata` (name, value).
+pub async fn raw_call(
+    grpc_url: &str,
+    bytes: Vec<u8>,
+    metadata: &[(&'static str, &str)],
+) -> Result<Vec<u8>, tonic::Status> {
+    let channel = tonic::transport::Endpoint::from_shared(grpc_url.to_string())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let mut request = tonic::Request::new(bytes);
+    for (name, value) in metadata {
+        request.metadata_mut().insert(*name, value.parse().unwrap());
+    }
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/spec.proto.runtime.v1.Runtime/GetNextId",
+    );
+    grpc.unary(request, path, RawCodec)
+        .await
+        .map(tonic::Response::into_inner)
+}
