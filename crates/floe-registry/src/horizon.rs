@@ -424,6 +424,20 @@ mod tests {
 
     const T0: u64 = 1_700_000_000_000;
 
+    /// Starts slot `x` in `dir` on `clock`, the bound moved by hand.
+    fn start_x(
+        dir: &tempfile::TempDir,
+        recorded: &[(&str, Option<u64>)],
+        clock: &ManualClock,
+    ) -> Result<Started, RegistryError> {
+        start(
+            HorizonFile::open(dir.path(), "x").unwrap(),
+            recorded,
+            manual(),
+            clock.clone(),
+        )
+    }
+
     fn manual() -> HorizonConfig {
         HorizonConfig {
             refresh: Duration::ZERO,
@@ -469,34 +483,16 @@ mod tests {
     fn restart_waits_for_a_small_lag_and_refuses_a_large_one() {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::from_millis(T0);
-        let s = start(
-            HorizonFile::open(dir.path(), "x").unwrap(),
-            &[],
-            manual(),
-            clock.clone(),
-        )
-        .unwrap();
+        let s = start_x(&dir, &[], &clock).unwrap();
         drop(s); // a crash: the bound T0 + 1000 stays on disk
         clock.set_millis(T0 - 400);
-        let s = start(
-            HorizonFile::open(dir.path(), "x").unwrap(),
-            &[("the registry", Some(T0 - 100))],
-            manual(),
-            clock.clone(),
-        )
-        .unwrap();
+        let s = start_x(&dir, &[("the registry", Some(T0 - 100))], &clock).unwrap();
         assert_eq!(s.not_before_ms, T0 + 1000);
         assert_eq!(clock.now_millis(), T0 + 1001, "waited 1.4 s");
         assert!(s.notes[0].contains("waited"), "{:?}", s.notes);
         drop(s);
         clock.set_millis(T0 - 3_600_000);
-        let e = start(
-            HorizonFile::open(dir.path(), "x").unwrap(),
-            &[("the registry", Some(T0 - 100))],
-            manual(),
-            clock.clone(),
-        )
-        .unwrap_err();
+        let e = start_x(&dir, &[("the registry", Some(T0 - 100))], &clock).unwrap_err();
         assert_eq!(e.kind, ErrorKind::ClockBehind);
         assert!(e.message.contains("horizon-x.json"), "{e}");
         assert!(e.message.contains("registry"), "{e}");
@@ -506,24 +502,12 @@ mod tests {
     fn clean_close_brings_the_bound_back_so_a_clean_restart_does_not_wait() {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::from_millis(T0);
-        let s = start(
-            HorizonFile::open(dir.path(), "x").unwrap(),
-            &[],
-            manual(),
-            clock.clone(),
-        )
-        .unwrap();
+        let s = start_x(&dir, &[], &clock).unwrap();
         let h = s.horizon.horizon();
         clock.advance(Duration::from_millis(10));
         s.horizon.close().unwrap();
         assert!(!h.allows_nanos(0), "closed: generators stop");
-        let s = start(
-            HorizonFile::open(dir.path(), "x").unwrap(),
-            &[],
-            manual(),
-            clock.clone(),
-        )
-        .unwrap();
+        let s = start_x(&dir, &[], &clock).unwrap();
         assert_eq!(s.not_before_ms, T0 + 10);
         assert_eq!(clock.waits(), 0);
     }

@@ -67,9 +67,23 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Adds the IDs of one run (in the order one client received them).
+    /// Adds the IDs of one run (in the order one client received them): each must be above
+    /// every ID of earlier runs and of this run before it.
     pub fn run(&mut self, ids: &[u128]) {
-        let mut prev = self.max_before;
+        if let Some(top) = self.add(ids, self.max_before) {
+            self.max_before = Some(self.max_before.map_or(top, |m| m.max(top)));
+        }
+    }
+
+    /// Adds the IDs one client received while others ran too: repeats across everything,
+    /// order within this client's IDs only.
+    pub fn client(&mut self, ids: &[u128]) {
+        self.add(ids, None);
+    }
+
+    /// Counts `ids`, each against `floor` and the ones before it; returns the largest.
+    fn add(&mut self, ids: &[u128], floor: Option<u128>) -> Option<u128> {
+        let mut prev = floor;
         for &id in ids {
             self.row.issued += 1;
             if !self.seen.insert(id) {
@@ -80,25 +94,7 @@ impl Tally {
             }
             prev = Some(prev.map_or(id, |p| p.max(id)));
         }
-        if let Some(p) = prev {
-            self.max_before = Some(self.max_before.map_or(p, |m| m.max(p)));
-        }
-    }
-
-    /// Adds the IDs one client received while others ran too: repeats across everything,
-    /// order within this client's IDs only.
-    pub fn client(&mut self, ids: &[u128]) {
-        let mut prev = None;
-        for &id in ids {
-            self.row.issued += 1;
-            if !self.seen.insert(id) {
-                self.row.repeats += 1;
-            }
-            if prev.is_some_and(|p| id <= p) {
-                self.row.order_violations += 1;
-            }
-            prev = Some(id);
-        }
+        prev
     }
 
     /// Adds IDs that need not be ordered (several clients at once): repeats only.
