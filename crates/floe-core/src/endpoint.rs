@@ -3,12 +3,18 @@
 //! refuses the same URLs with the same words. Errors are messages for the caller to prefix with
 //! the field (`registry:`, `store:`).
 
-/// Checks a server list `host:port[,host:port...]` (ports 1 to 65535) of a `kind` of server
-/// (`ZooKeeper`, `etcd`: named in the message).
+/// Checks a server list `host:port[,host:port...]` (ports 1 to 65535 in decimal digits, hosts
+/// of no spaces or control characters) of a `kind` of server (`ZooKeeper`, `etcd`: named in
+/// the message).
 pub fn check_addresses(kind: &str, list: &str) -> Result<(), String> {
     for server in list.split(',') {
         let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+            !host.is_empty()
+                && !host.chars().any(|c| c.is_whitespace() || c.is_control())
+                // Digits only: u16::from_str would also take `+80`.
+                && !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && port.parse::<u16>().is_ok_and(|p| p > 0)
         });
         if !valid {
             return Err(format!(
@@ -117,6 +123,25 @@ mod tests {
         assert_eq!(
             servers_and_root("zk", "zk://a:5/x/y", "/f"),
             Ok(("a:5", "/x/y"))
+        );
+        for bad in [
+            "zk://a:+5",
+            "zk://a:",
+            "zk://a b:5",
+            "zk://a\n:5",
+            "zk://a:65536",
+            "zk://a:5,",
+        ] {
+            assert!(
+                servers_and_root("zk", bad, "/f")
+                    .unwrap_err()
+                    .contains("bad zk address"),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            servers_and_root("zk", "zk://[::1]:2181,b:00080", "/f"),
+            Ok(("[::1]:2181,b:00080", "/f"))
         );
         assert_eq!(
             take_options("x://a:1", &["t"]),
