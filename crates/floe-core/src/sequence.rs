@@ -154,8 +154,9 @@ impl std::str::FromStr for Mode {
         match s.to_ascii_lowercase().as_str() {
             "weak" | "0" => Ok(Mode::Weak),
             "strong" | "1" => Ok(Mode::Strong),
+            // Quoted with escapes: a newline in the input stays a one-line error.
             _ => Err(format!(
-                "invalid increment '{s}': expected weak or strong (or 0 / 1)"
+                "invalid increment {s:?}: expected weak or strong (or 0 / 1)"
             )),
         }
     }
@@ -295,6 +296,8 @@ mod tests {
             .unwrap_err()
             .contains("expected weak or strong"));
         assert_eq!(Mode::default(), Mode::Weak);
+        let e = "\n".parse::<Mode>().unwrap_err();
+        assert!(!e.contains('\n') && e.contains(r#""\n""#), "{e}");
     }
 
     #[test]
