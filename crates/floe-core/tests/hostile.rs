@@ -73,10 +73,12 @@ fn hostile(alphabet: &'static str, len: std::ops::RangeInclusive<usize>) -> Boxe
     .boxed()
 }
 
+/// An error message: one line, and short whatever the input's length.
 fn one_line(e: &impl ToString) -> Result<(), TestCaseError> {
     let msg = e.to_string();
     prop_assert!(!msg.is_empty());
     prop_assert!(!msg.contains('\n') && !msg.contains('\r'), "{msg:?}");
+    prop_assert!(msg.len() < 1024, "{} bytes: {msg:?}", msg.len());
     Ok(())
 }
 

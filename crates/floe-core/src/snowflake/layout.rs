@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::SnowflakeError;
+use crate::endpoint::quoted;
 
 /// How a 64-bit Snowflake ID is split, from the most significant bit down:
 ///
@@ -119,7 +120,8 @@ impl Layout {
                 let bad = || SnowflakeError::InvalidLayout {
                     field: "layout",
                     reason: format!(
-                        "expected TS/WORKER/SEQ or TS/DC/WORKER/SEQ bit widths, found {custom:?}"
+                        "expected TS/WORKER/SEQ or TS/DC/WORKER/SEQ bit widths, found {}",
+                        quoted(custom)
                     ),
                 };
                 // Digits only (`u8::from_str` would also take a sign: `+41`).
@@ -140,7 +142,8 @@ impl Layout {
             other => Err(SnowflakeError::InvalidLayout {
                 field: "layout",
                 reason: format!(
-                    "unknown layout {other:?}: expected leaf, twitter, flake-idgen or bit widths such as 41/10/12"
+                    "unknown layout {}: expected leaf, twitter, flake-idgen or bit widths such as 41/10/12",
+                    quoted(other)
                 ),
             }),
         }
@@ -686,6 +689,20 @@ mod tests {
         );
         let e = Layout::preset("256/0/1").unwrap_err();
         assert!(e.to_string().contains("bit widths"), "{e}");
+    }
+
+    #[test]
+    fn long_names_are_quoted_short() {
+        let e = Layout::preset(&"x".repeat(100_000))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && e.contains("(100000 bytes)"), "{e}");
+        let e = Layout::preset(&"1/".repeat(50_000))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && e.contains("(100000 bytes)"), "{e}");
+        let e = Layout::preset("a\nb").unwrap_err().to_string();
+        assert!(e.contains(r#""a\nb""#), "{e}");
     }
 
     #[test]
