@@ -13,7 +13,7 @@ use floe_core::lexical::LexicalUuid;
 use floe_core::sequence::{Key, KeyError, Mode, MAX_KEY_LEN};
 use floe_core::sno::{SnoId, SnoParseError};
 use floe_core::snowflake::{parse_id, Layout, ParseIdError, SnowflakeParts, MAX_TIME_MS};
-use floe_core::ulid::Ulid;
+use floe_core::ulid::{self, Ulid, UlidParseError};
 use floe_core::uuid7::{self, Uuid};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -363,11 +363,30 @@ proptest! {
         }
     }
 
+    /// floe's strict ULID parser: what it accepts is the canonical text in either case (so
+    /// no two texts are one ID); what the `ulid` crate alone accepts beyond it is exactly the
+    /// texts whose first character is above 7.
     #[test]
-    fn ulid_text_never_panics_and_round_trips(text in hostile(CROCKFORD, 24..=28)) {
-        if let Ok(id) = Ulid::from_string(&text) {
-            prop_assert_eq!(Ulid::from_string(&id.to_string()), Ok(id));
-            prop_assert!(id.timestamp_ms() < 1 << 48);
+    fn ulid_text_never_panics_and_round_trips(
+        text in prop_oneof![
+            hostile(CROCKFORD, 24..=28),
+            // A first character of 0-7 then 25 near Crockford: mostly valid ULIDs.
+            (0u8..8, hostile(CROCKFORD, 25..=25)).prop_map(|(d, rest)| format!("{d}{rest}")),
+        ]
+    ) {
+        let crate_reads = Ulid::from_string(&text);
+        match ulid::parse(&text) {
+            Ok(id) => {
+                prop_assert_eq!(id.to_string(), text.to_ascii_uppercase());
+                prop_assert_eq!(crate_reads, Ok(id));
+                prop_assert!(id.timestamp_ms() < 1 << 48);
+            }
+            Err(e) => {
+                one_line(&e)?;
+                if crate_reads.is_ok() {
+                    prop_assert!(matches!(e, UlidParseError::Overflow { .. }), "{e}");
+                }
+            }
         }
     }
 }
@@ -525,4 +544,15 @@ fn regression_mode_error_with_a_newline_is_one_line() {
     let e = "\n".parse::<Mode>().unwrap_err();
     assert!(!e.contains('\n'), "{e}");
     assert!(e.contains("expected weak or strong"), "{e}");
+}
+
+/// `8ZZZZZZZZZZZZZZZZZZZZZZZZZ` read as `0ZZZZZZZZZZZZZZZZZZZZZZZZZ` through the `ulid` crate
+/// (dylanhart/ulid-rs#59): two texts, one ID. floe's parser refuses it.
+#[test]
+fn regression_ulid_first_character_above_7() {
+    assert_eq!(
+        ulid::parse("8ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+        Err(UlidParseError::Overflow { found: '8' })
+    );
+    assert!(ulid::parse("7ZZZZZZZZZZZZZZZZZZZZZZZZZ").is_ok());
 }
