@@ -5,7 +5,6 @@ use std::io::{self, BufRead};
 use floe_core::lexical::LexicalUuid;
 use floe_core::sno::SnoId;
 use floe_core::snowflake::{self, Layout};
-use floe_core::ulid::Ulid;
 use floe_core::uuid7::{self, Uuid};
 
 use crate::describe::Described;
@@ -70,12 +69,9 @@ pub fn inspect(text: &str, format: Format, layout: &Layout) -> Result<Described,
             let parts = uuid7::inspect(&id).map_err(|e| format!("{}: {e}", text_q()))?;
             Ok(Described::Uuid7 { id, parts })
         }
-        Format::Ulid => Ulid::from_string(text).map(Described::Ulid).map_err(|e| {
-            format!(
-                "{}: invalid ULID ({e}): expected 26 characters of Crockford base32",
-                text_q()
-            )
-        }),
+        Format::Ulid => floe_core::ulid::parse(text)
+            .map(Described::Ulid)
+            .map_err(|e| format!("{}: {e}", text_q())),
     }
 }
 
@@ -515,6 +511,9 @@ mod hostile {
         assert!(e.contains("before 1970"), "{e}");
         let e = parse_epoch("1969-12-31T23:59:59.999Z").unwrap_err();
         assert!(e.contains("before 1970"), "{e}");
+        // `time` reads a leap second as 59.999999999: it was "finer than a millisecond".
+        let e = parse_epoch("2016-12-31T23:59:60Z").unwrap_err();
+        assert!(e.contains("a leap second"), "{e}");
         let e = parse_epoch("2023-01-01T00:00:00.0005Z").unwrap_err();
         assert!(e.contains("finer than a millisecond"), "{e}");
         assert_eq!(
@@ -561,6 +560,14 @@ mod hostile {
         ));
         let e = inspect("0x", Format::Auto, &l).unwrap_err();
         assert!(e.contains("no digits"), "{e}");
+    }
+
+    /// The ulid crate read 8ZZZZZZZZZZZZZZZZZZZZZZZZZ as 0ZZZZZZZZZZZZZZZZZZZZZZZZZ (found
+    /// by hand against the release binary).
+    #[test]
+    fn regression_ulid_past_128_bits() {
+        let e = inspect("8ZZZZZZZZZZZZZZZZZZZZZZZZZ", Format::Auto, &Layout::LEAF).unwrap_err();
+        assert!(e.contains("above 7"), "{e}");
     }
 
     #[test]

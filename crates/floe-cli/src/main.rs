@@ -224,6 +224,10 @@ fn parse_epoch(text: &str) -> Result<u64, String> {
     }
     let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
         .map_err(|_| bad(""))?;
+    // `time` reads a leap second (`23:59:60`) as 23:59:59.999999999; say what it is instead.
+    if text.get(17..19) == Some("60") {
+        return Err(bad("a leap second (:60), which no Unix time names; "));
+    }
     let nanos = t.unix_timestamp_nanos();
     // Any time before 1970, even by less than a millisecond (truncated towards zero,
     // 1969-12-31T23:59:59.9995Z would read as 0).

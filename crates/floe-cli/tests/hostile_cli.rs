@@ -315,6 +315,22 @@ fn epochs_and_time_units_out_of_range() {
     );
     bad(&["inspect", "--epoch", "+5", "1"], "RFC 3339");
     bad(
+        &["inspect", "--epoch", "2016-12-31T23:59:60Z", "1"],
+        "a leap second",
+    );
+    bad(
+        &["inspect", "--epoch", "10000-01-01T00:00:00Z", "1"],
+        "RFC 3339",
+    );
+    bad(
+        &["inspect", "--epoch", "0000-01-01T00:00:00Z", "1"],
+        "before 1970",
+    );
+    bad(
+        &["inspect", "--epoch", "2023-02-30T00:00:00Z", "1"],
+        "RFC 3339",
+    );
+    bad(
         &["inspect", "--epoch", &"é".repeat(50_000), "1"],
         "(100000 bytes)",
     );
@@ -384,4 +400,43 @@ fn a_very_long_argument_is_quoted_short() {
     bad(&["inspect", "--format", "ulid", &long], "invalid ULID");
     bad(&["inspect", "--format", "uuid7", &long], "invalid UUID");
     bad(&["inspect", "--layout", &long, "1"], "unknown layout");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Surprises found by hand against the release binary.
+
+/// The `ulid` crate reads a first character above 7 by dropping two bits:
+/// `8ZZZZZZZZZZZZZZZZZZZZZZZZZ` printed as ULID `0ZZZZZZZZZZZZZZZZZZZZZZZZZ`.
+#[test]
+fn a_ulid_past_128_bits_is_refused() {
+    bad(&["inspect", "8ZZZZZZZZZZZZZZZZZZZZZZZZZ"], "above 7");
+    bad(
+        &["inspect", "--format", "ulid", "zzzzzzzzzzzzzzzzzzzzzzzzzz"],
+        "above 7",
+    );
+    let r = run(&["inspect", "--json", "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"], b"");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v = json(r.stdout.trim());
+    assert_eq!(v["id"], "7ZZZZZZZZZZZZZZZZZZZZZZZZZ");
+    // 2^48 - 1 ms is in the year 10889: past RFC 3339, so no time, said so.
+    assert_eq!(v["time"], Value::Null);
+    assert_eq!(v["timestamp_ms"], 281_474_976_710_655u64);
+    let r = run(&["inspect", "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"], b"");
+    assert!(
+        r.stdout.contains("(outside RFC 3339's years 0000 to 9999)"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Lower-case and mixed-case ULIDs read as their canonical upper case.
+#[test]
+fn ulids_read_in_either_case() {
+    let r = run(&["inspect", "--json", "01arz3ndektsv4rrffq69g5fav"], b"");
+    assert_eq!(
+        json(r.stdout.trim())["id"],
+        "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        "{}",
+        r.stderr
+    );
 }
