@@ -60,8 +60,10 @@ pub fn inspect(text: &str, format: Format, layout: &Layout) -> Result<Described,
             .map_err(|e| format!("{}: {e}", text_q())),
         Format::Uuid7 => {
             let id = Uuid::try_parse(text).map_err(|e| {
+                // The uuid crate's message can be as bare as "failed to parse a UUID": say
+                // what was expected too.
                 format!(
-                    "{}: invalid UUID: {}",
+                    "{}: invalid UUID ({}): expected 32 hex digits as 8-4-4-4-12",
                     text_q(),
                     shown_error(&e.to_string())
                 )

@@ -440,3 +440,17 @@ fn ulids_read_in_either_case() {
         r.stderr
     );
 }
+
+/// The uuid crate's own message can be bare ("failed to parse a UUID"): the error also says
+/// what was expected.
+#[test]
+fn a_bad_uuid_says_what_was_expected() {
+    bad(
+        &["inspect", "--format", "uuid7", &"a".repeat(200)],
+        "expected 32 hex digits as 8-4-4-4-12",
+    );
+    bad(
+        &["inspect", "01890a5d-ac96-774b-bcce-b302099a805g"],
+        "expected 32 hex digits as 8-4-4-4-12",
+    );
+}
