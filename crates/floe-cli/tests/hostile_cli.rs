@@ -180,16 +180,39 @@ fn random_bytes_on_standard_input() {
         .collect();
     let r = run(&["inspect", "--json", "-"], &input);
     assert!(r.code == Some(2) || r.code == Some(0), "{:?}", r.code);
+    let mut last = 0;
     for line in r.stderr.lines() {
-        assert!(
-            line.starts_with("floe: error: standard input line "),
-            "{line}"
-        );
+        let rest = line
+            .strip_prefix("floe: error: standard input line ")
+            .unwrap_or_else(|| panic!("{line}"));
+        let number: u64 = rest[..rest.find(':').unwrap()].parse().unwrap();
+        assert!(number > last, "errors in line order: {line}");
+        last = number;
         assert!(line.len() < 600, "{line}");
     }
     for line in r.stdout.lines() {
         json(line);
     }
+    // Every line that is not blank gets exactly one answer: an object or an error.
+    let mut lines: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+    if input.ends_with(b"\n") {
+        lines.pop();
+    }
+    let answered = lines
+        .iter()
+        .filter(|l| {
+            // The 1024-byte cap counts a line's \r too.
+            l.len() > 1024 || {
+                let l = l.strip_suffix(b"\r").unwrap_or(l);
+                std::str::from_utf8(l).map_or(true, |t| !t.trim().is_empty())
+            }
+        })
+        .count();
+    assert_eq!(
+        r.stdout.lines().count() + r.stderr.lines().count(),
+        answered
+    );
+    assert_eq!(r.code, Some(if r.stderr.is_empty() { 0 } else { 2 }));
 }
 
 // ---------------------------------------------------------------------------------------------
