@@ -477,3 +477,26 @@ fn a_bad_uuid_says_what_was_expected() {
         "expected 32 hex digits as 8-4-4-4-12",
     );
 }
+
+/// An argument that is not UTF-8 is refused by the argument parser before floe sees it: exit
+/// 2, no panic (its message is clap's, several lines, naming no argument).
+#[test]
+fn an_argument_not_utf8_exits_2() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    for args in [
+        vec![OsStr::new("inspect"), OsStr::from_bytes(b"\xff\xfe")],
+        vec![
+            OsStr::new("inspect"),
+            OsStr::new("--epoch"),
+            OsStr::from_bytes(b"\xff"),
+            OsStr::new("1"),
+        ],
+    ] {
+        let out = floe().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("invalid UTF-8"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
