@@ -25,7 +25,9 @@ use crate::clock::Clock;
 // The time never wraps the ULID's 48-bit millisecond field (which the `ulid` crate masks):
 // floe's clocks count u64 nanoseconds (to the year 2554), far within 2^48 ms (the year
 // 10889). Proved here when compiling.
-const _: () = assert!(u64::MAX / 1_000_000 < 1 << 48);
+const LAST_CLOCK_MS: u64 = u64::MAX / 1_000_000;
+const LAST_48_BIT_MS: u64 = (1 << 48) - 1;
+const _: () = assert!(LAST_CLOCK_MS <= LAST_48_BIT_MS);
 
 /// A thread-safe, monotonic ULID generator reading an injected clock.
 #[derive(Debug)]
