@@ -440,9 +440,9 @@ proptest! {
     #[test]
     fn sequence_keys_never_panic_and_round_trip(
         key in prop_oneof![
-            hostile("abc_-./|:", 0..=8),
+            3 => hostile("abc_-./|:", 0..=8),
             // Around the 255-byte limit, in one- to four-byte characters.
-            hostile("aé€", 80..=200),
+            1 => hostile("aé€", 80..=200),
         ]
     ) {
         match Key::new(key.as_str()) {
