@@ -20,7 +20,7 @@ pub enum Described {
 }
 
 /// RFC 3339 in UTC of a time in nanoseconds since the Unix epoch; `None` outside the years
-/// -9999..9999.
+/// 0000 to 9999 (all RFC 3339 can write: `time` refuses the rest, it never wraps or panics).
 pub fn rfc3339(unix_nanos: i128) -> Option<String> {
     OffsetDateTime::from_unix_timestamp_nanos(unix_nanos)
         .ok()?
@@ -28,11 +28,23 @@ pub fn rfc3339(unix_nanos: i128) -> Option<String> {
         .ok()
 }
 
-fn time_value(unix_nanos: i128) -> Value {
-    rfc3339(unix_nanos).map_or(Value::Null, Value::String)
+/// What the text output prints for a time RFC 3339 cannot write (JSON has `null`).
+pub const OUT_OF_RANGE: &str = "(outside RFC 3339's years 0000 to 9999)";
+
+fn time_value(unix_nanos: Option<i128>) -> Value {
+    unix_nanos
+        .and_then(rfc3339)
+        .map_or(Value::Null, Value::String)
+}
+
+/// Nanoseconds of `count` units of `nanos_per_unit` ns since the Unix epoch; `None` if that
+/// overflows an `i128` (never for a 64-bit count and a unit of at most a millisecond).
+fn nanos(count: impl Into<i128>, nanos_per_unit: i128) -> Option<i128> {
+    count.into().checked_mul(nanos_per_unit)
 }
 
 impl Described {
+    /// A Snowflake ID of a validated layout (whose times all fit: see `Layout::validate`).
     pub fn snowflake(layout: &Layout, id: u64) -> Self {
         Described::Snowflake {
             id,
@@ -71,7 +83,7 @@ impl Described {
                 m.insert("format".into(), json!("snowflake"));
                 m.insert(
                     "time".into(),
-                    time_value(i128::from(parts.timestamp_ms) * 1_000_000),
+                    time_value(nanos(parts.timestamp_ms, 1_000_000)),
                 );
                 m.insert("timestamp_ms".into(), json!(parts.timestamp_ms));
                 m.insert("datacenter".into(), json!(parts.datacenter));
@@ -80,10 +92,7 @@ impl Described {
             }
             Described::Sno(id) => {
                 m.insert("format".into(), json!("sno"));
-                m.insert(
-                    "time".into(),
-                    time_value(i128::from(id.timestamp_unix_ns())),
-                );
+                m.insert("time".into(), time_value(nanos(id.timestamp_unix_ns(), 1)));
                 m.insert("timestamp_unix_ns".into(), json!(id.timestamp_unix_ns()));
                 m.insert("tick_tock".into(), json!(u8::from(id.tick_tock())));
                 m.insert("meta".into(), json!(id.meta()));
@@ -93,7 +102,7 @@ impl Described {
             }
             Described::Lexical(id) => {
                 m.insert("format".into(), json!("lexical"));
-                m.insert("time".into(), time_value(i128::from(id.timestamp) * 1_000));
+                m.insert("time".into(), time_value(nanos(id.timestamp, 1_000)));
                 m.insert("timestamp".into(), json!(id.timestamp));
                 m.insert("worker_id".into(), json!(id.worker_id));
             }
@@ -101,7 +110,7 @@ impl Described {
                 m.insert("format".into(), json!("uuid7"));
                 m.insert(
                     "time".into(),
-                    time_value(i128::from(parts.timestamp_ms) * 1_000_000),
+                    time_value(nanos(parts.timestamp_ms, 1_000_000)),
                 );
                 m.insert("timestamp_ms".into(), json!(parts.timestamp_ms));
                 m.insert("rand_hex".into(), json!(format!("{:019x}", parts.rand)));
@@ -110,7 +119,7 @@ impl Described {
                 m.insert("format".into(), json!("ulid"));
                 m.insert(
                     "time".into(),
-                    time_value(i128::from(id.timestamp_ms()) * 1_000_000),
+                    time_value(nanos(id.timestamp_ms(), 1_000_000)),
                 );
                 m.insert("timestamp_ms".into(), json!(id.timestamp_ms()));
                 m.insert("random_hex".into(), json!(format!("{:020x}", id.random())));
@@ -130,7 +139,7 @@ impl Described {
         for (k, v) in self.fields() {
             let v = match v {
                 Value::String(s) => s,
-                Value::Null => "(out of range)".into(),
+                Value::Null => OUT_OF_RANGE.into(),
                 other => other.to_string(),
             };
             out.push_str(&format!("{k:<18}{v}\n"));
@@ -155,5 +164,26 @@ mod tests {
             "2023-01-01T00:00:00.123Z"
         );
         assert!(rfc3339(i128::from(i64::MAX) * 1000).is_none());
+        // The edges RFC 3339 can write, and one nanosecond past each.
+        let last = 253_402_300_799_999_999_999;
+        assert_eq!(rfc3339(last).unwrap(), "9999-12-31T23:59:59.999999999Z");
+        assert!(rfc3339(last + 1).is_none());
+        let first = -62_167_219_200_000_000_000;
+        assert_eq!(rfc3339(first).unwrap(), "0000-01-01T00:00:00Z");
+        assert!(rfc3339(first - 1).is_none());
+        assert!(rfc3339(i128::MIN).is_none());
+        assert!(rfc3339(i128::MAX).is_none());
+    }
+
+    #[test]
+    fn far_times_print_as_out_of_range() {
+        // A LexicalUUID's timestamp is any i64 of microseconds: most of them are past 9999.
+        for t in [i64::MAX, i64::MIN, 253_402_300_800_000_000] {
+            let d = Described::Lexical(LexicalUuid::new(t, 1));
+            assert_eq!(d.fields()["time"], Value::Null, "{t}");
+            assert!(d.text_block().contains(OUT_OF_RANGE), "{t}");
+        }
+        let d = Described::Lexical(LexicalUuid::new(253_402_300_799_999_999, 1));
+        assert_eq!(d.fields()["time"], "9999-12-31T23:59:59.999999Z");
     }
 }

@@ -6,7 +6,7 @@ mod inspect;
 mod serve;
 mod worker;
 
-use std::io::{self, BufRead, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -209,25 +209,54 @@ impl From<io::Error> for Failure {
 }
 
 fn parse_epoch(text: &str) -> Result<u64, String> {
-    if let Ok(ms) = text.parse::<u64>() {
-        return Ok(ms);
+    const EXPECTED: &str =
+        "expected Unix milliseconds (0 or more) or an RFC 3339 time such as 2023-01-01T00:00:00Z";
+    let bad = |why: &str| format!("invalid epoch {}: {why}{EXPECTED}", inspect::shown(text));
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    // Digits only: u64::from_str would also take `+5`.
+    if digits(text) {
+        return text
+            .parse::<u64>()
+            .map_err(|_| bad("more than 18446744073709551615 ms; "));
+    }
+    if text.strip_prefix('-').is_some_and(digits) {
+        return Err(bad("before 1970; "));
     }
     let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .map_err(|_| {
-            format!("invalid epoch {text:?}: expected Unix milliseconds or an RFC 3339 time such as 2023-01-01T00:00:00Z")
-        })?;
-    u64::try_from(t.unix_timestamp_nanos() / 1_000_000)
-        .map_err(|_| format!("invalid epoch {text:?}: before 1970"))
+        .map_err(|_| bad(""))?;
+    // `time` reads a leap second (`23:59:60`) as 23:59:59.999999999; say what it is instead.
+    if text.get(17..19) == Some("60") {
+        return Err(bad("a leap second (:60), which no Unix time names; "));
+    }
+    let nanos = t.unix_timestamp_nanos();
+    // Any time before 1970, even by less than a millisecond (truncated towards zero,
+    // 1969-12-31T23:59:59.9995Z would read as 0).
+    if nanos < 0 {
+        return Err(bad("before 1970; "));
+    }
+    if nanos % 1_000_000 != 0 {
+        return Err(bad("finer than a millisecond; "));
+    }
+    u64::try_from(nanos / 1_000_000).map_err(|_| bad("past 18446744073709551615 ms; "))
 }
 
 fn parse_partition(text: &str) -> Result<Partition, String> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(h) => u16::from_str_radix(h, 16).ok(),
-        None => text.parse::<u16>().ok(),
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(h) => (h, 16),
+        None => (text, 10),
     };
-    parsed
-        .map(Partition::from_u16)
-        .ok_or_else(|| format!("invalid partition {text:?}: expected 0-65535 or 0x0000-0xffff"))
+    // Digits only: u16::from_str_radix would also take a sign (`+5`, `0x+ff`).
+    let parsed = if !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix)) {
+        u16::from_str_radix(digits, radix).ok()
+    } else {
+        None
+    };
+    parsed.map(Partition::from_u16).ok_or_else(|| {
+        format!(
+            "invalid partition {}: expected 0-65535 or 0x0000-0xffff",
+            inspect::shown(text)
+        )
+    })
 }
 
 /// Unix ms of the time unit of a sno generator's last ID.
@@ -460,18 +489,20 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `floe inspect`: each argument is an ID (trimmed; an empty one is an error), `-` reads one
+/// ID a line from standard input (trimmed; blank lines skipped; a line not UTF-8 or longer
+/// than 1024 bytes is an error naming its number). A bad ID is reported on standard error and
+/// the rest are still read; the exit code is then 2.
 fn inspect_all(args: &InspectArgs) -> Result<ExitCode, Failure> {
     let layout = args.snowflake.layout()?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut failed = false;
     let mut first = true;
-    let mut one = |text: &str, out: &mut BufWriter<io::StdoutLock<'_>>| -> io::Result<()> {
-        let text = text.trim();
-        if text.is_empty() {
-            return Ok(());
-        }
-        match inspect::inspect(text, args.format, &layout) {
+    let mut one = |result: Result<Described, String>,
+                   out: &mut BufWriter<io::StdoutLock<'_>>|
+     -> io::Result<()> {
+        match result {
             Ok(d) if args.json => writeln!(out, "{}", d.json_line()),
             Ok(d) => {
                 if !first {
@@ -481,6 +512,7 @@ fn inspect_all(args: &InspectArgs) -> Result<ExitCode, Failure> {
                 write!(out, "{}", d.text_block())
             }
             Err(msg) => {
+                // What came before goes out first, so the error stands where the ID stood.
                 out.flush()?;
                 eprintln!("floe: error: {msg}");
                 failed = true;
@@ -489,12 +521,28 @@ fn inspect_all(args: &InspectArgs) -> Result<ExitCode, Failure> {
         }
     };
     for id in &args.ids {
-        if id == "-" {
-            for line in io::stdin().lock().lines() {
-                one(&line?, &mut out)?;
+        if id != "-" {
+            one(inspect::inspect(id.trim(), args.format, &layout), &mut out)?;
+            continue;
+        }
+        let stdin = io::stdin();
+        let mut input = stdin.lock();
+        let mut line = Vec::new();
+        let mut number: u64 = 0;
+        let read_error = |e: io::Error| io::Error::new(e.kind(), format!("standard input: {e}"));
+        while let Some(too_long) =
+            inspect::read_line(&mut input, &mut line, inspect::MAX_LINE).map_err(read_error)?
+        {
+            number = number.saturating_add(1);
+            match inspect::stdin_line(number, &line, too_long) {
+                Ok(None) => {}
+                Ok(Some(text)) => one(
+                    inspect::inspect(text, args.format, &layout)
+                        .map_err(|e| format!("standard input line {number}: {e}")),
+                    &mut out,
+                )?,
+                Err(msg) => one(Err(msg), &mut out)?,
             }
-        } else {
-            one(id, &mut out)?;
         }
     }
     out.flush()?;

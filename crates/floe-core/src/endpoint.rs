@@ -3,16 +3,34 @@
 //! refuses the same URLs with the same words. Errors are messages for the caller to prefix with
 //! the field (`registry:`, `store:`).
 
-/// Checks a server list `host:port[,host:port...]` (ports 1 to 65535) of a `kind` of server
-/// (`ZooKeeper`, `etcd`: named in the message).
+/// `text` quoted for a one-line error message: escaped as Rust debug text (no raw newline or
+/// control character), and cut after 64 characters with its length in bytes, so that a
+/// megabyte of garbage stays a short line. Shared by floe-core's parsers.
+pub(crate) fn quoted(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        None => format!("{text:?}"),
+        Some((end, _)) => format!("{:?}... ({} bytes)", &text[..end], text.len()),
+    }
+}
+
+/// Checks a server list `host:port[,host:port...]` (ports 1 to 65535 in decimal digits, hosts
+/// of no spaces or control characters) of a `kind` of server (`ZooKeeper`, `etcd`: named in
+/// the message).
 pub fn check_addresses(kind: &str, list: &str) -> Result<(), String> {
     for server in list.split(',') {
         let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+            !host.is_empty()
+                && !host.chars().any(|c| c.is_whitespace() || c.is_control())
+                // Digits only: u16::from_str would also take `+80`.
+                && !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && port.parse::<u16>().is_ok_and(|p| p > 0)
         });
         if !valid {
             return Err(format!(
-                "bad {kind} address {server:?} in {list:?}: expected host:port[,host:port...]"
+                "bad {kind} address {} in {}: expected host:port[,host:port...]",
+                quoted(server),
+                quoted(list)
             ));
         }
     }
@@ -23,7 +41,8 @@ pub fn check_addresses(kind: &str, list: &str) -> Result<(), String> {
 pub fn check_root(kind: &str, root: &str) -> Result<(), String> {
     if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') || root.contains("//") {
         return Err(format!(
-            "the {kind} root must be an absolute path such as /floe, found {root:?}"
+            "the {kind} root must be an absolute path such as /floe, found {}",
+            quoted(root)
         ));
     }
     Ok(())
@@ -50,7 +69,10 @@ pub fn servers_and_root<'a>(
         .map(|(_, r)| r)
         .filter(|r| !r.is_empty() && !r.starts_with('/'))
         .ok_or_else(|| {
-            format!("expected scheme://host:port[,host:port...][/root], found {url:?}")
+            format!(
+                "expected scheme://host:port[,host:port...][/root], found {}",
+                quoted(url)
+            )
         })?;
     let (servers, root) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -118,6 +140,27 @@ mod tests {
             servers_and_root("zk", "zk://a:5/x/y", "/f"),
             Ok(("a:5", "/x/y"))
         );
+        for bad in [
+            "zk://a:+5",
+            "zk://a:",
+            "zk://a b:5",
+            "zk://a\n:5",
+            "zk://a:65536",
+            "zk://a:5,",
+        ] {
+            assert!(
+                servers_and_root("zk", bad, "/f")
+                    .unwrap_err()
+                    .contains("bad zk address"),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            servers_and_root("zk", "zk://[::1]:2181,b:00080", "/f"),
+            Ok(("[::1]:2181,b:00080", "/f"))
+        );
+        let e = servers_and_root("zk", &format!("zk://{}", "a".repeat(100_000)), "/f").unwrap_err();
+        assert!(e.len() < 400 && e.contains("(100000 bytes)"), "{e}");
         assert_eq!(
             take_options("x://a:1", &["t"]),
             ("x://a:1".to_string(), vec![])

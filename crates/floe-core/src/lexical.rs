@@ -146,9 +146,16 @@ impl LexicalUuid {
             35 => true,
             32 => false,
             _ => {
-                return Err(LexicalParseError::InvalidLength {
-                    found: text.chars().count(),
-                })
+                let found = text.chars().count();
+                // 35 or 32 characters but more bytes: some are not ASCII, so not hex digits.
+                // Say which (the length is right, "found 35" would mislead).
+                if found == 35 || found == 32 {
+                    let bad = |&(_, c): &(usize, char)| !(c.is_ascii_hexdigit() || c == '-');
+                    if let Some((index, c)) = text.char_indices().find(bad) {
+                        return Err(LexicalParseError::InvalidChar { found: c, index });
+                    }
+                }
+                return Err(LexicalParseError::InvalidLength { found });
             }
         };
         let mut value: u128 = 0;
@@ -407,5 +414,32 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("index 8"));
+        // 35 characters of 36 bytes: the length is right, the character is not.
+        let e = LexicalUuid::parse("00000000-00ff-9281-ffffffffa009199é").unwrap_err();
+        assert_eq!(
+            e,
+            LexicalParseError::InvalidChar {
+                found: 'é',
+                index: 34
+            }
+        );
+        let e = LexicalUuid::parse("é0000000000ff9281ffffffffa009199").unwrap_err();
+        assert_eq!(
+            e,
+            LexicalParseError::InvalidChar {
+                found: 'é',
+                index: 0
+            }
+        );
+        let e = LexicalUuid::parse("0000000!-00ff-9281-ffffffffa009199é").unwrap_err();
+        assert_eq!(
+            e,
+            LexicalParseError::InvalidChar {
+                found: '!',
+                index: 7
+            }
+        );
+        let e = LexicalUuid::parse("").unwrap_err();
+        assert_eq!(e, LexicalParseError::InvalidLength { found: 0 });
     }
 }

@@ -154,8 +154,11 @@ impl std::str::FromStr for Mode {
         match s.to_ascii_lowercase().as_str() {
             "weak" | "0" => Ok(Mode::Weak),
             "strong" | "1" => Ok(Mode::Strong),
+            // Quoted with escapes and cut short: a newline or a megabyte in the input stays a
+            // short one-line error.
             _ => Err(format!(
-                "invalid increment '{s}': expected weak or strong (or 0 / 1)"
+                "invalid increment {}: expected weak or strong (or 0 / 1)",
+                crate::endpoint::quoted(s)
             )),
         }
     }
@@ -295,6 +298,10 @@ mod tests {
             .unwrap_err()
             .contains("expected weak or strong"));
         assert_eq!(Mode::default(), Mode::Weak);
+        let e = "\n".parse::<Mode>().unwrap_err();
+        assert!(!e.contains('\n') && e.contains(r#""\n""#), "{e}");
+        let e = "x".repeat(100_000).parse::<Mode>().unwrap_err();
+        assert!(e.len() < 300 && e.contains("(100000 bytes)"), "{e}");
     }
 
     #[test]

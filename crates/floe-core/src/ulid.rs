@@ -2,7 +2,9 @@
 //!
 //! floe does not hand-write ULIDs: [`UlidGenerator`] feeds the clock's time to
 //! `ulid::Generator` (monotonic: within a millisecond the random part is incremented), and
-//! [`random_at`] is `ulid::Ulid::from_datetime` (independent random bits each time).
+//! [`random_at`] is `ulid::Ulid::from_datetime` (independent random bits each time). [`parse`]
+//! checks a text before `ulid::Ulid::from_string` decodes it, refusing what that accepts but the
+//! ULID spec does not (a first character above `7`).
 //!
 //! ```
 //! use floe_core::clock::SystemClock;
@@ -19,6 +21,13 @@ use std::sync::Mutex;
 pub use ulid::Ulid;
 
 use crate::clock::Clock;
+
+// The time never wraps the ULID's 48-bit millisecond field (which the `ulid` crate masks):
+// floe's clocks count u64 nanoseconds (to the year 2554), far within 2^48 ms (the year
+// 10889). Proved here when compiling.
+const LAST_CLOCK_MS: u64 = u64::MAX / 1_000_000;
+const LAST_48_BIT_MS: u64 = (1 << 48) - 1;
+const _: () = assert!(LAST_CLOCK_MS <= LAST_48_BIT_MS);
 
 /// A thread-safe, monotonic ULID generator reading an injected clock.
 #[derive(Debug)]
@@ -68,6 +77,89 @@ pub fn random_at(clock: &impl Clock) -> Ulid {
     Ulid::from_datetime(clock.now_system_time())
 }
 
+/// Why a text is not a ULID. Small and `Copy`: no allocation on failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UlidParseError {
+    /// Not 26 characters.
+    InvalidLength {
+        /// Characters found.
+        found: usize,
+    },
+    /// A character outside Crockford's base32.
+    InvalidChar {
+        /// The character.
+        found: char,
+        /// Its index (in bytes) in the text.
+        index: usize,
+    },
+    /// The first character is above `7`: the text holds more than 128 bits.
+    Overflow {
+        /// The first character.
+        found: char,
+    },
+}
+
+impl fmt::Display for UlidParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UlidParseError::InvalidLength { found } => write!(
+                f,
+                "invalid ULID length: expected 26 characters of Crockford base32, found {found}"
+            ),
+            UlidParseError::InvalidChar { found, index } => write!(
+                f,
+                "invalid ULID character {found:?} at index {index}: expected Crockford base32 (0-9 and A-Z but I, L, O, U; either case)"
+            ),
+            UlidParseError::Overflow { found } => write!(
+                f,
+                "invalid ULID: the first character is {found:?}, above 7: the largest ULID is 7ZZZZZZZZZZZZZZZZZZZZZZZZZ (26 characters hold 130 bits, a ULID 128)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UlidParseError {}
+
+/// Whether `c` is a digit of Crockford's base32 as ULIDs write it (either case).
+fn is_crockford(c: char) -> bool {
+    c.is_ascii_alphanumeric() && !matches!(c.to_ascii_uppercase(), 'I' | 'L' | 'O' | 'U')
+}
+
+/// Reads a ULID's 26 characters of Crockford base32 (either case), strictly.
+///
+/// `ulid::Ulid::from_string` drops the two bits above 128 of a first character past `7`, so
+/// it reads `8ZZZZZZZZZZZZZZZZZZZZZZZZZ` as `0ZZZZZZZZZZZZZZZZZZZZZZZZZ`: two texts, one ID (its
+/// issue dylanhart/ulid-rs#59). The ULID spec says to refuse them; this does.
+///
+/// ```
+/// use floe_core::ulid::{parse, UlidParseError};
+///
+/// assert_eq!(parse("01arz3ndektsv4rrffq69g5fav").unwrap().to_string(), "01ARZ3NDEKTSV4RRFFQ69G5FAV");
+/// assert_eq!(parse("8ZZZZZZZZZZZZZZZZZZZZZZZZZ"), Err(UlidParseError::Overflow { found: '8' }));
+/// ```
+///
+/// # Errors
+/// [`UlidParseError`] saying what is wrong and where.
+pub fn parse(text: &str) -> Result<Ulid, UlidParseError> {
+    // A bad character first (a 26-character text of more bytes has one), then the length.
+    if let Some((index, found)) = text.char_indices().find(|&(_, c)| !is_crockford(c)) {
+        if text.chars().count() == 26 {
+            return Err(UlidParseError::InvalidChar { found, index });
+        }
+    }
+    let found = text.chars().count();
+    if found != 26 {
+        return Err(UlidParseError::InvalidLength { found });
+    }
+    // Every character is now a digit or a letter: above '7' in ASCII means above 7 in value.
+    if let Some(first) = text.chars().next().filter(|&c| c > '7') {
+        return Err(UlidParseError::Overflow { found: first });
+    }
+    // Checked above: 26 characters of the alphabet, the first at most 7. The crate decodes.
+    Ulid::from_string(text).map_err(|_| UlidParseError::InvalidLength { found })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +177,50 @@ mod tests {
             last = next;
         }
         assert_eq!(random_at(&clock).timestamp_ms(), 1_700_000_000_123);
+    }
+
+    #[test]
+    fn parse_is_strict() {
+        let max = parse("7ZZZZZZZZZZZZZZZZZZZZZZZZZ").unwrap();
+        assert_eq!(max.0, u128::MAX);
+        assert_eq!(parse("7zzzzzzzzzzzzzzzzzzzzzzzzz"), Ok(max));
+        // The crate reads these as other IDs; the spec and floe refuse them.
+        assert_eq!(
+            Ulid::from_string("8ZZZZZZZZZZZZZZZZZZZZZZZZZ")
+                .unwrap()
+                .to_string(),
+            "0ZZZZZZZZZZZZZZZZZZZZZZZZZ"
+        );
+        for (text, first) in [
+            ("8ZZZZZZZZZZZZZZZZZZZZZZZZZ", '8'),
+            ("ZZZZZZZZZZZZZZZZZZZZZZZZZZ", 'Z'),
+            ("g0000000000000000000000000", 'g'),
+        ] {
+            assert_eq!(parse(text), Err(UlidParseError::Overflow { found: first }));
+        }
+        assert_eq!(
+            parse("0I000000000000000000000000"),
+            Err(UlidParseError::InvalidChar {
+                found: 'I',
+                index: 1
+            })
+        );
+        assert_eq!(
+            parse("000000000000000000000000é"),
+            Err(UlidParseError::InvalidLength { found: 25 })
+        );
+        assert_eq!(
+            parse("0000000000000000000000000é"),
+            Err(UlidParseError::InvalidChar {
+                found: 'é',
+                index: 25
+            })
+        );
+        assert_eq!(parse(""), Err(UlidParseError::InvalidLength { found: 0 }));
+        let e = parse("8ZZZZZZZZZZZZZZZZZZZZZZZZZ").unwrap_err().to_string();
+        assert!(
+            e.contains("above 7") && e.contains("7ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+            "{e}"
+        );
     }
 }

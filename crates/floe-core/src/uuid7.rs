@@ -52,6 +52,12 @@ impl<C: Clock> Uuid7Generator<C> {
     }
 }
 
+// The time never wraps the 48-bit `unix_ts_ms` field: floe's clocks count u64 nanoseconds
+// (to the year 2554), far within 2^48 ms (the year 10889). Proved here when compiling.
+const LAST_CLOCK_MS: u64 = u64::MAX / 1_000_000;
+const LAST_48_BIT_MS: u64 = (1 << 48) - 1;
+const _: () = assert!(LAST_CLOCK_MS <= LAST_48_BIT_MS);
+
 /// What [`inspect`] reads from a UUIDv7.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Uuid7Parts {

@@ -19,10 +19,13 @@ fn layouts() -> impl Strategy<Value = Layout> {
             0u64..1_600_000_000_000,
             1u64..=10
         )
-            .prop_filter_map("fits 64 bits", |(ts, dc, w, seq, epoch, unit)| {
+            // Valid layouts only: 64 bits in all, and a last time RFC 3339 can write (a 45-bit
+            // timestamp of 10 ms units reaches past 9999).
+            .prop_filter_map("a valid layout", |(ts, dc, w, seq, epoch, unit)| {
                 Layout::new(ts, dc, w, seq)
                     .ok()
                     .map(|l| l.with_epoch_ms(epoch).with_time_unit_ms(unit))
+                    .filter(|l| l.validate().is_ok())
             }),
     ]
 }

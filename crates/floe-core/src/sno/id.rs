@@ -157,7 +157,8 @@ impl SnoId {
         self.block_hi() >> 1
     }
 
-    /// The timestamp as nanoseconds since the Unix epoch (sno's `Timestamp()`).
+    /// The timestamp as nanoseconds since the Unix epoch (sno's `Timestamp()`). Never
+    /// overflows: the last one, in 2079, is about 3.5 * 10^18 (checked when compiling).
     pub const fn timestamp_unix_ns(&self) -> u64 {
         self.timestamp_units() * TIME_UNIT_NANOS + EPOCH_NANOS
     }
@@ -218,6 +219,10 @@ impl SnoId {
         ]))
     }
 }
+
+// timestamp_units() is at most MAX_TIMESTAMP (39 bits of a 40-bit block), so
+// timestamp_unix_ns() cannot overflow: proved here when compiling.
+const _: () = assert!(MAX_TIMESTAMP <= (u64::MAX - EPOCH_NANOS) / TIME_UNIT_NANOS);
 
 #[inline(always)]
 fn encode_block(block: u64, out: &mut [u8]) {
@@ -300,7 +305,19 @@ impl fmt::Debug for SnoId {
 impl FromStr for SnoId {
     type Err = SnoParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SnoId::decode(s.as_bytes()).map_err(|e| e.with_text(s))
+        match SnoId::decode(s.as_bytes()) {
+            Ok(id) => Ok(id),
+            // 16 characters but more bytes: some are not ASCII, so not of the alphabet. Say
+            // which (the length is right, "found 16" would mislead).
+            Err(SnoParseError::InvalidLength { .. }) if s.chars().count() == SIZE_ENCODED => {
+                let (index, found) = s
+                    .char_indices()
+                    .find(|&(_, c)| !matches!(c, '2'..='9' | 'a'..='x'))
+                    .unwrap_or((0, char::REPLACEMENT_CHARACTER));
+                Err(SnoParseError::InvalidChar { found, index })
+            }
+            Err(e) => Err(e.with_text(s)),
+        }
     }
 }
 
@@ -427,6 +444,31 @@ mod tests {
         // A multi-byte character reports the character, not a stray byte.
         let e = "22222222222222é".parse::<SnoId>().unwrap_err();
         assert!(e.to_string().contains('é'), "{e}");
+        // 16 characters of 17 bytes: the length is right, the character is not.
+        let e = "222222222222222é".parse::<SnoId>().unwrap_err();
+        assert_eq!(
+            e,
+            SnoParseError::InvalidChar {
+                found: 'é',
+                index: 15
+            }
+        );
+        let e = "!22222222222222é".parse::<SnoId>().unwrap_err();
+        assert_eq!(
+            e,
+            SnoParseError::InvalidChar {
+                found: '!',
+                index: 0
+            }
+        );
+        let e = "2222222222222222é".parse::<SnoId>().unwrap_err();
+        assert_eq!(
+            e,
+            SnoParseError::InvalidLength {
+                expected: 16,
+                found: 17
+            }
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::SnowflakeError;
+use crate::endpoint::quoted;
 
 /// How a 64-bit Snowflake ID is split, from the most significant bit down:
 ///
@@ -37,6 +38,12 @@ pub struct Layout {
     epoch_ms: u64,
     unit_ms: u64,
 }
+
+/// The last millisecond RFC 3339 can write, 9999-12-31T23:59:59.999Z, in milliseconds since the
+/// Unix epoch. [`Layout::validate`] refuses a layout whose timestamp field reaches past it, so
+/// every ID of a valid layout has a time that fits a `u64` of milliseconds and prints as
+/// RFC 3339.
+pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
 
 /// The parts of a Snowflake ID, as [`Layout::decode`] reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -113,13 +120,19 @@ impl Layout {
                 let bad = || SnowflakeError::InvalidLayout {
                     field: "layout",
                     reason: format!(
-                        "expected TS/WORKER/SEQ or TS/DC/WORKER/SEQ bit widths, found {custom:?}"
+                        "expected TS/WORKER/SEQ or TS/DC/WORKER/SEQ bit widths, found {}",
+                        quoted(custom)
                     ),
                 };
-                let widths: Vec<u8> = custom
-                    .split('/')
-                    .map(|w| w.trim().parse::<u8>().map_err(|_| bad()))
-                    .collect::<Result<_, _>>()?;
+                // Digits only (`u8::from_str` would also take a sign: `+41`).
+                let width = |w: &str| {
+                    let w = w.trim();
+                    if w.is_empty() || !w.bytes().all(|b| b.is_ascii_digit()) {
+                        return Err(bad());
+                    }
+                    w.parse::<u8>().map_err(|_| bad())
+                };
+                let widths: Vec<u8> = custom.split('/').map(width).collect::<Result<_, _>>()?;
                 match widths[..] {
                     [ts, worker, seq] => Self::new(ts, 0, worker, seq),
                     [ts, dc, worker, seq] => Self::new(ts, dc, worker, seq),
@@ -129,7 +142,8 @@ impl Layout {
             other => Err(SnowflakeError::InvalidLayout {
                 field: "layout",
                 reason: format!(
-                    "unknown layout {other:?}: expected leaf, twitter, flake-idgen or bit widths such as 41/10/12"
+                    "unknown layout {}: expected leaf, twitter, flake-idgen or bit widths such as 41/10/12",
+                    quoted(other)
                 ),
             }),
         }
@@ -149,10 +163,14 @@ impl Layout {
         self
     }
 
-    /// Checks the field widths and time unit.
+    /// Checks the field widths, the time unit and the epoch, and that the last time the
+    /// timestamp field can hold (`epoch + max_timestamp * time_unit`) is at most
+    /// [`MAX_TIME_MS`] (9999-12-31T23:59:59.999Z): so no ID of a valid layout has a time that
+    /// overflows a `u64` of milliseconds or that RFC 3339 cannot write.
     ///
     /// # Errors
-    /// [`SnowflakeError::InvalidLayout`] naming the field at fault.
+    /// [`SnowflakeError::InvalidLayout`] naming the field at fault (`layout` when the fields
+    /// are each fine but their last time is out of range).
     pub fn validate(&self) -> Result<(), SnowflakeError> {
         let invalid = |field: &'static str, reason: String| {
             Err(SnowflakeError::InvalidLayout { field, reason })
@@ -202,7 +220,40 @@ impl Layout {
                 ),
             );
         }
-        Ok(())
+        if self.epoch_ms > MAX_TIME_MS {
+            return invalid(
+                "epoch",
+                format!(
+                    "{} ms is past 9999-12-31T23:59:59.999Z ({MAX_TIME_MS} ms), the last time RFC 3339 can write",
+                    self.epoch_ms
+                ),
+            );
+        }
+        match self.last_time_ms() {
+            Some(last) if last <= MAX_TIME_MS => Ok(()),
+            _ => {
+                // Exact in u128 (at most 2^64 + 2^64 * 2^27), for the message only.
+                let last = u128::from(self.epoch_ms)
+                    + u128::from(self.max_timestamp()) * u128::from(self.unit_ms);
+                invalid(
+                    "layout",
+                    format!(
+                        "{} timestamp_bits of {} ms time units from epoch {} ms reach {last} ms, past 9999-12-31T23:59:59.999Z ({MAX_TIME_MS} ms), the last time RFC 3339 can write: use fewer timestamp_bits, a shorter time unit or an earlier epoch",
+                        self.timestamp_bits, self.unit_ms, self.epoch_ms
+                    ),
+                )
+            }
+        }
+    }
+
+    /// The time of the last time unit the timestamp field can hold,
+    /// `epoch + max_timestamp * time_unit` in Unix milliseconds; `None` if that overflows a
+    /// `u64`. At most [`MAX_TIME_MS`] for a layout that passes [`Layout::validate`].
+    pub const fn last_time_ms(&self) -> Option<u64> {
+        match self.max_timestamp().checked_mul(self.unit_ms) {
+            Some(span) => self.epoch_ms.checked_add(span),
+            None => None,
+        }
     }
 
     /// Checks that the epoch is not after `now_ms` (an epoch in the future would make every
@@ -254,6 +305,7 @@ impl Layout {
     }
     /// Width of datacenter and worker together.
     pub const fn node_bits(&self) -> u8 {
+        // At most 16 + 31: every Layout's widths are checked when it is made.
         self.datacenter_bits + self.worker_bits
     }
     /// The epoch, in milliseconds since the Unix epoch.
@@ -285,9 +337,21 @@ impl Layout {
     pub const fn max_timestamp(&self) -> u64 {
         mask(self.timestamp_bits as u32)
     }
-    /// The most IDs one generator can issue per second: `2^sequence_bits * 1000 / unit_ms`.
+    /// The most IDs one generator can issue per second: `2^sequence_bits * 1000 / unit_ms`
+    /// (0 for a time unit of 0, which [`Layout::validate`] refuses).
     pub const fn cap_per_second(&self) -> u64 {
-        (1u64 << self.sequence_bits) * 1000 / self.unit_ms
+        // sequence_bits is at most 32 in every Layout (the widths are checked when one is
+        // made), so 2^32 * 1000 fits; checked all the same.
+        match 1u64.checked_shl(self.sequence_bits as u32) {
+            Some(ids) => match ids.checked_mul(1000) {
+                Some(per_s) => match per_s.checked_div(self.unit_ms) {
+                    Some(cap) => cap,
+                    None => 0,
+                },
+                None => u64::MAX,
+            },
+            None => u64::MAX,
+        }
     }
 
     pub(crate) const fn sequence_shift(&self) -> u32 {
@@ -326,9 +390,11 @@ impl Layout {
     /// layout's time unit.
     ///
     /// # Errors
+    /// [`SnowflakeError::InvalidLayout`] if the layout does not pass [`Layout::validate`];
     /// [`SnowflakeError::InvalidNode`] or [`SnowflakeError::InvalidParts`] naming the field that
     /// does not fit.
     pub fn encode(&self, parts: SnowflakeParts) -> Result<u64, SnowflakeError> {
+        self.validate()?;
         self.check_node(parts.datacenter, parts.worker)?;
         if parts.timestamp_ms < self.epoch_ms {
             return Err(SnowflakeError::InvalidParts {
@@ -339,6 +405,7 @@ impl Layout {
                 ),
             });
         }
+        // timestamp_ms >= epoch_ms (checked above) and unit_ms >= 1 (validated).
         let units = (parts.timestamp_ms - self.epoch_ms) / self.unit_ms;
         if units > self.max_timestamp() {
             return Err(SnowflakeError::InvalidParts {
@@ -371,13 +438,54 @@ impl Layout {
     }
 
     /// Reads an ID's parts. Bits above the layout's fields are ignored.
+    ///
+    /// On a layout that passes [`Layout::validate`] every time fits. On one that does not (an
+    /// epoch or time unit set with [`Layout::with_epoch_ms`] or [`Layout::with_time_unit_ms`]
+    /// and not validated), a time past `u64::MAX` ms reads as `u64::MAX` rather than wrap:
+    /// use [`Layout::try_decode`] to be told instead.
     pub const fn decode(&self, id: u64) -> SnowflakeParts {
-        let units = (id >> self.timestamp_shift()) & self.max_timestamp();
+        let units = self.units_of(id);
         SnowflakeParts {
-            timestamp_ms: self.epoch_ms + units * self.unit_ms,
+            timestamp_ms: match self.time_of(units) {
+                Some(ms) => ms,
+                None => u64::MAX,
+            },
             datacenter: (id >> self.datacenter_shift()) & self.max_datacenter(),
             worker: (id >> self.worker_shift()) & self.max_worker(),
             sequence: (id >> self.sequence_shift()) & self.max_sequence(),
+        }
+    }
+
+    /// Reads an ID's parts, as [`Layout::decode`], refusing an ID whose time does not fit.
+    ///
+    /// # Errors
+    /// [`SnowflakeError::InvalidParts`] with field `timestamp_ms` when `epoch + units *
+    /// time_unit` overflows a `u64` of milliseconds (never on a layout that passes
+    /// [`Layout::validate`]).
+    pub fn try_decode(&self, id: u64) -> Result<SnowflakeParts, SnowflakeError> {
+        let units = self.units_of(id);
+        if self.time_of(units).is_none() {
+            return Err(SnowflakeError::InvalidParts {
+                field: "timestamp_ms",
+                reason: format!(
+                    "the ID's time, epoch {} ms + {units} time units of {} ms, does not fit 64 bits of milliseconds",
+                    self.epoch_ms, self.unit_ms
+                ),
+            });
+        }
+        Ok(self.decode(id))
+    }
+
+    /// The timestamp field of an ID, in time units since the epoch.
+    const fn units_of(&self, id: u64) -> u64 {
+        (id >> self.timestamp_shift()) & self.max_timestamp()
+    }
+
+    /// Unix milliseconds of `units` time units after the epoch; `None` past `u64::MAX`.
+    const fn time_of(&self, units: u64) -> Option<u64> {
+        match units.checked_mul(self.unit_ms) {
+            Some(span) => self.epoch_ms.checked_add(span),
+            None => None,
         }
     }
 
@@ -473,6 +581,128 @@ mod tests {
         assert!(e.to_string().contains("unknown layout"), "{e}");
         let e = Layout::preset("41/x/12").unwrap_err();
         assert!(e.to_string().contains("bit widths"), "{e}");
+    }
+
+    #[test]
+    fn the_last_time_must_fit_rfc3339() {
+        // Issue 8: a day-long time unit on leaf's 41 bits reaches past u64 milliseconds.
+        let day = 86_400_000;
+        let e = Layout::LEAF.with_time_unit_ms(day).validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SnowflakeError::InvalidLayout {
+                    field: "layout",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("9999-12-31T23:59:59.999Z"), "{e}");
+        // 21 bits of days end exactly on the last RFC 3339 millisecond from this epoch...
+        let l = Layout::new(21, 0, 10, 12).unwrap().with_time_unit_ms(day);
+        let epoch = MAX_TIME_MS - l.max_timestamp() * day;
+        l.with_epoch_ms(epoch).validate().unwrap();
+        assert_eq!(l.with_epoch_ms(epoch).last_time_ms(), Some(MAX_TIME_MS));
+        let last = l.max_timestamp() << l.timestamp_shift();
+        assert_eq!(
+            l.with_epoch_ms(epoch).decode(last).timestamp_ms,
+            MAX_TIME_MS
+        );
+        // ...and one millisecond later they do not.
+        let e = l.with_epoch_ms(epoch + 1).validate().unwrap_err();
+        assert!(e.to_string().contains("timestamp_bits"), "{e}");
+        // An epoch past the range names the epoch.
+        let e = Layout::LEAF
+            .with_epoch_ms(MAX_TIME_MS + 1)
+            .validate()
+            .unwrap_err();
+        assert!(
+            matches!(e, SnowflakeError::InvalidLayout { field: "epoch", .. }),
+            "{e}"
+        );
+        let e = Layout::LEAF.with_epoch_ms(u64::MAX).validate().unwrap_err();
+        assert!(e.to_string().starts_with("invalid epoch"), "{e}");
+        // Bit widths alone: 47 bits of ms from 1970 end in 6429, 48 bits in 10889.
+        Layout::new(47, 0, 5, 12).unwrap();
+        let e = Layout::new(48, 0, 4, 12).unwrap_err();
+        assert!(e.to_string().contains("48 timestamp_bits"), "{e}");
+    }
+
+    #[test]
+    fn decode_of_an_unvalidated_layout_never_wraps() {
+        let l = Layout::LEAF.with_time_unit_ms(86_400_000);
+        let id = i64::MAX as u64;
+        let e = l.try_decode(id).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SnowflakeError::InvalidParts {
+                    field: "timestamp_ms",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(l.decode(id).timestamp_ms, u64::MAX);
+        assert_eq!(l.decode(id).sequence, 4095);
+        let l = Layout::LEAF.with_epoch_ms(u64::MAX);
+        assert!(l.try_decode(1 << 22).is_err());
+        assert_eq!(l.try_decode(0).unwrap().timestamp_ms, u64::MAX);
+        // encode refuses a layout that does not validate (here: a time unit of 0, which
+        // would divide by zero).
+        let parts = SnowflakeParts {
+            timestamp_ms: 5,
+            datacenter: 0,
+            worker: 0,
+            sequence: 0,
+        };
+        let e = Layout::new(41, 0, 10, 12)
+            .unwrap()
+            .with_time_unit_ms(0)
+            .encode(parts)
+            .unwrap_err();
+        assert!(e.to_string().contains("time_unit"), "{e}");
+        assert_eq!(Layout::LEAF.with_time_unit_ms(0).cap_per_second(), 0);
+        assert_eq!(
+            Layout::new(31, 0, 0, 32).unwrap().cap_per_second(),
+            1000 << 32
+        );
+    }
+
+    #[test]
+    fn widths_are_digits_only() {
+        for bad in [
+            "+41/10/12",
+            "41/-0/12",
+            "41//12",
+            "41/10/12/",
+            " / / ",
+            "41/10/12/1/1",
+        ] {
+            let e = Layout::preset(bad).unwrap_err();
+            assert!(e.to_string().contains("bit widths"), "{bad}: {e}");
+        }
+        assert_eq!(
+            Layout::preset(" 41 / 10 / 12 ").unwrap(),
+            Layout::new(41, 0, 10, 12).unwrap()
+        );
+        let e = Layout::preset("256/0/1").unwrap_err();
+        assert!(e.to_string().contains("bit widths"), "{e}");
+    }
+
+    #[test]
+    fn long_names_are_quoted_short() {
+        let e = Layout::preset(&"x".repeat(100_000))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && e.contains("(100000 bytes)"), "{e}");
+        let e = Layout::preset(&"1/".repeat(50_000))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && e.contains("(100000 bytes)"), "{e}");
+        let e = Layout::preset("a\nb").unwrap_err().to_string();
+        assert!(e.contains(r#""a\nb""#), "{e}");
     }
 
     #[test]

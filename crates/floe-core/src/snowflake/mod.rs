@@ -17,7 +17,7 @@ mod generator;
 mod layout;
 
 pub use generator::{OnExhausted, SnowflakeConfig, SnowflakeGenerator, SnowflakeStats};
-pub use layout::{Layout, SnowflakeParts};
+pub use layout::{Layout, SnowflakeParts, MAX_TIME_MS};
 
 use std::fmt;
 use std::time::Duration;
@@ -128,3 +128,124 @@ impl fmt::Display for SnowflakeError {
 }
 
 impl std::error::Error for SnowflakeError {}
+
+/// What a Snowflake ID's text must be, for error messages.
+const EXPECTED_ID: &str =
+    "expected a decimal number from 0 to 18446744073709551615, or 0x and 1 to 16 hex digits";
+
+/// Why a text is not a Snowflake ID. Small and `Copy`: no allocation on failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseIdError {
+    /// No digits: an empty text, or `0x` alone.
+    NoDigits,
+    /// A character that is not a digit of the base (a sign, a space, a letter...).
+    InvalidChar {
+        /// The character.
+        found: char,
+        /// Its index (in bytes) in the text.
+        index: usize,
+    },
+    /// The number is more than `u64::MAX`.
+    TooLarge,
+}
+
+impl fmt::Display for ParseIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseIdError::NoDigits => write!(f, "invalid Snowflake ID: no digits; {EXPECTED_ID}"),
+            ParseIdError::InvalidChar { found, index } => write!(
+                f,
+                "invalid Snowflake ID: {found:?} at index {index}; {EXPECTED_ID}"
+            ),
+            ParseIdError::TooLarge => {
+                write!(f, "invalid Snowflake ID: more than 64 bits; {EXPECTED_ID}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ParseIdError {}
+
+/// Reads a Snowflake ID written as decimal digits, or as `0x` (or `0X`) and 1 to 16 hex
+/// digits of either case (leading zeros are fine in both). Nothing else: no sign, no spaces,
+/// no `_`.
+///
+/// ```
+/// use floe_core::snowflake::{parse_id, ParseIdError};
+///
+/// assert_eq!(parse_id("515033464970412032"), Ok(515033464970412032));
+/// assert_eq!(parse_id("0x0725C43527000000"), Ok(515033464970412032));
+/// assert_eq!(parse_id("18446744073709551616"), Err(ParseIdError::TooLarge));
+/// assert!(parse_id("-1").is_err());
+/// ```
+///
+/// # Errors
+/// [`ParseIdError`] saying what is wrong and what was expected.
+pub fn parse_id(text: &str) -> Result<u64, ParseIdError> {
+    let (digits, radix, offset) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"))
+    {
+        Some(hex) => (hex, 16, 2),
+        None => (text, 10, 0),
+    };
+    if digits.is_empty() {
+        return Err(ParseIdError::NoDigits);
+    }
+    let mut value: u64 = 0;
+    for (i, c) in digits.char_indices() {
+        let Some(digit) = c.to_digit(radix) else {
+            return Err(ParseIdError::InvalidChar {
+                found: c,
+                index: offset + i,
+            });
+        };
+        value = value
+            .checked_mul(u64::from(radix))
+            .and_then(|v| v.checked_add(u64::from(digit)))
+            .ok_or(ParseIdError::TooLarge)?;
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_parse_strictly() {
+        assert_eq!(parse_id("0"), Ok(0));
+        assert_eq!(parse_id("00018446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_id("0xFFFFffffFFFFffff"), Ok(u64::MAX));
+        assert_eq!(parse_id("0X000000000000000001"), Ok(1));
+        assert_eq!(parse_id("0x10000000000000000"), Err(ParseIdError::TooLarge));
+        assert_eq!(parse_id(""), Err(ParseIdError::NoDigits));
+        assert_eq!(parse_id("0x"), Err(ParseIdError::NoDigits));
+        assert_eq!(
+            parse_id("+1"),
+            Err(ParseIdError::InvalidChar {
+                found: '+',
+                index: 0
+            })
+        );
+        assert_eq!(
+            parse_id("0x1g"),
+            Err(ParseIdError::InvalidChar {
+                found: 'g',
+                index: 3
+            })
+        );
+        // Non-ASCII digits are not digits here (char::to_digit is ASCII-only; checked).
+        assert_eq!(
+            parse_id("1\u{0663}"),
+            Err(ParseIdError::InvalidChar {
+                found: '\u{0663}',
+                index: 1
+            })
+        );
+        let e = parse_id("1 2").unwrap_err().to_string();
+        assert!(
+            e.contains("' ' at index 1") && e.contains("decimal number"),
+            "{e}"
+        );
+    }
+}
