@@ -148,7 +148,7 @@ struct GenArgs {
 #[derive(Debug, Args)]
 struct InspectArgs {
     /// IDs to decode; `-` reads one per line from standard input.
-    #[arg(required = true)]
+    #[arg(required = true, allow_negative_numbers = true)]
     ids: Vec<String>,
     /// One JSON object per ID.
     #[arg(long)]
@@ -261,7 +261,11 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
 
 /// Unix ms of the time unit of a sno generator's last ID.
 fn sno_last_ms(g: &SnoGenerator<SystemClock>) -> u64 {
-    g.snapshot().wall_hi as u64 * 4 + floe_core::sno::EPOCH * 1000
+    // wall_hi is a 32-bit unit count: the product fits, but say so in the arithmetic.
+    u64::try_from(g.snapshot().wall_hi)
+        .unwrap_or(0)
+        .saturating_mul(4)
+        .saturating_add(floe_core::sno::EPOCH * 1000)
 }
 
 pub(crate) fn host_name() -> String {
