@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use crate::{idle_first, plan, space_full, Plan};
+use crate::plan::{idle_first, plan, space_full, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -62,7 +62,7 @@ impl ZkRegistry {
     /// [`ErrorKind::Config`] for a bad root; [`ErrorKind::Unavailable`] when no server answers
     /// within the connection timeout.
     pub async fn connect(cluster: &str, root: &str) -> Result<Self, RegistryError> {
-        crate::check_servers("ZooKeeper", cluster, root)?;
+        crate::open::check_servers("ZooKeeper", cluster, root)?;
         let client = Client::connector()
             .with_session_timeout(Duration::from_secs(6))
             .with_connection_timeout(Duration::from_secs(3))

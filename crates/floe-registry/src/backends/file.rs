@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{io_error, write_atomic};
-use crate::{idle_first, plan, Plan};
+use crate::plan::{idle_first, plan, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };

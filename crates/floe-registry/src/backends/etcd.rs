@@ -31,7 +31,7 @@ use etcd_client::{
 use floe_core::fence::Fence;
 use tokio::time::Instant;
 
-use crate::{idle_first, plan, space_full, Plan};
+use crate::plan::{idle_first, plan, space_full, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -85,7 +85,7 @@ impl EtcdRegistry {
         root: &str,
         ttl_secs: i64,
     ) -> Result<Self, RegistryError> {
-        crate::check_servers("etcd", endpoints, root)?;
+        crate::open::check_servers("etcd", endpoints, root)?;
         if !(2..=3600).contains(&ttl_secs) {
             return Err(RegistryError::config(format!(
                 "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"
