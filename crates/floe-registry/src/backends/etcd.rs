@@ -31,24 +31,31 @@ use etcd_client::{
 use floe_core::fence::Fence;
 use tokio::time::Instant;
 
-use crate::plan::{idle_first, plan, space_full, Plan};
+use super::records::{self, decode, encode, VersionedRecords};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
 
 /// A registry on an etcd cluster.
 pub struct EtcdRegistry {
-    client: Client,
-    root: String,
+    keys: Keys,
     endpoints: String,
     ttl_secs: i64,
+}
+
+/// The registry's keys under its root, and the client that reads and writes them (cheap to
+/// clone: the keeper task has its own).
+#[derive(Clone)]
+struct Keys {
+    client: Client,
+    root: String,
 }
 
 impl fmt::Debug for EtcdRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdRegistry")
             .field("endpoints", &self.endpoints)
-            .field("root", &self.root)
+            .field("root", &self.keys.root)
             .field("ttl_secs", &self.ttl_secs)
             .finish()
     }
@@ -107,13 +114,42 @@ impl EtcdRegistry {
             .await
             .map_err(|e| map_err(&format!("cannot reach {endpoints}"), e))?;
         Ok(EtcdRegistry {
-            client,
-            root: root.to_string(),
+            keys: Keys {
+                client,
+                root: root.to_string(),
+            },
             endpoints: endpoints.to_string(),
             ttl_secs,
         })
     }
 
+    /// Creates the holder key under a new lease. `Ok(None)`: someone else holds it.
+    async fn claim(&self, identity: &Identity) -> Result<Option<i64>, RegistryError> {
+        let holder = self.keys.holder_key(identity);
+        claim(&self.keys.client, &holder, self.ttl_secs).await
+    }
+
+    /// Starts the keeper of `lease` and builds the registration.
+    fn registration(&self, record: WorkerRecord, existing: bool, lease: i64) -> Registration {
+        let fence = Arc::new(Fence::new());
+        let keeper = tokio::spawn(keep(
+            self.keys.clone(),
+            record.identity.clone(),
+            record.id,
+            self.ttl_secs,
+            Arc::new(AtomicI64::new(lease)),
+            fence.clone(),
+        ));
+        Registration {
+            fence,
+            record,
+            existing,
+            _hold: Some(Hold::new(EtcdHold { keeper })),
+        }
+    }
+}
+
+impl Keys {
     fn workers(&self, service: &str) -> String {
         format!("{}/{service}/workers/", self.root)
     }
@@ -129,28 +165,6 @@ impl EtcdRegistry {
         )
     }
 
-    async fn records(&self, service: &str) -> Result<Vec<(WorkerRecord, i64)>, RegistryError> {
-        let prefix = self.workers(service);
-        let resp = self
-            .client
-            .clone()
-            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(|e| map_err(&format!("list {prefix}"), e))?;
-        let mut records = Vec::with_capacity(resp.kvs().len());
-        for kv in resp.kvs() {
-            let record: WorkerRecord = serde_json::from_slice(kv.value()).map_err(|e| {
-                RegistryError::new(
-                    ErrorKind::Corrupt,
-                    format!("etcd: a worker record under {prefix} is not valid: {e}"),
-                )
-            })?;
-            records.push((record, kv.mod_revision()));
-        }
-        records.sort_by_key(|(r, _)| r.id);
-        Ok(records)
-    }
-
     /// Runs a transaction; whether its conditions held. `what` names it in errors.
     async fn run(&self, txn: Txn, what: &str) -> Result<bool, RegistryError> {
         let resp = self
@@ -161,63 +175,99 @@ impl EtcdRegistry {
             .map_err(|e| map_err(what, e))?;
         Ok(resp.succeeded())
     }
+}
 
-    fn encode(record: &WorkerRecord) -> Result<Vec<u8>, RegistryError> {
-        serde_json::to_vec(record).map_err(|e| {
-            RegistryError::new(ErrorKind::Corrupt, format!("cannot encode record: {e}"))
-        })
+#[async_trait]
+impl VersionedRecords for Keys {
+    type Version = i64;
+
+    fn store(&self) -> &'static str {
+        "etcd"
     }
 
-    /// Creates the holder key under a new lease. `Ok(None)`: someone else holds it.
-    async fn claim(&self, identity: &Identity) -> Result<Option<i64>, RegistryError> {
-        claim(&self.client, &self.holder_key(identity), self.ttl_secs).await
-    }
-
-    /// Starts the keeper of `lease` and builds the registration.
-    fn registration(&self, record: WorkerRecord, existing: bool, lease: i64) -> Registration {
-        let fence = Arc::new(Fence::new());
-        let keeper = tokio::spawn(keep(
-            self.client.clone(),
-            self.holder_key(&record.identity),
-            self.worker_key(&record.identity.service, record.id),
-            record.identity.clone(),
-            self.ttl_secs,
-            Arc::new(AtomicI64::new(lease)),
-            fence.clone(),
-        ));
-        Registration {
-            fence,
-            record,
-            existing,
-            _hold: Some(Hold::new(EtcdHold { keeper })),
-        }
-    }
-
-    async fn allocate(
+    async fn read(
         &self,
-        identity: &Identity,
-        space: IdSpace,
-    ) -> Result<(WorkerRecord, bool), RegistryError> {
-        let records = self.records(&identity.service).await?;
-        let free = match plan(records.iter().map(|(r, _)| r), identity, space, "etcd")? {
-            Plan::Own(record) => return Ok((record, true)),
-            Plan::Free(free) => free,
-        };
-        for id in free {
-            let record = WorkerRecord {
-                id,
-                identity: identity.clone(),
-                last_time_ms: 0,
-            };
-            let key = self.worker_key(&identity.service, id);
-            let txn = Txn::new()
-                .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
-            if self.run(txn, &format!("create {key}")).await? {
-                return Ok((record, false));
-            }
+        service: &str,
+        id: u32,
+    ) -> Result<Option<(WorkerRecord, i64)>, RegistryError> {
+        let key = self.worker_key(service, id);
+        let resp = self
+            .client
+            .clone()
+            .get(key.as_str(), None)
+            .await
+            .map_err(|e| map_err(&format!("read {key}"), e))?;
+        match resp.kvs().first() {
+            Some(kv) => Ok(Some((decode("etcd", &key, kv.value())?, kv.mod_revision()))),
+            None => Ok(None),
         }
-        Err(space_full(identity, space, "etcd"))
+    }
+
+    async fn read_all(&self, service: &str) -> Result<Vec<(WorkerRecord, i64)>, RegistryError> {
+        let prefix = self.workers(service);
+        let resp = self
+            .client
+            .clone()
+            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(|e| map_err(&format!("list {prefix}"), e))?;
+        resp.kvs()
+            .iter()
+            .map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                Ok((decode("etcd", &key, kv.value())?, kv.mod_revision()))
+            })
+            .collect()
+    }
+
+    async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError> {
+        let key = self.worker_key(&record.identity.service, record.id);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+        self.run(txn, &format!("create {key}")).await
+    }
+
+    async fn replace(&self, record: &WorkerRecord, version: i64) -> Result<bool, RegistryError> {
+        let key = self.worker_key(&record.identity.service, record.id);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                version,
+            )])
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+        self.run(txn, &format!("write {key}")).await
+    }
+
+    async fn take_over(
+        &self,
+        record: &WorkerRecord,
+        version: i64,
+        previous: &Identity,
+    ) -> Result<bool, RegistryError> {
+        let key = self.worker_key(&record.identity.service, record.id);
+        let previous_holder = self.holder_key(previous);
+        // Only if unchanged since read and its holder's claim is gone (lease ended).
+        let txn = Txn::new()
+            .when([
+                Compare::mod_revision(key.as_str(), CompareOp::Equal, version),
+                Compare::create_revision(previous_holder.as_str(), CompareOp::Equal, 0),
+            ])
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+        self.run(txn, &format!("take over {key}")).await
+    }
+
+    async fn delete(&self, service: &str, id: u32, version: i64) -> Result<bool, RegistryError> {
+        let key = self.worker_key(service, id);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                version,
+            )])
+            .and_then([TxnOp::delete(key.as_str(), None)]);
+        self.run(txn, &format!("delete {key}")).await
     }
 }
 
@@ -265,20 +315,20 @@ async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Optio
 /// The keeper: keeps the lease alive, raises the fence when the lease is lost or may be, and
 /// lowers it when the ID is held again.
 async fn keep(
-    client: Client,
-    holder: String,
-    worker: String,
+    keys: Keys,
     identity: Identity,
+    id: u32,
     ttl_secs: i64,
     lease: Arc<AtomicI64>,
     fence: Arc<Fence>,
 ) {
+    let (client, holder) = (&keys.client, keys.holder_key(&identity));
     let ttl = Duration::from_secs(ttl_secs as u64);
     let period = ttl / 3;
     let mut last_ok = Instant::now();
     loop {
         tokio::time::sleep(period).await;
-        match keep_alive_once(&client, lease.load(Ordering::Acquire), period).await {
+        match keep_alive_once(client, lease.load(Ordering::Acquire), period).await {
             Some(true) => {
                 last_ok = Instant::now();
                 fence.lower();
@@ -297,17 +347,13 @@ async fn keep(
             continue;
         }
         // Hold the ID again: a fresh claim, and the worker record still ours.
-        let Ok(Some(new_lease)) = claim(&client, &holder, ttl_secs).await else {
+        let Ok(Some(new_lease)) = claim(client, &holder, ttl_secs).await else {
             continue;
         };
-        let still_ours = match client.clone().get(worker.as_str(), None).await {
-            Ok(resp) => resp
-                .kvs()
-                .first()
-                .and_then(|kv| serde_json::from_slice::<WorkerRecord>(kv.value()).ok())
-                .is_some_and(|r| r.identity == identity),
-            Err(_) => false,
-        };
+        let still_ours = matches!(
+            keys.read(&identity.service, id).await,
+            Ok(Some((record, _))) if record.identity == identity
+        );
         if still_ours {
             lease.store(new_lease, Ordering::Release);
             last_ok = Instant::now();
@@ -325,7 +371,7 @@ impl Registry for EtcdRegistry {
     }
 
     fn location(&self) -> String {
-        format!("etcd://{}{}", self.endpoints, self.root)
+        format!("etcd://{}{}", self.endpoints, self.keys.root)
     }
 
     async fn register(
@@ -334,17 +380,17 @@ impl Registry for EtcdRegistry {
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
         identity.validate()?;
-        let holder = self.holder_key(identity);
+        let holder = self.keys.holder_key(identity);
         let Some(lease) = self.claim(identity).await? else {
             return Err(RegistryError::new(
                 ErrorKind::Conflict,
                 format!("{identity} is held by another live process ({holder} exists until its lease ends)"),
             ));
         };
-        match self.allocate(identity, space).await {
+        match records::allocate(&self.keys, identity, space).await {
             Ok((record, existing)) => Ok(self.registration(record, existing, lease)),
             Err(e) => {
-                let _ = self.client.clone().lease_revoke(lease).await;
+                let _ = self.keys.client.clone().lease_revoke(lease).await;
                 Err(e)
             }
         }
@@ -356,67 +402,15 @@ impl Registry for EtcdRegistry {
         id: u32,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        let key = self.worker_key(&identity.service, id);
-        let lost = || {
-            RegistryError::new(
-                ErrorKind::Conflict,
-                format!("worker ID {id} is no longer {identity}'s"),
-            )
-        };
-        let resp = self
-            .client
-            .clone()
-            .get(key.as_str(), None)
-            .await
-            .map_err(|e| map_err(&format!("read {key}"), e))?;
-        let Some(kv) = resp.kvs().first() else {
-            return Err(lost());
-        };
-        let mut record: WorkerRecord = serde_json::from_slice(kv.value())
-            .map_err(|e| RegistryError::new(ErrorKind::Corrupt, format!("etcd: {key}: {e}")))?;
-        if &record.identity != identity {
-            return Err(lost());
-        }
-        if last_time_ms <= record.last_time_ms {
-            return Ok(());
-        }
-        record.last_time_ms = last_time_ms;
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.as_str(),
-                CompareOp::Equal,
-                kv.mod_revision(),
-            )])
-            .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
-        // Not applied: it changed meanwhile; the next beat writes again.
-        self.client
-            .clone()
-            .txn(txn)
-            .await
-            .map_err(|e| map_err(&format!("write {key}"), e))?;
-        Ok(())
+        records::heartbeat(&self.keys, identity, id, last_time_ms).await
     }
 
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
-        for (record, revision) in self.records(&identity.service).await? {
-            if &record.identity == identity {
-                let key = self.worker_key(&identity.service, record.id);
-                let txn = Txn::new()
-                    .when([Compare::mod_revision(
-                        key.as_str(),
-                        CompareOp::Equal,
-                        revision,
-                    )])
-                    .and_then([TxnOp::delete(key.as_str(), None)]);
-                return self.run(txn, &format!("delete {key}")).await;
-            }
-        }
-        Ok(false)
+        records::release(&self.keys, identity).await
     }
 
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
-        Ok(self
-            .records(service)
+        Ok(records::list(&self.keys, service)
             .await?
             .into_iter()
             .map(|(r, _)| r)
@@ -424,8 +418,8 @@ impl Registry for EtcdRegistry {
     }
 
     async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
-        let holder = self.holder_key(identity);
-        let mut client = self.client.clone();
+        let holder = self.keys.holder_key(identity);
+        let mut client = self.keys.client.clone();
         let resp = client
             .get(holder.as_str(), None)
             .await
@@ -452,24 +446,11 @@ impl Registry for EtcdRegistry {
                 format!("{identity} is held by another live process"),
             ));
         };
-        let records = self.records(&identity.service).await?;
-        for (previous, revision) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms)
-        {
-            let previous_holder = self.holder_key(&previous.identity);
-            let record = previous.taken_over_by(identity);
-            let key = self.worker_key(&identity.service, record.id);
-            // Only if unchanged since read and its holder's claim is gone (lease ended).
-            let txn = Txn::new()
-                .when([
-                    Compare::mod_revision(key.as_str(), CompareOp::Equal, revision),
-                    Compare::create_revision(previous_holder.as_str(), CompareOp::Equal, 0),
-                ])
-                .and_then([TxnOp::put(key.as_str(), Self::encode(&record)?, None)]);
-            if self.run(txn, &format!("take over {key}")).await? {
-                return Ok(Some(self.registration(record, false, lease)));
-            }
+        let taken = records::take_over_idle(&self.keys, identity, space, idle_before_ms).await;
+        if !matches!(taken, Ok(Some(_))) {
+            // Nothing taken: do not keep the identity claimed.
+            let _ = self.keys.client.clone().lease_revoke(lease).await;
         }
-        let _ = self.client.clone().lease_revoke(lease).await;
-        Ok(None)
+        Ok(taken?.map(|record| self.registration(record, false, lease)))
     }
 }

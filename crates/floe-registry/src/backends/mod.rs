@@ -4,6 +4,8 @@
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod file;
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+mod records;
 pub mod static_id;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use crate::plan::{idle_first, plan, space_full, Plan};
+use super::records::{self, decode, encode, VersionedRecords};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -87,7 +87,33 @@ impl ZkRegistry {
         )
     }
 
-    async fn records(&self, service: &str) -> Result<Vec<(WorkerRecord, i32)>, RegistryError> {
+    fn worker(&self, service: &str, id: u32) -> String {
+        format!("{}/{id}", self.workers(service))
+    }
+}
+
+#[async_trait]
+impl VersionedRecords for ZkRegistry {
+    type Version = i32;
+
+    fn store(&self) -> &'static str {
+        "ZooKeeper"
+    }
+
+    async fn read(
+        &self,
+        service: &str,
+        id: u32,
+    ) -> Result<Option<(WorkerRecord, i32)>, RegistryError> {
+        let path = self.worker(service, id);
+        match self.client.get_data(&path).await {
+            Ok((data, stat)) => Ok(Some((decode("zookeeper", &path, &data)?, stat.version))),
+            Err(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(map_err(&format!("read {path}"), e)),
+        }
+    }
+
+    async fn read_all(&self, service: &str) -> Result<Vec<(WorkerRecord, i32)>, RegistryError> {
         let dir = self.workers(service);
         let children = match self.client.list_children(&dir).await {
             Ok(c) => c,
@@ -97,60 +123,67 @@ impl ZkRegistry {
         let mut records = Vec::with_capacity(children.len());
         for child in children {
             let path = format!("{dir}/{child}");
-            let (data, stat) = match self.client.get_data(&path).await {
-                Ok(d) => d,
+            match self.client.get_data(&path).await {
+                Ok((data, stat)) => {
+                    records.push((decode("zookeeper", &path, &data)?, stat.version));
+                }
                 Err(ZkError::NoNode) => continue, // released meanwhile
                 Err(e) => return Err(map_err(&format!("read {path}"), e)),
-            };
-            let record: WorkerRecord = serde_json::from_slice(&data).map_err(|e| {
-                RegistryError::new(
-                    ErrorKind::Corrupt,
-                    format!("zookeeper: {path} is not a worker record: {e}"),
-                )
-            })?;
-            records.push((record, stat.version));
+            }
         }
-        records.sort_by_key(|(r, _)| r.id);
         Ok(records)
     }
 
-    /// The identity's own ID, or a newly created worker node for it.
-    async fn allocate(
-        &self,
-        identity: &Identity,
-        space: IdSpace,
-    ) -> Result<(WorkerRecord, bool), RegistryError> {
-        let records = self.records(&identity.service).await?;
-        let free = match plan(records.iter().map(|(r, _)| r), identity, space, "ZooKeeper")? {
-            Plan::Own(record) => return Ok((record, true)),
-            Plan::Free(free) => free,
-        };
-        let dir = self.workers(&identity.service);
+    async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError> {
+        let path = self.worker(&record.identity.service, record.id);
         let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        for id in free {
-            let record = WorkerRecord {
-                id,
-                identity: identity.clone(),
-                last_time_ms: 0,
-            };
-            let path = format!("{dir}/{id}");
-            match self
-                .client
-                .create(&path, &Self::encode(&record)?, &persistent)
-                .await
-            {
-                Ok(_) => return Ok((record, false)),
-                Err(ZkError::NodeExists) => continue, // another process took it first
-                Err(e) => return Err(map_err(&format!("create {path}"), e)),
-            }
+        match self
+            .client
+            .create(&path, &encode(record)?, &persistent)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(ZkError::NodeExists) => Ok(false), // another process took it first
+            Err(e) => Err(map_err(&format!("create {path}"), e)),
         }
-        Err(space_full(identity, space, "ZooKeeper"))
     }
 
-    fn encode(record: &WorkerRecord) -> Result<Vec<u8>, RegistryError> {
-        serde_json::to_vec(record).map_err(|e| {
-            RegistryError::new(ErrorKind::Corrupt, format!("cannot encode record: {e}"))
-        })
+    async fn replace(&self, record: &WorkerRecord, version: i32) -> Result<bool, RegistryError> {
+        let path = self.worker(&record.identity.service, record.id);
+        match self
+            .client
+            .set_data(&path, &encode(record)?, Some(version))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(ZkError::BadVersion | ZkError::NoNode) => Ok(false),
+            Err(e) => Err(map_err(&format!("write {path}"), e)),
+        }
+    }
+
+    async fn take_over(
+        &self,
+        record: &WorkerRecord,
+        version: i32,
+        previous: &Identity,
+    ) -> Result<bool, RegistryError> {
+        // Its holder's session is alive: not idle after all.
+        let holder = self.holder(previous);
+        match self.client.check_stat(&holder).await {
+            Ok(None) => {}
+            Ok(Some(_)) => return Ok(false),
+            Err(e) => return Err(map_err(&format!("read {holder}"), e)),
+        }
+        self.replace(record, version).await
+    }
+
+    async fn delete(&self, service: &str, id: u32, version: i32) -> Result<bool, RegistryError> {
+        let path = self.worker(service, id);
+        match self.client.delete(&path, Some(version)).await {
+            Ok(()) => Ok(true),
+            Err(ZkError::NoNode | ZkError::BadVersion) => Ok(false),
+            Err(e) => Err(map_err(&format!("delete {path}"), e)),
+        }
     }
 }
 
@@ -202,7 +235,7 @@ impl Registry for ZkRegistry {
             }
             Err(e) => return Err(map_err(&format!("create {holder}"), e)),
         };
-        let result = self.allocate(identity, space).await;
+        let result = records::allocate(self, identity, space).await;
         if result.is_err() && created {
             // Do not keep the identity claimed by a registration that failed.
             let _ = self.client.delete(&holder, None).await;
@@ -221,13 +254,6 @@ impl Registry for ZkRegistry {
         id: u32,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        let path = format!("{}/{id}", self.workers(&identity.service));
-        let lost = || {
-            RegistryError::new(
-                ErrorKind::Conflict,
-                format!("worker ID {id} is no longer {identity}'s"),
-            )
-        };
         // Our claim must still stand: the holder node, owned by this session. When the
         // session expired, or the node went, another process may hold the identity now.
         let holder = self.holder(identity);
@@ -241,46 +267,11 @@ impl Registry for ZkRegistry {
             }
             Err(e) => return Err(map_err(&format!("read {holder}"), e)),
         }
-        let (data, stat) = match self.client.get_data(&path).await {
-            Ok(d) => d,
-            Err(ZkError::NoNode) => return Err(lost()),
-            Err(e) => return Err(map_err(&format!("read {path}"), e)),
-        };
-        let mut record: WorkerRecord = serde_json::from_slice(&data).map_err(|e| {
-            RegistryError::new(ErrorKind::Corrupt, format!("zookeeper: {path}: {e}"))
-        })?;
-        if &record.identity != identity {
-            return Err(lost());
-        }
-        if last_time_ms <= record.last_time_ms {
-            return Ok(());
-        }
-        record.last_time_ms = last_time_ms;
-        match self
-            .client
-            .set_data(&path, &Self::encode(&record)?, Some(stat.version))
-            .await
-        {
-            Ok(_) => Ok(()),
-            // Changed meanwhile (a concurrent beat): the next beat writes again.
-            Err(ZkError::BadVersion) => Ok(()),
-            Err(ZkError::NoNode) => Err(lost()),
-            Err(e) => Err(map_err(&format!("write {path}"), e)),
-        }
+        records::heartbeat(self, identity, id, last_time_ms).await
     }
 
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
-        for (record, version) in self.records(&identity.service).await? {
-            if &record.identity == identity {
-                let path = format!("{}/{}", self.workers(&identity.service), record.id);
-                return match self.client.delete(&path, Some(version)).await {
-                    Ok(()) => Ok(true),
-                    Err(ZkError::NoNode) => Ok(false),
-                    Err(e) => Err(map_err(&format!("delete {path}"), e)),
-                };
-            }
-        }
-        Ok(false)
+        records::release(self, identity).await
     }
 
     async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
@@ -310,42 +301,17 @@ impl Registry for ZkRegistry {
             }
             Err(e) => return Err(map_err(&format!("create {holder}"), e)),
         }
-        let records = self.records(&identity.service).await?;
-        for (previous, version) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms)
-        {
-            // Its holder's session is alive: not idle after all.
-            match self
-                .client
-                .check_stat(&self.holder(&previous.identity))
-                .await
-            {
-                Ok(None) => {}
-                Ok(Some(_)) => continue,
-                Err(e) => return Err(map_err("read holder", e)),
-            }
-            let record = previous.taken_over_by(identity);
-            let path = format!("{}/{}", self.workers(&identity.service), record.id);
-            // Compare-and-set on the version read: two reclaimers cannot both win.
-            match self
-                .client
-                .set_data(&path, &Self::encode(&record)?, Some(version))
-                .await
-            {
-                Ok(_) => {
-                    let hold = Hold::new(self.client.clone());
-                    return Ok(Some(Registration::new(record, false, Some(hold))));
-                }
-                Err(ZkError::BadVersion | ZkError::NoNode) => continue,
-                Err(e) => return Err(map_err(&format!("write {path}"), e)),
-            }
+        let taken = records::take_over_idle(self, identity, space, idle_before_ms).await;
+        if !matches!(taken, Ok(Some(_))) {
+            // Nothing taken: do not keep the identity claimed.
+            let _ = self.client.delete(&holder, None).await;
         }
-        let _ = self.client.delete(&holder, None).await;
-        Ok(None)
+        Ok(taken?
+            .map(|record| Registration::new(record, false, Some(Hold::new(self.client.clone())))))
     }
 
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
-        Ok(self
-            .records(service)
+        Ok(records::list(self, service)
             .await?
             .into_iter()
             .map(|(r, _)| r)
