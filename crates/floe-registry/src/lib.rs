@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 
 mod backends;
+mod blocking;
 pub mod cache;
 mod error;
 pub mod guard;

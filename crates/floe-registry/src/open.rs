@@ -5,6 +5,7 @@ use crate::backends::etcd;
 #[cfg(feature = "zookeeper")]
 use crate::backends::zookeeper;
 use crate::backends::{file, static_id};
+use crate::blocking::off_executor;
 use crate::{ErrorKind, Registry, RegistryError, Unreachable};
 
 /// Checks a server registry's servers and root (as `connect` takes them), naming the field.
@@ -42,7 +43,12 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
                     "registry: {url:?} has no directory"
                 )));
             }
-            Ok(Box::new(file::FileRegistry::new(path)?))
+            let path = path.to_string();
+            let registry = off_executor("file registry: open", move || {
+                file::FileRegistry::new(path)
+            })
+            .await?;
+            Ok(Box::new(registry))
         }
         "static" => {
             let id = rest.trim_start_matches('/').parse::<u32>().map_err(|_| {
