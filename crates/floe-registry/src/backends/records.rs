@@ -7,7 +7,11 @@
 //! them. How a live holder claims its identity (a ZooKeeper ephemeral node, an etcd lease)
 //! stays each server's own.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
 use async_trait::async_trait;
+use floe_core::fence::Fence;
 
 use crate::plan::{idle_first, plan, space_full, Plan};
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
@@ -188,4 +192,128 @@ pub(crate) async fn take_over_idle<S: VersionedRecords + ?Sized>(
         }
     }
     Ok(None)
+}
+
+/// A live registration of a server registry, as the registry's keeper sees it: the ID, its
+/// fence, and what this process recorded, so that the ID can be held again after the claim
+/// lapsed (a ZooKeeper session expired) only if nobody else used it meanwhile.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    pub(crate) identity: Identity,
+    pub(crate) id: u32,
+    pub(crate) fence: Arc<Fence>,
+    /// The latest last time this process wrote to the record, or found in it at registration.
+    recorded_ms: AtomicU64,
+    /// The session (ZooKeeper) under which the claim stands.
+    epoch: AtomicU64,
+    /// Why the ID cannot be held again, once known: the fence then stays raised for good.
+    lost: Mutex<Option<RegistryError>>,
+}
+
+impl Claim {
+    pub(crate) fn new(record: &WorkerRecord, fence: Arc<Fence>, epoch: u64) -> Self {
+        Claim {
+            identity: record.identity.clone(),
+            id: record.id,
+            fence,
+            recorded_ms: AtomicU64::new(record.last_time_ms),
+            epoch: AtomicU64::new(epoch),
+            lost: Mutex::new(None),
+        }
+    }
+
+    /// The latest last time this process recorded for the ID.
+    pub(crate) fn recorded_ms(&self) -> u64 {
+        self.recorded_ms.load(Ordering::Acquire)
+    }
+
+    /// Notes a last time about to be written (before the write: the record's last time is
+    /// never past what this process knows it wrote).
+    pub(crate) fn record(&self, last_time_ms: u64) {
+        self.recorded_ms.fetch_max(last_time_ms, Ordering::AcqRel);
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The claim stands again under session `epoch`: generation may go on.
+    pub(crate) fn held_under(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::Release);
+        if self.lost().is_none() {
+            self.fence.lower();
+        }
+    }
+
+    /// Why the ID is lost for good, if it is.
+    pub(crate) fn lost(&self) -> Option<RegistryError> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The ID is lost for good: the fence stays raised and every heartbeat says why.
+    pub(crate) fn lose(&self, why: RegistryError) {
+        self.fence.raise();
+        *self.lost.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+    }
+}
+
+/// A registry's live claims (each held by its registration; gone with it).
+#[derive(Debug, Default)]
+pub(crate) struct Claims(Mutex<Vec<Weak<Claim>>>);
+
+impl Claims {
+    pub(crate) fn add(&self, claim: &Arc<Claim>) {
+        let mut claims = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        claims.retain(|c| c.strong_count() > 0);
+        claims.push(Arc::downgrade(claim));
+    }
+
+    /// Every claim whose registration is alive.
+    pub(crate) fn live(&self) -> Vec<Arc<Claim>> {
+        let claims = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        claims.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// The live claim of `identity` on `id`, if this registry holds one.
+    pub(crate) fn find(&self, identity: &Identity, id: u32) -> Option<Arc<Claim>> {
+        self.live()
+            .into_iter()
+            .find(|c| c.id == id && &c.identity == identity)
+    }
+}
+
+/// Whether `claim`'s ID may be held again after its claim lapsed: its record still
+/// `claim.identity`'s, and its last time not past what this process recorded (else another
+/// process held the ID meanwhile and may have issued IDs this one could repeat). The record is
+/// not written: its last time never moves back.
+///
+/// # Errors
+/// [`ErrorKind::Conflict`] naming what happened: the ID is lost for good.
+pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
+    store: &S,
+    claim: &Claim,
+) -> Result<(), RegistryError> {
+    let (identity, id) = (&claim.identity, claim.id);
+    let lost = |what: String| {
+        RegistryError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{}: worker ID {id} is no longer {identity}'s: {what} while its claim had lapsed; it stays fenced (no IDs): restart floe to register again",
+                store.store()
+            ),
+        )
+    };
+    match store.read(&identity.service, id).await? {
+        None => Err(lost("it was released".into())),
+        Some((record, _)) if &record.identity != identity => Err(lost(format!(
+            "it was taken over by {}",
+            record.identity
+        ))),
+        Some((record, _)) if record.last_time_ms > claim.recorded_ms() => Err(lost(format!(
+            "its last time moved to {} ms, past the {} ms this process recorded (another process used it)",
+            record.last_time_ms,
+            claim.recorded_ms()
+        ))),
+        Some(_) => Ok(()),
+    }
 }

@@ -13,30 +13,108 @@
 //! with `NodeExists` if another process took it first; the loser tries the next free ID.
 //! Heartbeats `setData` the worker node with the version just read, so a record that changed
 //! hands (released and re-registered) is never overwritten.
+//!
+//! **A session that expires** (the server ended it: the holder was cut off longer than the
+//! session timeout, or the client gave up reconnecting after 1.4 times it) takes the holder
+//! nodes with it, so another process may claim the identity: a keeper task raises the
+//! [`Fence`](floe_core::fence::Fence) of every registration of the session at once (no IDs),
+//! opens a new session, and holds each ID again: it re-creates the holder node under the new
+//! session and checks that the worker record is still the identity's and that its last time is
+//! not past the last time this process recorded (else another process used the ID meanwhile).
+//! Then it lowers the fence; the generator goes on with the same worker ID, after its own last
+//! time. The record is not rewritten, so its last time never moves back. An ID that turned out
+//! to be someone else's stays fenced for good, and every heartbeat says why.
+//!
+//! While the client is only disconnected (the session may still be alive on the server),
+//! generation goes on; the fence rises when the expiry is known: the server says so on
+//! reconnection, or the client gives up after 1.4 session timeouts (8.4 s).
 
 use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use super::records::{self, decode, encode, VersionedRecords};
+use floe_core::fence::Fence;
+
+use super::records::{self, decode, encode, Claim, Claims, VersionedRecords};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
 
 /// A registry on a ZooKeeper ensemble.
 pub struct ZkRegistry {
-    client: Client,
+    shared: Arc<Shared>,
+}
+
+/// What the registry, its registrations' holds and its keeper share.
+struct Shared {
     root: String,
     cluster: String,
+    session: Mutex<Session>,
+    claims: Claims,
+}
+
+/// The current session, and its place in the sequence of sessions.
+#[derive(Clone)]
+struct Session {
+    client: Client,
+    /// Counts the sessions: a claim stands under the epoch whose session holds its node.
+    epoch: u64,
+    /// Whether `client` is the session of `epoch` (false from an expiry until the next session
+    /// is open).
+    open: bool,
+}
+
+impl Shared {
+    fn session(&self) -> Session {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds a registration's claim, made under session `claim.epoch()`: should that session
+    /// have ended meanwhile, the claim is fenced at once (the keeper holds it again).
+    fn add_claim(&self, claim: &Arc<Claim>) {
+        let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if !session.open || session.epoch != claim.epoch() {
+            claim.fence.raise();
+        }
+        self.claims.add(claim);
+    }
+
+    /// The session ended: fence every claim until it is held again.
+    fn expired(&self) {
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        session.epoch += 1;
+        session.open = false;
+        for claim in self.claims.live() {
+            claim.fence.raise();
+        }
+    }
+
+    /// A new session for the current epoch.
+    fn install(&self, client: Client) {
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        session.client = client;
+        session.open = true;
+    }
+
+    fn holder(&self, identity: &Identity) -> String {
+        format!(
+            "{}/{}/holders/{}:{}",
+            self.root, identity.service, identity.host, identity.port
+        )
+    }
 }
 
 impl fmt::Debug for ZkRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZkRegistry")
-            .field("cluster", &self.cluster)
-            .field("root", &self.root)
+            .field("cluster", &self.shared.cluster)
+            .field("root", &self.shared.root)
             .finish()
     }
 }
@@ -55,6 +133,25 @@ fn map_err(what: &str, e: ZkError) -> RegistryError {
     RegistryError::new(kind, format!("zookeeper: {what}: {e}"))
 }
 
+/// The session timeout asked of the server.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Opens a session on `cluster`.
+async fn open_session(cluster: &str) -> Result<Client, ZkError> {
+    Client::connector()
+        .with_session_timeout(SESSION_TIMEOUT)
+        .with_connection_timeout(Duration::from_secs(3))
+        .connect(cluster)
+        .await
+}
+
+/// The registration's claim: the session (kept open while the registration lives) and the
+/// claim the keeper holds again after an expiry.
+struct ZkHold {
+    _shared: Arc<Shared>,
+    _claim: Arc<Claim>,
+}
+
 impl ZkRegistry {
     /// Connects to `cluster` (`host:port[,host:port...]`) and uses `root` (e.g. `/floe`).
     ///
@@ -63,33 +160,189 @@ impl ZkRegistry {
     /// within the connection timeout.
     pub async fn connect(cluster: &str, root: &str) -> Result<Self, RegistryError> {
         crate::open::check_servers("ZooKeeper", cluster, root)?;
-        let client = Client::connector()
-            .with_session_timeout(Duration::from_secs(6))
-            .with_connection_timeout(Duration::from_secs(3))
-            .connect(cluster)
+        let client = open_session(cluster)
             .await
             .map_err(|e| map_err(&format!("cannot connect to {cluster}"), e))?;
-        Ok(ZkRegistry {
-            client,
+        let watcher = client.state_watcher();
+        let shared = Arc::new(Shared {
             root: root.to_string(),
             cluster: cluster.to_string(),
-        })
+            session: Mutex::new(Session {
+                client,
+                epoch: 0,
+                open: true,
+            }),
+            claims: Claims::default(),
+        });
+        tokio::spawn(keep(Arc::downgrade(&shared), watcher));
+        Ok(ZkRegistry { shared })
+    }
+
+    fn client(&self) -> Client {
+        self.shared.session().client
     }
 
     fn workers(&self, service: &str) -> String {
-        format!("{}/{service}/workers", self.root)
+        format!("{}/{service}/workers", self.shared.root)
     }
 
     fn holder(&self, identity: &Identity) -> String {
-        format!(
-            "{}/{}/holders/{}:{}",
-            self.root, identity.service, identity.host, identity.port
-        )
+        self.shared.holder(identity)
     }
 
     fn worker(&self, service: &str, id: u32) -> String {
         format!("{}/{id}", self.workers(service))
     }
+
+    /// Builds the registration of `record`, claimed under session `epoch`.
+    fn registration(&self, record: WorkerRecord, existing: bool, epoch: u64) -> Registration {
+        let fence = Arc::new(Fence::new());
+        let claim = Arc::new(Claim::new(&record, fence.clone(), epoch));
+        self.shared.add_claim(&claim);
+        Registration {
+            record,
+            existing,
+            fence,
+            _hold: Some(Hold::new(ZkHold {
+                _shared: self.shared.clone(),
+                _claim: claim,
+            })),
+        }
+    }
+}
+
+/// What creating a holder node came to.
+enum HolderNode {
+    /// Created under this session.
+    Created,
+    /// It was already this session's (an earlier registration of the same identity).
+    Ours,
+    /// Another session holds it.
+    Taken,
+    /// Another session held it until just now: try again.
+    JustReleased,
+}
+
+/// Creates `identity`'s holder node `holder` under `client`'s session.
+async fn create_holder(client: &Client, holder: &str) -> Result<HolderNode, RegistryError> {
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    match client.create(holder, b"", &ephemeral).await {
+        Ok(_) => Ok(HolderNode::Created),
+        Err(ZkError::NodeExists) => match client.check_stat(holder).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => Ok(HolderNode::Ours),
+            Ok(Some(_)) => Ok(HolderNode::Taken),
+            Ok(None) => Ok(HolderNode::JustReleased),
+            Err(e) => Err(map_err(&format!("read {holder}"), e)),
+        },
+        Err(e) => Err(map_err(&format!("create {holder}"), e)),
+    }
+}
+
+/// The error for an identity whose holder node another session has.
+fn held_elsewhere(identity: &Identity, holder: &str) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::Conflict,
+        format!("{identity} is held by another live process ({holder} exists; it goes when that process's session ends)"),
+    )
+}
+
+/// The keeper of a registry's session: when it ends, fences every claim, opens a new session
+/// and holds each claim's ID again (see the module docs). Ends with the registry and its
+/// registrations.
+async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher) {
+    loop {
+        // Hold again the claims the last session left (none but after an expiry).
+        let unsettled = match shared.upgrade() {
+            Some(shared) => hold_claims_again(&shared).await,
+            None => return,
+        };
+        let wait = if unsettled {
+            Duration::from_millis(250)
+        } else {
+            Duration::from_secs(1)
+        };
+        let state = match tokio::time::timeout(wait, watcher.changed()).await {
+            Ok(state) => state,
+            Err(_) => continue, // a look at the claims, and whether the registry is still here
+        };
+        if !state.is_terminated() {
+            continue; // disconnected or connected again: the same session
+        }
+        match shared.upgrade() {
+            Some(shared) => shared.expired(),
+            None => return,
+        }
+        let mut backoff = Duration::from_millis(100);
+        watcher = loop {
+            let Some(cluster) = shared.upgrade().map(|s| s.cluster.clone()) else {
+                return;
+            };
+            match open_session(&cluster).await {
+                Ok(client) => {
+                    let watcher = client.state_watcher();
+                    match shared.upgrade() {
+                        Some(shared) => shared.install(client),
+                        None => return,
+                    }
+                    break watcher;
+                }
+                Err(_) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
+    }
+}
+
+/// Holds again, under the current session, every claim made under an earlier one. Whether
+/// some are still to be tried (the server did not answer).
+async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
+    let session = shared.session();
+    if !session.open {
+        return true;
+    }
+    let registry = ZkRegistry {
+        shared: shared.clone(),
+    };
+    let mut unsettled = false;
+    for claim in shared.claims.live() {
+        if claim.epoch() == session.epoch || claim.lost().is_some() {
+            continue;
+        }
+        let holder = shared.holder(&claim.identity);
+        let mut created = false;
+        let held = match create_holder(&session.client, &holder).await {
+            Ok(node @ (HolderNode::Created | HolderNode::Ours)) => {
+                created = matches!(node, HolderNode::Created);
+                records::may_hold_again(&registry, &claim).await
+            }
+            Ok(HolderNode::Taken) => Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "zookeeper: {} was claimed by another process while this one's session had expired ({holder} is another session's): worker ID {} stays fenced (no IDs): restart floe to register again",
+                    claim.identity, claim.id
+                ),
+            )),
+            Ok(HolderNode::JustReleased) => {
+                unsettled = true;
+                continue;
+            }
+            Err(e) => Err(e),
+        };
+        match held {
+            Ok(()) => claim.held_under(session.epoch),
+            Err(e) if e.kind == ErrorKind::Conflict => {
+                // Someone else's now: fenced for good; the identity is not kept claimed.
+                if created {
+                    let _ = session.client.delete(&holder, None).await;
+                }
+                claim.lose(e);
+            }
+            Err(_) => unsettled = true,
+        }
+    }
+    unsettled
 }
 
 #[async_trait]
@@ -106,7 +359,7 @@ impl VersionedRecords for ZkRegistry {
         id: u32,
     ) -> Result<Option<(WorkerRecord, i32)>, RegistryError> {
         let path = self.worker(service, id);
-        match self.client.get_data(&path).await {
+        match self.client().get_data(&path).await {
             Ok((data, stat)) => Ok(Some((decode("zookeeper", &path, &data)?, stat.version))),
             Err(ZkError::NoNode) => Ok(None),
             Err(e) => Err(map_err(&format!("read {path}"), e)),
@@ -115,7 +368,7 @@ impl VersionedRecords for ZkRegistry {
 
     async fn read_all(&self, service: &str) -> Result<Vec<(WorkerRecord, i32)>, RegistryError> {
         let dir = self.workers(service);
-        let children = match self.client.list_children(&dir).await {
+        let children = match self.client().list_children(&dir).await {
             Ok(c) => c,
             Err(ZkError::NoNode) => return Ok(Vec::new()),
             Err(e) => return Err(map_err(&format!("list {dir}"), e)),
@@ -123,7 +376,7 @@ impl VersionedRecords for ZkRegistry {
         let mut records = Vec::with_capacity(children.len());
         for child in children {
             let path = format!("{dir}/{child}");
-            match self.client.get_data(&path).await {
+            match self.client().get_data(&path).await {
                 Ok((data, stat)) => {
                     records.push((decode("zookeeper", &path, &data)?, stat.version));
                 }
@@ -138,7 +391,7 @@ impl VersionedRecords for ZkRegistry {
         let path = self.worker(&record.identity.service, record.id);
         let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
         match self
-            .client
+            .client()
             .create(&path, &encode(record)?, &persistent)
             .await
         {
@@ -151,7 +404,7 @@ impl VersionedRecords for ZkRegistry {
     async fn replace(&self, record: &WorkerRecord, version: i32) -> Result<bool, RegistryError> {
         let path = self.worker(&record.identity.service, record.id);
         match self
-            .client
+            .client()
             .set_data(&path, &encode(record)?, Some(version))
             .await
         {
@@ -169,7 +422,7 @@ impl VersionedRecords for ZkRegistry {
     ) -> Result<bool, RegistryError> {
         // Its holder's session is alive: not idle after all.
         let holder = self.holder(previous);
-        match self.client.check_stat(&holder).await {
+        match self.client().check_stat(&holder).await {
             Ok(None) => {}
             Ok(Some(_)) => return Ok(false),
             Err(e) => return Err(map_err(&format!("read {holder}"), e)),
@@ -179,7 +432,7 @@ impl VersionedRecords for ZkRegistry {
 
     async fn delete(&self, service: &str, id: u32, version: i32) -> Result<bool, RegistryError> {
         let path = self.worker(service, id);
-        match self.client.delete(&path, Some(version)).await {
+        match self.client().delete(&path, Some(version)).await {
             Ok(()) => Ok(true),
             Err(ZkError::NoNode | ZkError::BadVersion) => Ok(false),
             Err(e) => Err(map_err(&format!("delete {path}"), e)),
@@ -194,7 +447,7 @@ impl Registry for ZkRegistry {
     }
 
     fn location(&self) -> String {
-        format!("zk://{}{}", self.cluster, self.root)
+        format!("zk://{}{}", self.shared.cluster, self.shared.root)
     }
 
     async fn register(
@@ -203,49 +456,38 @@ impl Registry for ZkRegistry {
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
         identity.validate()?;
+        let Session { client, epoch, .. } = self.shared.session();
         let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
         for dir in [
             self.workers(&identity.service),
-            format!("{}/{}/holders", self.root, identity.service),
+            format!("{}/{}/holders", self.shared.root, identity.service),
         ] {
-            self.client
+            client
                 .mkdir(&dir, &persistent)
                 .await
                 .map_err(|e| map_err(&format!("create {dir}"), e))?;
         }
         let holder = self.holder(identity);
-        let created = match self.client.create(&holder, b"", &ephemeral).await {
-            Ok(_) => true,
-            Err(ZkError::NodeExists) => {
-                // Ours from an earlier registration of this session, or another process's.
-                let own = self.client.session_id().0;
-                match self.client.check_stat(&holder).await {
-                    Ok(Some(stat)) if stat.ephemeral_owner == own => false,
-                    Ok(None) => return Err(RegistryError::new(
-                        ErrorKind::Conflict,
-                        format!("{identity}: {holder} was just released by its previous holder; try again"),
-                    )),
-                    Ok(Some(_)) => return Err(RegistryError::new(
-                        ErrorKind::Conflict,
-                        format!("{identity} is held by another live process ({holder} exists; it goes when that process's session ends)"),
-                    )),
-                    Err(e) => return Err(map_err(&format!("read {holder}"), e)),
-                }
+        let created = match create_holder(&client, &holder).await? {
+            HolderNode::Created => true,
+            HolderNode::Ours => false,
+            HolderNode::Taken => return Err(held_elsewhere(identity, &holder)),
+            HolderNode::JustReleased => {
+                return Err(RegistryError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{identity}: {holder} was just released by its previous holder; try again"
+                    ),
+                ))
             }
-            Err(e) => return Err(map_err(&format!("create {holder}"), e)),
         };
         let result = records::allocate(self, identity, space).await;
         if result.is_err() && created {
             // Do not keep the identity claimed by a registration that failed.
-            let _ = self.client.delete(&holder, None).await;
+            let _ = client.delete(&holder, None).await;
         }
         let (record, existing) = result?;
-        Ok(Registration::new(
-            record,
-            existing,
-            Some(Hold::new(self.client.clone())),
-        ))
+        Ok(self.registration(record, existing, epoch))
     }
 
     async fn heartbeat(
@@ -254,11 +496,29 @@ impl Registry for ZkRegistry {
         id: u32,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
+        let session = self.shared.session();
+        let claim = self.shared.claims.find(identity, id);
+        if let Some(claim) = &claim {
+            if let Some(lost) = claim.lost() {
+                return Err(lost);
+            }
+            if !session.open || claim.epoch() != session.epoch {
+                return Err(RegistryError::new(
+                    ErrorKind::Unavailable,
+                    format!("zookeeper: the session of {identity} expired; holding worker ID {id} again under a new one (no IDs meanwhile)"),
+                ));
+            }
+            claim.record(last_time_ms);
+        }
         // Our claim must still stand: the holder node, owned by this session. When the
         // session expired, or the node went, another process may hold the identity now.
         let holder = self.holder(identity);
-        match self.client.check_stat(&holder).await {
-            Ok(Some(stat)) if stat.ephemeral_owner == self.client.session_id().0 => {}
+        match session.client.check_stat(&holder).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == session.client.session_id().0 => {}
+            // The keeper holds the ID again under a new session.
+            Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) if claim.is_some() => {
+                return Err(map_err(&format!("read {holder}"), e))
+            }
             Ok(_) | Err(ZkError::SessionExpired | ZkError::ClientClosed) => {
                 return Err(RegistryError::new(
                     ErrorKind::Conflict,
@@ -276,7 +536,7 @@ impl Registry for ZkRegistry {
 
     async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
         let holder = self.holder(identity);
-        match self.client.delete(&holder, None).await {
+        match self.client().delete(&holder, None).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             Err(e) => Err(map_err(&format!("delete {holder}"), e)),
         }
@@ -289,9 +549,10 @@ impl Registry for ZkRegistry {
         idle_before_ms: u64,
     ) -> Result<Option<Registration>, RegistryError> {
         identity.validate()?;
+        let Session { client, epoch, .. } = self.shared.session();
         let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
         let holder = self.holder(identity);
-        match self.client.create(&holder, b"", &ephemeral).await {
+        match client.create(&holder, b"", &ephemeral).await {
             Ok(_) => {}
             Err(ZkError::NodeExists) => {
                 return Err(RegistryError::new(
@@ -304,10 +565,9 @@ impl Registry for ZkRegistry {
         let taken = records::take_over_idle(self, identity, space, idle_before_ms).await;
         if !matches!(taken, Ok(Some(_))) {
             // Nothing taken: do not keep the identity claimed.
-            let _ = self.client.delete(&holder, None).await;
+            let _ = client.delete(&holder, None).await;
         }
-        Ok(taken?
-            .map(|record| Registration::new(record, false, Some(Hold::new(self.client.clone())))))
+        Ok(taken?.map(|record| self.registration(record, false, epoch)))
     }
 
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
