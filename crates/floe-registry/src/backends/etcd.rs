@@ -10,16 +10,18 @@
 //! When the lease is gone (expired, or revoked), or no keep-alive succeeded for 2/3 of the TTL
 //! (etcd unreachable: the server may expire the lease soon, and then another process could
 //! take the identity), it raises the registration's [`Fence`](floe_core::fence::Fence): every
-//! generator built with it stops issuing IDs. It then tries to hold the ID again under a new
-//! lease (the holder key is free and the worker record is still this identity's) and lowers
-//! the fence when it does.
+//! generator built with it stops issuing IDs. It lowers the fence when it holds the ID again
+//! (the lease alive after all, or a new lease on the free holder key) and the worker record is
+//! still this identity's with a last time not past the last time this process recorded (else
+//! another process used the ID meanwhile). An ID found lost (a heartbeat's conflict: the record
+//! released or taken over; or lost while the lease was) stays fenced for good, whatever the
+//! keep-alives say, and every heartbeat says why.
 //!
 //! All changes are transactions: a new ID is taken only if its worker key does not exist
 //! (`create_revision == 0`), a heartbeat or take-over only if the record is unchanged since it
 //! was read (`mod_revision`).
 
 use std::fmt;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +33,7 @@ use etcd_client::{
 use floe_core::fence::Fence;
 use tokio::time::Instant;
 
-use super::records::{self, decode, encode, VersionedRecords};
+use super::records::{self, decode, encode, Claim, Claims, VersionedRecords};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -41,6 +43,7 @@ pub struct EtcdRegistry {
     keys: Keys,
     endpoints: String,
     ttl_secs: i64,
+    claims: Claims,
 }
 
 /// The registry's keys under its root, and the client that reads and writes them (cheap to
@@ -69,9 +72,10 @@ fn map_err(what: &str, e: EtcdError) -> RegistryError {
     RegistryError::new(kind, format!("etcd: {what}: {e}"))
 }
 
-/// The registration's claim: the keeper task and the lease it keeps.
+/// The registration's claim: the keeper task (and the lease it keeps).
 struct EtcdHold {
     keeper: tokio::task::JoinHandle<()>,
+    _claim: Arc<Claim>,
 }
 
 impl Drop for EtcdHold {
@@ -120,31 +124,30 @@ impl EtcdRegistry {
             },
             endpoints: endpoints.to_string(),
             ttl_secs,
+            claims: Claims::default(),
         })
     }
 
     /// Creates the holder key under a new lease. `Ok(None)`: someone else holds it.
     async fn claim(&self, identity: &Identity) -> Result<Option<i64>, RegistryError> {
         let holder = self.keys.holder_key(identity);
-        claim(&self.keys.client, &holder, self.ttl_secs).await
+        claim_holder(&self.keys.client, &holder, self.ttl_secs).await
     }
 
     /// Starts the keeper of `lease` and builds the registration.
     fn registration(&self, record: WorkerRecord, existing: bool, lease: i64) -> Registration {
         let fence = Arc::new(Fence::new());
-        let keeper = tokio::spawn(keep(
-            self.keys.clone(),
-            record.identity.clone(),
-            record.id,
-            self.ttl_secs,
-            Arc::new(AtomicI64::new(lease)),
-            fence.clone(),
-        ));
+        let claim = Arc::new(Claim::new(&record, fence.clone(), 0));
+        self.claims.add(&claim);
+        let keeper = tokio::spawn(keep(self.keys.clone(), claim.clone(), self.ttl_secs, lease));
         Registration {
             fence,
             record,
             existing,
-            _hold: Some(Hold::new(EtcdHold { keeper })),
+            _hold: Some(Hold::new(EtcdHold {
+                keeper,
+                _claim: claim,
+            })),
         }
     }
 }
@@ -271,7 +274,11 @@ impl VersionedRecords for Keys {
     }
 }
 
-async fn claim(client: &Client, holder: &str, ttl_secs: i64) -> Result<Option<i64>, RegistryError> {
+async fn claim_holder(
+    client: &Client,
+    holder: &str,
+    ttl_secs: i64,
+) -> Result<Option<i64>, RegistryError> {
     let mut client = client.clone();
     let lease = client
         .lease_grant(ttl_secs, None)
@@ -313,55 +320,67 @@ async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Optio
 }
 
 /// The keeper: keeps the lease alive, raises the fence when the lease is lost or may be, and
-/// lowers it when the ID is held again.
-async fn keep(
-    keys: Keys,
-    identity: Identity,
-    id: u32,
-    ttl_secs: i64,
-    lease: Arc<AtomicI64>,
-    fence: Arc<Fence>,
-) {
-    let (client, holder) = (&keys.client, keys.holder_key(&identity));
+/// lowers it when the ID is held again: the lease alive after all, or a new one, and in both
+/// cases the record still the identity's and its last time not past what this process
+/// recorded. An ID lost for good (see [`Claim::lose`]) is never lowered: the keeper then ends
+/// the lease, so that the identity is not kept claimed, and stops.
+async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
+    let (client, holder) = (&keys.client, keys.holder_key(&claim.identity));
     let ttl = Duration::from_secs(ttl_secs as u64);
     let period = ttl / 3;
     let mut last_ok = Instant::now();
     loop {
         tokio::time::sleep(period).await;
-        match keep_alive_once(client, lease.load(Ordering::Acquire), period).await {
+        if claim.lost().is_some() {
+            let _ = client.clone().lease_revoke(lease).await;
+            return;
+        }
+        match keep_alive_once(client, lease, period).await {
             Some(true) => {
                 last_ok = Instant::now();
-                fence.lower();
+                if claim.is_lapsed() {
+                    // The lease outlived the doubt, so the identity stayed ours.
+                    hold_again(&keys, &claim, None).await;
+                }
                 continue;
             }
-            Some(false) => {
-                fence.raise();
-            }
+            Some(false) => claim.lapse(),
             None => {
                 if last_ok.elapsed() >= ttl * 2 / 3 {
-                    fence.raise();
+                    claim.lapse();
                 }
             }
         }
-        if !fence.is_raised() {
+        if !claim.is_lapsed() {
             continue;
         }
-        // Hold the ID again: a fresh claim, and the worker record still ours.
-        let Ok(Some(new_lease)) = claim(client, &holder, ttl_secs).await else {
+        // Hold the ID again under a fresh lease.
+        let Ok(Some(new_lease)) = claim_holder(client, &holder, ttl_secs).await else {
             continue;
         };
-        let still_ours = matches!(
-            keys.read(&identity.service, id).await,
-            Ok(Some((record, _))) if record.identity == identity
-        );
-        if still_ours {
-            lease.store(new_lease, Ordering::Release);
+        if hold_again(&keys, &claim, Some(new_lease)).await {
+            lease = new_lease;
             last_ok = Instant::now();
-            fence.lower();
-        } else {
-            let _ = client.clone().lease_revoke(new_lease).await;
         }
     }
+}
+
+/// Lowers the fence of `claim` if its ID may be held again (see
+/// [`records::may_hold_again`]); loses it for good on a conflict. `new_lease`, if any, is
+/// revoked unless the ID is held again. Whether it is.
+async fn hold_again(keys: &Keys, claim: &Claim, new_lease: Option<i64>) -> bool {
+    let held = records::may_hold_again(keys, claim).await;
+    match &held {
+        Ok(()) => claim.held_under(0),
+        Err(e) if e.kind == ErrorKind::Conflict => claim.lose(e.clone()),
+        Err(_) => {}
+    }
+    if held.is_err() {
+        if let Some(new_lease) = new_lease {
+            let _ = keys.client.clone().lease_revoke(new_lease).await;
+        }
+    }
+    held.is_ok()
 }
 
 #[async_trait]
@@ -402,7 +421,21 @@ impl Registry for EtcdRegistry {
         id: u32,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        records::heartbeat(&self.keys, identity, id, last_time_ms).await
+        let claim = self.claims.find(identity, id);
+        if let Some(claim) = &claim {
+            if let Some(lost) = claim.lost() {
+                return Err(lost);
+            }
+            if claim.is_lapsed() {
+                return Err(RegistryError::new(
+                    ErrorKind::Unavailable,
+                    format!("etcd: the lease of {identity} was lost or may be; holding worker ID {id} again (no IDs meanwhile)"),
+                ));
+            }
+            claim.record(last_time_ms);
+        }
+        let result = records::heartbeat(&self.keys, identity, id, last_time_ms).await;
+        records::settle(claim.as_deref(), result)
     }
 
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {

@@ -7,7 +7,7 @@
 //! them. How a live holder claims its identity (a ZooKeeper ephemeral node, an etcd lease)
 //! stays each server's own.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use async_trait::async_trait;
@@ -206,6 +206,9 @@ pub(crate) struct Claim {
     recorded_ms: AtomicU64,
     /// The session (ZooKeeper) under which the claim stands.
     epoch: AtomicU64,
+    /// Whether the claim lapsed (a session expired, a lease was lost or may be) and is not
+    /// held again yet: the fence is raised meanwhile.
+    lapsed: AtomicBool,
     /// Why the ID cannot be held again, once known: the fence then stays raised for good.
     lost: Mutex<Option<RegistryError>>,
 }
@@ -218,6 +221,7 @@ impl Claim {
             fence,
             recorded_ms: AtomicU64::new(record.last_time_ms),
             epoch: AtomicU64::new(epoch),
+            lapsed: AtomicBool::new(false),
             lost: Mutex::new(None),
         }
     }
@@ -233,13 +237,26 @@ impl Claim {
         self.recorded_ms.fetch_max(last_time_ms, Ordering::AcqRel);
     }
 
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))] // etcd has no sessions
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
 
-    /// The claim stands again under session `epoch`: generation may go on.
+    /// The claim lapsed: no IDs until it is held again.
+    pub(crate) fn lapse(&self) {
+        self.lapsed.store(true, Ordering::Release);
+        self.fence.raise();
+    }
+
+    pub(crate) fn is_lapsed(&self) -> bool {
+        self.lapsed.load(Ordering::Acquire)
+    }
+
+    /// The claim stands again under session `epoch`: generation may go on (unless the ID is
+    /// lost).
     pub(crate) fn held_under(&self, epoch: u64) {
         self.epoch.store(epoch, Ordering::Release);
+        self.lapsed.store(false, Ordering::Release);
         if self.lost().is_none() {
             self.fence.lower();
         }
@@ -288,7 +305,8 @@ impl Claims {
 /// not written: its last time never moves back.
 ///
 /// # Errors
-/// [`ErrorKind::Conflict`] naming what happened: the ID is lost for good.
+/// [`ErrorKind::Conflict`] naming what happened: the ID is lost for good;
+/// [`ErrorKind::Unavailable`] when the record is missing or cannot be read (try again).
 pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
     store: &S,
     claim: &Claim,
@@ -304,7 +322,15 @@ pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
         )
     };
     match store.read(&identity.service, id).await? {
-        None => Err(lost("it was released".into())),
+        // Released (an operator's mistake, or the ID is about to be someone else's): not held
+        // again while there is no record, nor lost: the next try looks again.
+        None => Err(RegistryError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{}: worker ID {id} of {identity} has no record (released?): not held again while it has none",
+                store.store()
+            ),
+        )),
         Some((record, _)) if &record.identity != identity => Err(lost(format!(
             "it was taken over by {}",
             record.identity
@@ -316,4 +342,18 @@ pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
         ))),
         Some(_) => Ok(()),
     }
+}
+
+/// A heartbeat's answer for a claimed ID: a conflict (the record gone or someone else's, the
+/// claim not this process's) loses the claim for good, so that no keeper lowers its fence.
+pub(crate) fn settle(
+    claim: Option<&Claim>,
+    result: Result<(), RegistryError>,
+) -> Result<(), RegistryError> {
+    if let (Some(claim), Err(e)) = (claim, &result) {
+        if e.kind == ErrorKind::Conflict {
+            claim.lose(e.clone());
+        }
+    }
+    result
 }

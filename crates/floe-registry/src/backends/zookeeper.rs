@@ -80,7 +80,7 @@ impl Shared {
     fn add_claim(&self, claim: &Arc<Claim>) {
         let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         if !session.open || session.epoch != claim.epoch() {
-            claim.fence.raise();
+            claim.lapse();
         }
         self.claims.add(claim);
     }
@@ -91,7 +91,7 @@ impl Shared {
         session.epoch += 1;
         session.open = false;
         for claim in self.claims.live() {
-            claim.fence.raise();
+            claim.lapse();
         }
     }
 
@@ -502,7 +502,7 @@ impl Registry for ZkRegistry {
             if let Some(lost) = claim.lost() {
                 return Err(lost);
             }
-            if !session.open || claim.epoch() != session.epoch {
+            if !session.open || claim.is_lapsed() || claim.epoch() != session.epoch {
                 return Err(RegistryError::new(
                     ErrorKind::Unavailable,
                     format!("zookeeper: the session of {identity} expired; holding worker ID {id} again under a new one (no IDs meanwhile)"),
@@ -513,21 +513,21 @@ impl Registry for ZkRegistry {
         // Our claim must still stand: the holder node, owned by this session. When the
         // session expired, or the node went, another process may hold the identity now.
         let holder = self.holder(identity);
-        match session.client.check_stat(&holder).await {
-            Ok(Some(stat)) if stat.ephemeral_owner == session.client.session_id().0 => {}
+        let result = match session.client.check_stat(&holder).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == session.client.session_id().0 => {
+                records::heartbeat(self, identity, id, last_time_ms).await
+            }
             // The keeper holds the ID again under a new session.
             Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) if claim.is_some() => {
-                return Err(map_err(&format!("read {holder}"), e))
+                Err(map_err(&format!("read {holder}"), e))
             }
-            Ok(_) | Err(ZkError::SessionExpired | ZkError::ClientClosed) => {
-                return Err(RegistryError::new(
-                    ErrorKind::Conflict,
-                    format!("the claim on {identity} lapsed ({holder} is not this session's): stop issuing IDs"),
-                ))
-            }
-            Err(e) => return Err(map_err(&format!("read {holder}"), e)),
-        }
-        records::heartbeat(self, identity, id, last_time_ms).await
+            Ok(_) | Err(ZkError::SessionExpired | ZkError::ClientClosed) => Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!("the claim on {identity} lapsed ({holder} is not this session's): stop issuing IDs"),
+            )),
+            Err(e) => Err(map_err(&format!("read {holder}"), e)),
+        };
+        records::settle(claim.as_deref(), result)
     }
 
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
