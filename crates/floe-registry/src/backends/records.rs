@@ -51,7 +51,8 @@ pub(crate) trait VersionedRecords: Send + Sync {
     ) -> Result<bool, RegistryError>;
 
     /// As [`replace`](Self::replace), and only if no live process holds `previous` (its claim
-    /// is gone): the take-over of an idle ID. Whether it did.
+    /// is gone), checked in the same atomic step as the write (else the previous holder could
+    /// come back between them): the take-over of an idle ID. Whether it did.
     async fn take_over(
         &self,
         record: &WorkerRecord,

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError};
 
 use floe_core::fence::Fence;
 
@@ -420,14 +420,27 @@ impl VersionedRecords for ZkRegistry {
         version: i32,
         previous: &Identity,
     ) -> Result<bool, RegistryError> {
-        // Its holder's session is alive: not idle after all.
-        let holder = self.holder(previous);
-        match self.client().check_stat(&holder).await {
-            Ok(None) => {}
-            Ok(Some(_)) => return Ok(false),
-            Err(e) => return Err(map_err(&format!("read {holder}"), e)),
+        // One transaction, so that the previous holder cannot come back between a check and
+        // the write: create its holder node (fails if its session is alive: not idle after
+        // all), write the record if unchanged since read, delete the holder node again.
+        let client = self.client();
+        let path = self.worker(&record.identity.service, record.id);
+        let previous_holder = self.holder(previous);
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let data = encode(record)?;
+        let mut txn = client.new_multi_writer();
+        txn.add_create(&previous_holder, b"", &ephemeral)
+            .and_then(|()| txn.add_set_data(&path, &data, Some(version)))
+            .and_then(|()| txn.add_delete(&previous_holder, None))
+            .map_err(|e| map_err(&format!("take over {path}"), e))?;
+        match txn.commit().await {
+            Ok(_) => Ok(true),
+            Err(MultiWriteError::OperationFailed {
+                source: ZkError::NodeExists | ZkError::BadVersion | ZkError::NoNode,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(map_err(&format!("take over {path}"), e.into())),
         }
-        self.replace(record, version).await
     }
 
     async fn delete(&self, service: &str, id: u32, version: i32) -> Result<bool, RegistryError> {
