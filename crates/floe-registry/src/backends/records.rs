@@ -135,8 +135,13 @@ pub(crate) fn lost(identity: &Identity, id: u32) -> RegistryError {
     )
 }
 
+/// How many times a compare-and-set may lose to another writer in one call before the call
+/// answers `Unavailable` (the next heartbeat, or the operator, tries again).
+const ATTEMPTS: usize = 5;
+
 /// Records that `identity`'s holder of `id` was alive at `last_time_ms`, never moving the
-/// record's last time back, by compare-and-set on the version just read.
+/// record's last time back, by compare-and-set on the version just read. A lost compare reads
+/// again: the record may have changed hands meanwhile.
 ///
 /// # Errors
 /// [`ErrorKind::Conflict`] when the record is gone or someone else's.
@@ -146,32 +151,63 @@ pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
     id: u32,
     last_time_ms: u64,
 ) -> Result<(), RegistryError> {
-    let Some((mut record, version)) = store.read(&identity.service, id).await? else {
-        return Err(lost(identity, id));
-    };
-    if &record.identity != identity {
-        return Err(lost(identity, id));
+    for _ in 0..ATTEMPTS {
+        let Some((mut record, version)) = store.read(&identity.service, id).await? else {
+            return Err(lost(identity, id));
+        };
+        if &record.identity != identity {
+            return Err(lost(identity, id));
+        }
+        if last_time_ms <= record.last_time_ms {
+            return Ok(());
+        }
+        record.last_time_ms = last_time_ms;
+        if store.replace(&record, version).await? {
+            return Ok(());
+        }
     }
-    if last_time_ms <= record.last_time_ms {
-        return Ok(());
-    }
-    record.last_time_ms = last_time_ms;
-    // Not applied: it changed meanwhile (a concurrent beat); the next beat writes again.
-    store.replace(&record, version).await?;
-    Ok(())
+    Err(contended(store, identity, id))
 }
 
-/// Deletes `identity`'s record, if it has one, unless it changed since it was read.
+fn contended<S: VersionedRecords + ?Sized>(
+    store: &S,
+    identity: &Identity,
+    id: u32,
+) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "{}: the record of worker ID {id} ({identity}) changed under {ATTEMPTS} attempts in a row",
+            store.store()
+        ),
+    )
+}
+
+/// Deletes `identity`'s record, if it has one, unless it changed since it was read (then reads
+/// again: a heartbeat may have moved its last time).
 pub(crate) async fn release<S: VersionedRecords + ?Sized>(
     store: &S,
     identity: &Identity,
 ) -> Result<bool, RegistryError> {
-    for (record, version) in list(store, &identity.service).await? {
-        if &record.identity == identity {
-            return store.delete(&identity.service, record.id, version).await;
+    for _ in 0..ATTEMPTS {
+        let Some((record, version)) = list(store, &identity.service)
+            .await?
+            .into_iter()
+            .find(|(r, _)| &r.identity == identity)
+        else {
+            return Ok(false);
+        };
+        if store.delete(&identity.service, record.id, version).await? {
+            return Ok(true);
         }
     }
-    Ok(false)
+    Err(RegistryError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "{}: the record of {identity} changed under {ATTEMPTS} attempts in a row",
+            store.store()
+        ),
+    ))
 }
 
 /// Takes over for `identity` the ID longest idle since `idle_before_ms` whose holder is gone
@@ -357,4 +393,201 @@ pub(crate) fn settle(
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    //! The logic above the primitives, on an in-memory store whose compare-and-set can be made
+    //! to lose to another writer (which the real servers do only under a race).
+
+    use super::*;
+    use std::collections::BTreeMap;
+
+    type Change = Box<dyn FnOnce(&mut BTreeMap<u32, (WorkerRecord, i64)>) + Send>;
+
+    /// One service's records, each with a version bumped on every write; `before_write` runs
+    /// just before the next compare-and-set or delete, as another process's write would.
+    #[derive(Default)]
+    struct Memory {
+        records: Mutex<BTreeMap<u32, (WorkerRecord, i64)>>,
+        before_write: Mutex<Vec<Change>>,
+    }
+
+    impl Memory {
+        fn interfere(&self) {
+            let changes: Vec<Change> = self.before_write.lock().unwrap().drain(..).collect();
+            let mut records = self.records.lock().unwrap();
+            for change in changes {
+                change(&mut records);
+            }
+        }
+        fn put(&self, record: WorkerRecord) {
+            let mut records = self.records.lock().unwrap();
+            let version = records.get(&record.id).map_or(1, |(_, v)| v + 1);
+            records.insert(record.id, (record, version));
+        }
+    }
+
+    #[async_trait]
+    impl VersionedRecords for Memory {
+        type Version = i64;
+        fn store(&self) -> &'static str {
+            "memory"
+        }
+        async fn read(
+            &self,
+            _: &str,
+            id: u32,
+        ) -> Result<Option<(WorkerRecord, i64)>, RegistryError> {
+            Ok(self.records.lock().unwrap().get(&id).cloned())
+        }
+        async fn read_all(&self, _: &str) -> Result<Vec<(WorkerRecord, i64)>, RegistryError> {
+            Ok(self.records.lock().unwrap().values().cloned().collect())
+        }
+        async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError> {
+            self.interfere();
+            let mut records = self.records.lock().unwrap();
+            if records.contains_key(&record.id) {
+                return Ok(false);
+            }
+            records.insert(record.id, (record.clone(), 1));
+            Ok(true)
+        }
+        async fn replace(
+            &self,
+            record: &WorkerRecord,
+            version: i64,
+        ) -> Result<bool, RegistryError> {
+            self.interfere();
+            let mut records = self.records.lock().unwrap();
+            match records.get(&record.id) {
+                Some((_, v)) if *v == version => {
+                    records.insert(record.id, (record.clone(), version + 1));
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+        async fn take_over(
+            &self,
+            record: &WorkerRecord,
+            version: i64,
+            _: &Identity,
+        ) -> Result<bool, RegistryError> {
+            self.replace(record, version).await
+        }
+        async fn delete(&self, _: &str, id: u32, version: i64) -> Result<bool, RegistryError> {
+            self.interfere();
+            let mut records = self.records.lock().unwrap();
+            match records.get(&id) {
+                Some((_, v)) if *v == version => {
+                    records.remove(&id);
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+    }
+
+    fn who(port: u16) -> Identity {
+        Identity::new("orders", "h", port)
+    }
+
+    fn record(id: u32, port: u16, last_time_ms: u64) -> WorkerRecord {
+        WorkerRecord {
+            id,
+            identity: who(port),
+            last_time_ms,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_that_loses_its_compare_reads_again() {
+        let store = Memory::default();
+        store.put(record(3, 1, 1_000));
+        // Taken over between the read and the write: the heartbeat says so (it used to
+        // answer Ok, leaving the holder issuing until its next beat).
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(3, (record(3, 2, 1_000), 9));
+        }));
+        let e = heartbeat(&store, &who(1), 3, 2_000).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert_eq!(
+            store.read("orders", 3).await.unwrap().unwrap().0,
+            record(3, 2, 1_000)
+        );
+
+        // A concurrent beat of our own wrote first: ours is written after it, never back.
+        store.put(record(4, 1, 1_000));
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(4, (record(4, 1, 1_500), 20));
+        }));
+        heartbeat(&store, &who(1), 4, 2_000).await.unwrap();
+        assert_eq!(
+            store
+                .read("orders", 4)
+                .await
+                .unwrap()
+                .unwrap()
+                .0
+                .last_time_ms,
+            2_000
+        );
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(4, (record(4, 1, 3_000), 30));
+        }));
+        heartbeat(&store, &who(1), 4, 2_500).await.unwrap();
+        assert_eq!(
+            store
+                .read("orders", 4)
+                .await
+                .unwrap()
+                .unwrap()
+                .0
+                .last_time_ms,
+            3_000
+        );
+    }
+
+    #[tokio::test]
+    async fn a_release_that_loses_its_compare_reads_again() {
+        let store = Memory::default();
+        store.put(record(0, 1, 1_000));
+        // A heartbeat moved the record between the read and the delete: still released (it
+        // used to answer false and leave the record).
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(0, (record(0, 1, 2_000), 7));
+        }));
+        assert!(release(&store, &who(1)).await.unwrap());
+        assert!(store.read("orders", 0).await.unwrap().is_none());
+        // Taken over between the read and the delete: not ours to release any more.
+        store.put(record(1, 1, 1_000));
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(1, (record(1, 2, 1_000), 7));
+        }));
+        assert!(!release(&store, &who(1)).await.unwrap());
+        assert_eq!(
+            store.read("orders", 1).await.unwrap().unwrap().0.identity,
+            who(2)
+        );
+    }
+
+    #[tokio::test]
+    async fn allocation_skips_an_id_taken_meanwhile_and_fails_clearly_when_full() {
+        let store = Memory::default();
+        let space = IdSpace { size: 4 };
+        store.put(record(0, 9, 0));
+        // Another process creates ID 1 between our read and our create: we get 2.
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(1, (record(1, 8, 0), 1));
+        }));
+        let (r, existing) = allocate(&store, &who(1), space).await.unwrap();
+        assert_eq!((r.id, existing), (2, false));
+        let (r, existing) = allocate(&store, &who(1), space).await.unwrap();
+        assert_eq!((r.id, existing), (2, true));
+        allocate(&store, &who(2), space).await.unwrap();
+        let e = allocate(&store, &who(3), space).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::SpaceFull);
+        assert!(e.message.contains("all 4 IDs"), "{e}");
+    }
 }
