@@ -294,7 +294,9 @@ impl Claim {
     pub(crate) fn held_under(&self, epoch: u64) {
         self.epoch.store(epoch, Ordering::Release);
         self.lapsed.store(false, Ordering::Release);
-        if self.lost().is_none() {
+        // Under the lock `lose` takes: a loss found at the same time is never lowered.
+        let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        if lost.is_none() {
             self.fence.lower();
         }
     }
@@ -306,8 +308,9 @@ impl Claim {
 
     /// The ID is lost for good: the fence stays raised and every heartbeat says why.
     pub(crate) fn lose(&self, why: RegistryError) {
+        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        *lost = Some(why);
         self.fence.raise();
-        *self.lost.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
     }
 }
 
