@@ -154,6 +154,7 @@ struct ZkHold {
 
 impl ZkRegistry {
     /// Connects to `cluster` (`host:port[,host:port...]`) and uses `root` (e.g. `/floe`).
+    /// Call it on a tokio runtime: it starts the session's keeper there (see the module docs).
     ///
     /// # Errors
     /// [`ErrorKind::Config`] for a bad root; [`ErrorKind::Unavailable`] when no server answers
