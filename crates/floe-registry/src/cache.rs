@@ -9,6 +9,9 @@
 //! **Atomic writes:** every store writes a temporary file in the same directory, `fsync`s it,
 //! renames it over the cache file and `fsync`s the directory, so a crash or `kill -9` leaves
 //! either the old or the new content, never a torn file.
+//!
+//! Its methods block (file reads, `fsync`): async code runs them on tokio's blocking pool, as
+//! [`lease`](crate::lease) does for every load and store.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind as IoKind, Write};

@@ -24,6 +24,7 @@ use std::time::Duration;
 use floe_core::clock::{Clock, NANOS_PER_MILLI};
 use floe_core::fence::Fence;
 
+use crate::blocking::off_executor;
 use crate::cache::{CacheEntry, LocalCache};
 use crate::guard::{check_start, StartCheck};
 use crate::horizon::{DurableHorizon, HorizonConfig, HorizonFile};
@@ -151,7 +152,14 @@ pub async fn acquire<C: Clock + Clone + 'static>(
     identity.validate()?;
     let location = registry.location();
     let mut notes = Vec::new();
-    let cached = match cache.load(identity, &location) {
+    let loaded = {
+        let (cache, identity, location) = (cache.clone(), identity.clone(), location.clone());
+        off_executor("local cache: load", move || {
+            cache.load(&identity, &location)
+        })
+        .await
+    };
+    let cached = match loaded {
         Ok(c) => c,
         Err(e) => {
             notes.push(format!("local cache ignored: {e}"));
@@ -243,17 +251,11 @@ pub async fn acquire<C: Clock + Clone + 'static>(
             let (dir, horizon_config, clock) =
                 (cache.dir().to_path_buf(), config.horizon, clock.clone());
             // File locks, fsyncs and the start-up wait are blocking: off the executor.
-            let started = tokio::task::spawn_blocking(move || {
+            let started = off_executor("time bound start-up", move || {
                 let file = HorizonFile::open(&dir, &slot)?;
                 crate::horizon::start(file, &recorded, horizon_config, clock)
             })
-            .await
-            .map_err(|e| {
-                RegistryError::new(
-                    ErrorKind::Unavailable,
-                    format!("time bound start-up failed: {e}"),
-                )
-            })?;
+            .await;
             let started = match started {
                 Ok(s) => s,
                 Err(e) => {
@@ -303,7 +305,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
-    lease.record_cache(cache, not_before_ms.max(now_ms))?;
+    lease.record_cache(cache, not_before_ms.max(now_ms)).await?;
     Ok(lease)
 }
 
@@ -319,13 +321,20 @@ impl Lease {
         self.horizon.as_ref()
     }
 
-    fn record_cache(&self, cache: &LocalCache, last_time_ms: u64) -> Result<(), RegistryError> {
-        cache.store(&CacheEntry {
+    /// Writes the cache entry (an atomic, `fsync`ed write) on the blocking pool.
+    async fn record_cache(
+        &self,
+        cache: &LocalCache,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let entry = CacheEntry {
             registry: self.registry.clone(),
             identity: self.identity.clone(),
             id: self.id,
             last_time_ms,
-        })
+        };
+        let cache = cache.clone();
+        off_executor("local cache: store", move || cache.store(&entry)).await
     }
 
     /// Records `last_time_ms` in the local cache and the registry. The cache is written even
@@ -339,7 +348,7 @@ impl Lease {
         cache: &LocalCache,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        let cached = self.record_cache(cache, last_time_ms);
+        let cached = self.record_cache(cache, last_time_ms).await;
         if cached.is_err() {
             self.stats.cache_failures.fetch_add(1, Ordering::Relaxed);
         }
@@ -386,14 +395,7 @@ impl Lease {
     ) -> Result<(), RegistryError> {
         if let Some(h) = self.horizon.take() {
             // Stops the generators for good and brings the bound back to now (fsync).
-            tokio::task::spawn_blocking(move || h.close())
-                .await
-                .map_err(|e| {
-                    RegistryError::new(
-                        ErrorKind::Unavailable,
-                        format!("time bound close failed: {e}"),
-                    )
-                })??;
+            off_executor("time bound close", move || h.close()).await?;
         }
         self.heartbeat(registry, cache, last_time_ms).await?;
         if self.source == Source::Registry {

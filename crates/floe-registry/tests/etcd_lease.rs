@@ -16,7 +16,7 @@ use floe_core::fence::Fence;
 use floe_core::snowflake::{Layout, SnowflakeError};
 use floe_registry::cache::LocalCache;
 use floe_registry::lease::{acquire, LeaseConfig};
-use floe_registry::{IdSpace, Identity};
+use floe_registry::{ErrorKind, IdSpace, Identity, WorkerRecord};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
@@ -128,4 +128,130 @@ async fn etcd_killed_past_the_ttl_fences_then_recovers() {
     .await;
     assert!(gen.next_id().unwrap() > before);
     assert_eq!(fence.periods(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_taken_under_a_live_lease_stays_fenced_through_keep_alives() {
+    let server = env("FLOE_TEST_ETCD");
+    let root = unique_root("floe-taken");
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let config = LeaseConfig::new(
+        Identity::new("orders", "h1", 8080),
+        IdSpace::snowflake(&Layout::LEAF),
+    );
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    let gen = generator(&lease);
+    gen.next_id().unwrap();
+    // Another identity takes the ID over (an operator's take-over, by mistake); our lease
+    // stays alive.
+    let mut admin = etcd_client::Client::connect([format!("http://{server}")], None)
+        .await
+        .unwrap();
+    let worker = format!("{root}/orders/workers/{}", lease.id);
+    let mut record: WorkerRecord =
+        serde_json::from_slice(admin.get(worker.as_str(), None).await.unwrap().kvs()[0].value())
+            .unwrap();
+    record.identity = Identity::new("orders", "h9", 9);
+    admin
+        .put(worker.as_str(), serde_json::to_vec(&record).unwrap(), None)
+        .await
+        .unwrap();
+    let err = lease
+        .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+    // The lease's keep-alives go on succeeding (every TTL/3 = 1 s): they must not let the
+    // generator go on with an ID that is someone else's.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+    assert!(lease.fence.is_raised());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
+    let server = env("FLOE_TEST_ETCD");
+    let root = unique_root("floe-used");
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let config = LeaseConfig::new(
+        Identity::new("orders", "h1", 8080),
+        IdSpace::snowflake(&Layout::LEAF),
+    );
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    let gen = generator(&lease);
+    gen.next_id().unwrap();
+    let recorded = gen.last_timestamp_ms();
+    lease
+        .heartbeat(registry.as_ref(), &cache, recorded)
+        .await
+        .unwrap();
+    // The record shows a later time than this process recorded (another process held the ID
+    // and may have issued IDs up to it), and the lease is lost.
+    let mut admin = etcd_client::Client::connect([format!("http://{server}")], None)
+        .await
+        .unwrap();
+    let worker = format!("{root}/orders/workers/{}", lease.id);
+    let holder = format!("{root}/orders/holders/h1:8080");
+    let mut record: WorkerRecord =
+        serde_json::from_slice(admin.get(worker.as_str(), None).await.unwrap().kvs()[0].value())
+            .unwrap();
+    record.last_time_ms = recorded + 60_000;
+    admin
+        .put(worker.as_str(), serde_json::to_vec(&record).unwrap(), None)
+        .await
+        .unwrap();
+    let lease_id = admin.get(holder.as_str(), None).await.unwrap().kvs()[0].lease();
+    admin.lease_revoke(lease_id).await.unwrap();
+
+    // The keeper fences, holds a new lease, finds the ID used and gives it up: fenced for good,
+    // the identity not kept claimed, and every heartbeat says why.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        match lease.heartbeat(registry.as_ref(), &cache, recorded).await {
+            Err(e) if e.kind == ErrorKind::Conflict => break e,
+            other => {
+                assert!(Instant::now() < deadline, "not given up: {other:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert!(err.message.contains("another process used it"), "{err}");
+    assert!(err.message.contains("restart floe"), "{err}");
+    assert!(lease.fence.is_raised());
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+    // The identity is not kept claimed (the keeper ends its new lease at its next round).
+    let mut gone = false;
+    for _ in 0..50 {
+        if admin
+            .get(holder.as_str(), None)
+            .await
+            .unwrap()
+            .kvs()
+            .is_empty()
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "{holder} is still claimed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+    let record: WorkerRecord =
+        serde_json::from_slice(admin.get(worker.as_str(), None).await.unwrap().kvs()[0].value())
+            .unwrap();
+    assert_eq!(record.last_time_ms, recorded + 60_000, "never moved back");
 }

@@ -9,6 +9,9 @@
 //!   the same ID. The OS drops the lock when the process dies, even by `kill -9`.
 //!
 //! It coordinates the processes of one host only: use ZooKeeper or etcd for a fleet.
+//!
+//! The locks, reads and `fsync`ed writes block: every [`Registry`] call runs them on tokio's
+//! blocking pool, never on the async executor.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions, TryLockError};
@@ -17,8 +20,9 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::blocking::off_executor;
 use crate::cache::{io_error, write_atomic};
-use crate::{idle_first, plan, Plan};
+use crate::plan::{idle_first, plan, Plan};
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -122,6 +126,83 @@ impl FileRegistry {
         })
     }
 
+    fn heartbeat_blocking(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        self.with_table(|table| {
+            let record = table
+                .services
+                .get_mut(&identity.service)
+                .and_then(|r| r.get_mut(&id))
+                .filter(|r| &r.identity == identity)
+                .ok_or_else(|| {
+                    RegistryError::new(
+                        ErrorKind::Conflict,
+                        format!("worker ID {id} is no longer {identity}'s"),
+                    )
+                })?;
+            let changed = last_time_ms > record.last_time_ms;
+            record.last_time_ms = record.last_time_ms.max(last_time_ms);
+            Ok(((), changed))
+        })
+    }
+
+    fn release_blocking(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        self.with_table(|table| {
+            let Some(records) = table.services.get_mut(&identity.service) else {
+                return Ok((false, false));
+            };
+            let before = records.len();
+            records.retain(|_, r| &r.identity != identity);
+            let removed = records.len() != before;
+            Ok((removed, removed))
+        })
+    }
+
+    fn reclaim_blocking(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        identity.validate()?;
+        self.with_table(|table| {
+            let records = table.services.entry(identity.service.clone()).or_default();
+            let idle = idle_first(
+                records.values().cloned(),
+                |r| r,
+                identity,
+                space,
+                idle_before_ms,
+            );
+            for previous in idle {
+                // A live process still holds it: not idle after all.
+                let Ok(hold) = self.hold(&identity.service, previous.id, &previous.identity) else {
+                    continue;
+                };
+                let record = previous.taken_over_by(identity);
+                records.insert(record.id, record.clone());
+                let registration = Registration::new(record, false, Some(Hold::new(hold)));
+                return Ok((Some(registration), true));
+            }
+            Ok((None, false))
+        })
+    }
+
+    fn list_blocking(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        self.with_table(|table| {
+            let records = table
+                .services
+                .get(service)
+                .map(|r| r.values().cloned().collect())
+                .unwrap_or_default();
+            Ok((records, false))
+        })
+    }
+
     fn hold(&self, service: &str, id: u32, identity: &Identity) -> Result<File, RegistryError> {
         let path = self.hold_path(service, id);
         let file = open_lock(&path)?;
@@ -164,7 +245,11 @@ impl Registry for FileRegistry {
         identity: &Identity,
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
-        self.register_blocking(identity, space)
+        let (this, identity) = (self.clone(), identity.clone());
+        off_executor("file registry: register", move || {
+            this.register_blocking(&identity, space)
+        })
+        .await
     }
 
     async fn heartbeat(
@@ -173,34 +258,19 @@ impl Registry for FileRegistry {
         id: u32,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        self.with_table(|table| {
-            let record = table
-                .services
-                .get_mut(&identity.service)
-                .and_then(|r| r.get_mut(&id))
-                .filter(|r| &r.identity == identity)
-                .ok_or_else(|| {
-                    RegistryError::new(
-                        ErrorKind::Conflict,
-                        format!("worker ID {id} is no longer {identity}'s"),
-                    )
-                })?;
-            let changed = last_time_ms > record.last_time_ms;
-            record.last_time_ms = record.last_time_ms.max(last_time_ms);
-            Ok(((), changed))
+        let (this, identity) = (self.clone(), identity.clone());
+        off_executor("file registry: heartbeat", move || {
+            this.heartbeat_blocking(&identity, id, last_time_ms)
         })
+        .await
     }
 
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
-        self.with_table(|table| {
-            let Some(records) = table.services.get_mut(&identity.service) else {
-                return Ok((false, false));
-            };
-            let before = records.len();
-            records.retain(|_, r| &r.identity != identity);
-            let removed = records.len() != before;
-            Ok((removed, removed))
+        let (this, identity) = (self.clone(), identity.clone());
+        off_executor("file registry: release", move || {
+            this.release_blocking(&identity)
         })
+        .await
     }
 
     async fn reclaim(
@@ -209,38 +279,15 @@ impl Registry for FileRegistry {
         space: IdSpace,
         idle_before_ms: u64,
     ) -> Result<Option<Registration>, RegistryError> {
-        identity.validate()?;
-        self.with_table(|table| {
-            let records = table.services.entry(identity.service.clone()).or_default();
-            let idle = idle_first(
-                records.values().cloned(),
-                |r| r,
-                identity,
-                space,
-                idle_before_ms,
-            );
-            for previous in idle {
-                // A live process still holds it: not idle after all.
-                let Ok(hold) = self.hold(&identity.service, previous.id, &previous.identity) else {
-                    continue;
-                };
-                let record = previous.taken_over_by(identity);
-                records.insert(record.id, record.clone());
-                let registration = Registration::new(record, false, Some(Hold::new(hold)));
-                return Ok((Some(registration), true));
-            }
-            Ok((None, false))
+        let (this, identity) = (self.clone(), identity.clone());
+        off_executor("file registry: reclaim", move || {
+            this.reclaim_blocking(&identity, space, idle_before_ms)
         })
+        .await
     }
 
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
-        self.with_table(|table| {
-            let records = table
-                .services
-                .get(service)
-                .map(|r| r.values().cloned().collect())
-                .unwrap_or_default();
-            Ok((records, false))
-        })
+        let (this, service) = (self.clone(), service.to_string());
+        off_executor("file registry: list", move || this.list_blocking(&service)).await
     }
 }

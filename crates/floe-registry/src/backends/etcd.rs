@@ -1,0 +1,489 @@
+//! The `etcd` registry (etcd 3.4+): `etcd://host:port[,host:port...][/root][?ttl=SECONDS]`.
+//!
+//! Keys, all under the root (default `/floe`):
+//! - `{root}/{service}/workers/{id}`: one per allocated ID, holding the [`WorkerRecord`] as
+//!   JSON (identity, last time). It has **no lease**: the last time outlives every lease.
+//! - `{root}/{service}/holders/{host}:{port}`: the live holder's claim, **attached to its
+//!   lease** (TTL 10 s by default). A second process with the same identity cannot create it.
+//!
+//! **Fencing, the reason to choose etcd.** A keeper task keeps the lease alive every TTL/3.
+//! When the lease is gone (expired, or revoked), or no keep-alive succeeded for 2/3 of the TTL
+//! (etcd unreachable: the server may expire the lease soon, and then another process could
+//! take the identity), it raises the registration's [`Fence`](floe_core::fence::Fence): every
+//! generator built with it stops issuing IDs. It lowers the fence when it holds the ID again
+//! (the lease alive after all, or a new lease on the free holder key) and the worker record is
+//! still this identity's with a last time not past the last time this process recorded (else
+//! another process used the ID meanwhile). An ID found lost (a heartbeat's conflict: the record
+//! released or taken over; or lost while the lease was) stays fenced for good, whatever the
+//! keep-alives say, and every heartbeat says why.
+//!
+//! All changes are transactions: a new ID is taken only if its worker key does not exist
+//! (`create_revision == 0`), a heartbeat or take-over only if the record is unchanged since it
+//! was read (`mod_revision`).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, GetOptions, PutOptions, Txn,
+    TxnOp,
+};
+use floe_core::fence::Fence;
+use tokio::time::Instant;
+
+use super::records::{self, decode, encode, Claim, Claims, VersionedRecords};
+use crate::{
+    ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
+};
+
+/// A registry on an etcd cluster.
+pub struct EtcdRegistry {
+    keys: Keys,
+    endpoints: String,
+    ttl_secs: i64,
+    claims: Claims,
+}
+
+/// The registry's keys under its root, and the client that reads and writes them (cheap to
+/// clone: the keeper task has its own).
+#[derive(Clone)]
+struct Keys {
+    client: Client,
+    root: String,
+}
+
+impl fmt::Debug for EtcdRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdRegistry")
+            .field("endpoints", &self.endpoints)
+            .field("root", &self.keys.root)
+            .field("ttl_secs", &self.ttl_secs)
+            .finish()
+    }
+}
+
+fn map_err(what: &str, e: EtcdError) -> RegistryError {
+    let kind = match e {
+        EtcdError::InvalidArgs(_) | EtcdError::InvalidUri(_) => ErrorKind::Config,
+        _ => ErrorKind::Unavailable,
+    };
+    RegistryError::new(kind, format!("etcd: {what}: {e}"))
+}
+
+/// The registration's claim: the keeper task (and the lease it keeps).
+struct EtcdHold {
+    keeper: tokio::task::JoinHandle<()>,
+    _claim: Arc<Claim>,
+}
+
+impl Drop for EtcdHold {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+impl EtcdRegistry {
+    /// Connects to `endpoints` (`host:port[,host:port...]`), using `root` and leases of
+    /// `ttl_secs` seconds.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] for a bad address, root or TTL; [`ErrorKind::Unavailable`] when
+    /// no endpoint answers.
+    pub async fn connect(
+        endpoints: &str,
+        root: &str,
+        ttl_secs: i64,
+    ) -> Result<Self, RegistryError> {
+        crate::open::check_servers("etcd", endpoints, root)?;
+        if !(2..=3600).contains(&ttl_secs) {
+            return Err(RegistryError::config(format!(
+                "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"
+            )));
+        }
+        let urls: Vec<String> = endpoints
+            .split(',')
+            .map(|e| format!("http://{e}"))
+            .collect();
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(3))
+            .with_timeout(Duration::from_secs(3));
+        let mut client = Client::connect(urls, Some(options))
+            .await
+            .map_err(|e| map_err(&format!("cannot connect to {endpoints}"), e))?;
+        // The connection is made lazily: ask once, so that an unreachable cluster says so now.
+        client
+            .get(root, None)
+            .await
+            .map_err(|e| map_err(&format!("cannot reach {endpoints}"), e))?;
+        Ok(EtcdRegistry {
+            keys: Keys {
+                client,
+                root: root.to_string(),
+            },
+            endpoints: endpoints.to_string(),
+            ttl_secs,
+            claims: Claims::default(),
+        })
+    }
+
+    /// Creates the holder key under a new lease. `Ok(None)`: someone else holds it.
+    async fn claim(&self, identity: &Identity) -> Result<Option<i64>, RegistryError> {
+        let holder = self.keys.holder_key(identity);
+        claim_holder(&self.keys.client, &holder, self.ttl_secs).await
+    }
+
+    /// Starts the keeper of `lease` and builds the registration.
+    fn registration(&self, record: WorkerRecord, existing: bool, lease: i64) -> Registration {
+        let fence = Arc::new(Fence::new());
+        let claim = Arc::new(Claim::new(&record, fence.clone(), 0));
+        self.claims.add(&claim);
+        let keeper = tokio::spawn(keep(self.keys.clone(), claim.clone(), self.ttl_secs, lease));
+        Registration {
+            fence,
+            record,
+            existing,
+            _hold: Some(Hold::new(EtcdHold {
+                keeper,
+                _claim: claim,
+            })),
+        }
+    }
+}
+
+impl Keys {
+    fn workers(&self, service: &str) -> String {
+        format!("{}/{service}/workers/", self.root)
+    }
+
+    fn worker_key(&self, service: &str, id: u32) -> String {
+        format!("{}{id}", self.workers(service))
+    }
+
+    fn holder_key(&self, identity: &Identity) -> String {
+        format!(
+            "{}/{}/holders/{}:{}",
+            self.root, identity.service, identity.host, identity.port
+        )
+    }
+
+    /// Runs a transaction; whether its conditions held. `what` names it in errors.
+    async fn run(&self, txn: Txn, what: &str) -> Result<bool, RegistryError> {
+        let resp = self
+            .client
+            .clone()
+            .txn(txn)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        Ok(resp.succeeded())
+    }
+}
+
+#[async_trait]
+impl VersionedRecords for Keys {
+    type Version = i64;
+
+    fn store(&self) -> &'static str {
+        "etcd"
+    }
+
+    async fn read(
+        &self,
+        service: &str,
+        id: u32,
+    ) -> Result<Option<(WorkerRecord, i64)>, RegistryError> {
+        let key = self.worker_key(service, id);
+        let resp = self
+            .client
+            .clone()
+            .get(key.as_str(), None)
+            .await
+            .map_err(|e| map_err(&format!("read {key}"), e))?;
+        match resp.kvs().first() {
+            Some(kv) => Ok(Some((decode("etcd", &key, kv.value())?, kv.mod_revision()))),
+            None => Ok(None),
+        }
+    }
+
+    async fn read_all(&self, service: &str) -> Result<Vec<(WorkerRecord, i64)>, RegistryError> {
+        let prefix = self.workers(service);
+        let resp = self
+            .client
+            .clone()
+            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(|e| map_err(&format!("list {prefix}"), e))?;
+        resp.kvs()
+            .iter()
+            .map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                Ok((decode("etcd", &key, kv.value())?, kv.mod_revision()))
+            })
+            .collect()
+    }
+
+    async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError> {
+        let key = self.worker_key(&record.identity.service, record.id);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+        self.run(txn, &format!("create {key}")).await
+    }
+
+    async fn replace(&self, record: &WorkerRecord, version: i64) -> Result<bool, RegistryError> {
+        let key = self.worker_key(&record.identity.service, record.id);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                version,
+            )])
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+        self.run(txn, &format!("write {key}")).await
+    }
+
+    async fn take_over(
+        &self,
+        record: &WorkerRecord,
+        version: i64,
+        previous: &Identity,
+    ) -> Result<bool, RegistryError> {
+        let key = self.worker_key(&record.identity.service, record.id);
+        let previous_holder = self.holder_key(previous);
+        // Only if unchanged since read and its holder's claim is gone (lease ended).
+        let txn = Txn::new()
+            .when([
+                Compare::mod_revision(key.as_str(), CompareOp::Equal, version),
+                Compare::create_revision(previous_holder.as_str(), CompareOp::Equal, 0),
+            ])
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+        self.run(txn, &format!("take over {key}")).await
+    }
+
+    async fn delete(&self, service: &str, id: u32, version: i64) -> Result<bool, RegistryError> {
+        let key = self.worker_key(service, id);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                version,
+            )])
+            .and_then([TxnOp::delete(key.as_str(), None)]);
+        self.run(txn, &format!("delete {key}")).await
+    }
+}
+
+async fn claim_holder(
+    client: &Client,
+    holder: &str,
+    ttl_secs: i64,
+) -> Result<Option<i64>, RegistryError> {
+    let mut client = client.clone();
+    let lease = client
+        .lease_grant(ttl_secs, None)
+        .await
+        .map_err(|e| map_err("grant a lease", e))?
+        .id();
+    let txn = Txn::new()
+        .when([Compare::create_revision(holder, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(
+            holder,
+            lease.to_string(),
+            Some(PutOptions::new().with_lease(lease)),
+        )]);
+    match client.txn(txn).await {
+        Ok(resp) if resp.succeeded() => Ok(Some(lease)),
+        other => {
+            let _ = client.lease_revoke(lease).await;
+            other
+                .map(|_| None)
+                .map_err(|e| map_err(&format!("claim {holder}"), e))
+        }
+    }
+}
+
+/// Whether the keep-alive of `lease` succeeded: `Some(true)` alive, `Some(false)` the lease is
+/// gone, `None` etcd did not answer in time.
+async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Option<bool> {
+    let mut client = client.clone();
+    let round = async {
+        let (mut keeper, mut stream) = client.lease_keep_alive(lease).await.ok()?;
+        keeper.keep_alive().await.ok()?;
+        stream.message().await.ok()?
+    };
+    match tokio::time::timeout(within, round).await {
+        Ok(Some(resp)) => Some(resp.ttl() > 0),
+        // The stream ended without an answer: treat as no answer.
+        Ok(None) | Err(_) => None,
+    }
+}
+
+/// The keeper: keeps the lease alive, raises the fence when the lease is lost or may be, and
+/// lowers it when the ID is held again: the lease alive after all, or a new one, and in both
+/// cases the record still the identity's and its last time not past what this process
+/// recorded. An ID lost for good (see [`Claim::lose`]) is never lowered: the keeper then ends
+/// the lease, so that the identity is not kept claimed, and stops.
+async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
+    let (client, holder) = (&keys.client, keys.holder_key(&claim.identity));
+    let ttl = Duration::from_secs(ttl_secs as u64);
+    let period = ttl / 3;
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::time::sleep(period).await;
+        if claim.lost().is_some() {
+            let _ = client.clone().lease_revoke(lease).await;
+            return;
+        }
+        match keep_alive_once(client, lease, period).await {
+            Some(true) => {
+                last_ok = Instant::now();
+                if claim.is_lapsed() {
+                    // The lease outlived the doubt, so the identity stayed ours.
+                    hold_again(&keys, &claim, None).await;
+                }
+                continue;
+            }
+            Some(false) => claim.lapse(),
+            None => {
+                if last_ok.elapsed() >= ttl * 2 / 3 {
+                    claim.lapse();
+                }
+            }
+        }
+        if !claim.is_lapsed() {
+            continue;
+        }
+        // Hold the ID again under a fresh lease.
+        let Ok(Some(new_lease)) = claim_holder(client, &holder, ttl_secs).await else {
+            continue;
+        };
+        if hold_again(&keys, &claim, Some(new_lease)).await {
+            lease = new_lease;
+            last_ok = Instant::now();
+        }
+    }
+}
+
+/// Lowers the fence of `claim` if its ID may be held again (see
+/// [`records::may_hold_again`]); loses it for good on a conflict. `new_lease`, if any, is
+/// revoked unless the ID is held again. Whether it is.
+async fn hold_again(keys: &Keys, claim: &Claim, new_lease: Option<i64>) -> bool {
+    let held = records::may_hold_again(keys, claim).await;
+    match &held {
+        Ok(()) => claim.held_under(0),
+        Err(e) if e.kind == ErrorKind::Conflict => claim.lose(e.clone()),
+        Err(_) => {}
+    }
+    if held.is_err() {
+        if let Some(new_lease) = new_lease {
+            let _ = keys.client.clone().lease_revoke(new_lease).await;
+        }
+    }
+    held.is_ok()
+}
+
+#[async_trait]
+impl Registry for EtcdRegistry {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn location(&self) -> String {
+        format!("etcd://{}{}", self.endpoints, self.keys.root)
+    }
+
+    async fn register(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError> {
+        identity.validate()?;
+        let holder = self.keys.holder_key(identity);
+        let Some(lease) = self.claim(identity).await? else {
+            return Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!("{identity} is held by another live process ({holder} exists until its lease ends)"),
+            ));
+        };
+        match records::allocate(&self.keys, identity, space).await {
+            Ok((record, existing)) => Ok(self.registration(record, existing, lease)),
+            Err(e) => {
+                let _ = self.keys.client.clone().lease_revoke(lease).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn heartbeat(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let claim = self.claims.find(identity, id);
+        if let Some(claim) = &claim {
+            if let Some(lost) = claim.lost() {
+                return Err(lost);
+            }
+            if claim.is_lapsed() {
+                return Err(RegistryError::new(
+                    ErrorKind::Unavailable,
+                    format!("etcd: the lease of {identity} was lost or may be; holding worker ID {id} again (no IDs meanwhile)"),
+                ));
+            }
+            claim.record(last_time_ms);
+        }
+        let result = records::heartbeat(&self.keys, identity, id, last_time_ms).await;
+        records::settle(claim.as_deref(), result)
+    }
+
+    async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        records::release(&self.keys, identity).await
+    }
+
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        Ok(records::list(&self.keys, service)
+            .await?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect())
+    }
+
+    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+        let holder = self.keys.holder_key(identity);
+        let mut client = self.keys.client.clone();
+        let resp = client
+            .get(holder.as_str(), None)
+            .await
+            .map_err(|e| map_err(&format!("read {holder}"), e))?;
+        if let Some(kv) = resp.kvs().first() {
+            client
+                .lease_revoke(kv.lease())
+                .await
+                .map_err(|e| map_err("revoke the lease", e))?;
+        }
+        Ok(())
+    }
+
+    async fn reclaim(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        identity.validate()?;
+        let Some(lease) = self.claim(identity).await? else {
+            return Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!("{identity} is held by another live process"),
+            ));
+        };
+        let taken = records::take_over_idle(&self.keys, identity, space, idle_before_ms).await;
+        if !matches!(taken, Ok(Some(_))) {
+            // Nothing taken: do not keep the identity claimed.
+            let _ = self.keys.client.clone().lease_revoke(lease).await;
+        }
+        Ok(taken?.map(|record| self.registration(record, false, lease)))
+    }
+}

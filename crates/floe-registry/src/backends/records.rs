@@ -1,0 +1,596 @@
+//! What the server registries (ZooKeeper, etcd) share: one worker record per allocated ID, each
+//! with a version, changed only by compare-and-set.
+//!
+//! Each server implements [`VersionedRecords`]'s primitives (read with version, list,
+//! create-if-absent, compare-and-set, take-over, delete-if-version) and maps its client's errors
+//! in one function; allocation, heartbeats, release and listing are written once here, above
+//! them. How a live holder claims its identity (a ZooKeeper ephemeral node, an etcd lease)
+//! stays each server's own.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use async_trait::async_trait;
+use floe_core::fence::Fence;
+
+use crate::plan::{idle_first, plan, space_full, Plan};
+use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
+
+/// The worker records of a server registry, one per allocated ID (`{root}/{service}/workers/{id}`
+/// on both servers), each with a version that changes with every write.
+#[async_trait]
+pub(crate) trait VersionedRecords: Send + Sync {
+    /// A record's version (ZooKeeper: the node's data version; etcd: its mod revision).
+    type Version: Copy + Send + Sync;
+
+    /// The store's name in messages (`ZooKeeper`, `etcd`).
+    fn store(&self) -> &'static str;
+
+    /// The record of `id` in `service` and its version; `None` when there is none.
+    async fn read(
+        &self,
+        service: &str,
+        id: u32,
+    ) -> Result<Option<(WorkerRecord, Self::Version)>, RegistryError>;
+
+    /// Every record of `service` with its version, in any order.
+    async fn read_all(
+        &self,
+        service: &str,
+    ) -> Result<Vec<(WorkerRecord, Self::Version)>, RegistryError>;
+
+    /// Creates the record of `record.id` unless one exists; whether it did.
+    async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError>;
+
+    /// Replaces the record of `record.id` if its version is still `version`; whether it did
+    /// (`false`: it changed or went meanwhile).
+    async fn replace(
+        &self,
+        record: &WorkerRecord,
+        version: Self::Version,
+    ) -> Result<bool, RegistryError>;
+
+    /// As [`replace`](Self::replace), and only if no live process holds `previous` (its claim
+    /// is gone), checked in the same atomic step as the write (else the previous holder could
+    /// come back between them): the take-over of an idle ID. Whether it did.
+    async fn take_over(
+        &self,
+        record: &WorkerRecord,
+        version: Self::Version,
+        previous: &Identity,
+    ) -> Result<bool, RegistryError>;
+
+    /// Deletes the record of `id` in `service` if its version is still `version`; whether it
+    /// did.
+    async fn delete(
+        &self,
+        service: &str,
+        id: u32,
+        version: Self::Version,
+    ) -> Result<bool, RegistryError>;
+}
+
+/// A record as stored: JSON.
+pub(crate) fn encode(record: &WorkerRecord) -> Result<Vec<u8>, RegistryError> {
+    serde_json::to_vec(record)
+        .map_err(|e| RegistryError::new(ErrorKind::Corrupt, format!("cannot encode record: {e}")))
+}
+
+/// A stored record; `what` names where it was read, for the message.
+pub(crate) fn decode(store: &str, what: &str, data: &[u8]) -> Result<WorkerRecord, RegistryError> {
+    serde_json::from_slice(data).map_err(|e| {
+        RegistryError::new(
+            ErrorKind::Corrupt,
+            format!("{store}: {what} is not a worker record: {e}"),
+        )
+    })
+}
+
+/// Every record of `service` with its version, in ID order.
+pub(crate) async fn list<S: VersionedRecords + ?Sized>(
+    store: &S,
+    service: &str,
+) -> Result<Vec<(WorkerRecord, S::Version)>, RegistryError> {
+    let mut records = store.read_all(service).await?;
+    records.sort_by_key(|(r, _)| r.id);
+    Ok(records)
+}
+
+/// The identity's own ID (`true`: it had one), or a newly created record for it: the free IDs
+/// lowest first, each taken by create-if-absent, so that two registrations at once never get
+/// the same ID (the loser tries the next).
+pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
+    store: &S,
+    identity: &Identity,
+    space: IdSpace,
+) -> Result<(WorkerRecord, bool), RegistryError> {
+    let records = list(store, &identity.service).await?;
+    let free = match plan(
+        records.iter().map(|(r, _)| r),
+        identity,
+        space,
+        store.store(),
+    )? {
+        Plan::Own(record) => return Ok((record, true)),
+        Plan::Free(free) => free,
+    };
+    for id in free {
+        let record = WorkerRecord {
+            id,
+            identity: identity.clone(),
+            last_time_ms: 0,
+        };
+        if store.create(&record).await? {
+            return Ok((record, false));
+        }
+    }
+    Err(space_full(identity, space, store.store()))
+}
+
+/// The error for an ID that is no longer `identity`'s.
+pub(crate) fn lost(identity: &Identity, id: u32) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::Conflict,
+        format!("worker ID {id} is no longer {identity}'s"),
+    )
+}
+
+/// How many times a compare-and-set may lose to another writer in one call before the call
+/// answers `Unavailable` (the next heartbeat, or the operator, tries again).
+const ATTEMPTS: usize = 5;
+
+/// Records that `identity`'s holder of `id` was alive at `last_time_ms`, never moving the
+/// record's last time back, by compare-and-set on the version just read. A lost compare reads
+/// again: the record may have changed hands meanwhile.
+///
+/// # Errors
+/// [`ErrorKind::Conflict`] when the record is gone or someone else's.
+pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
+    store: &S,
+    identity: &Identity,
+    id: u32,
+    last_time_ms: u64,
+) -> Result<(), RegistryError> {
+    for _ in 0..ATTEMPTS {
+        let Some((mut record, version)) = store.read(&identity.service, id).await? else {
+            return Err(lost(identity, id));
+        };
+        if &record.identity != identity {
+            return Err(lost(identity, id));
+        }
+        if last_time_ms <= record.last_time_ms {
+            return Ok(());
+        }
+        record.last_time_ms = last_time_ms;
+        if store.replace(&record, version).await? {
+            return Ok(());
+        }
+    }
+    Err(contended(store, identity, id))
+}
+
+fn contended<S: VersionedRecords + ?Sized>(
+    store: &S,
+    identity: &Identity,
+    id: u32,
+) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "{}: the record of worker ID {id} ({identity}) changed under {ATTEMPTS} attempts in a row",
+            store.store()
+        ),
+    )
+}
+
+/// Deletes `identity`'s record, if it has one, unless it changed since it was read (then reads
+/// again: a heartbeat may have moved its last time).
+pub(crate) async fn release<S: VersionedRecords + ?Sized>(
+    store: &S,
+    identity: &Identity,
+) -> Result<bool, RegistryError> {
+    for _ in 0..ATTEMPTS {
+        let Some((record, version)) = list(store, &identity.service)
+            .await?
+            .into_iter()
+            .find(|(r, _)| &r.identity == identity)
+        else {
+            return Ok(false);
+        };
+        if store.delete(&identity.service, record.id, version).await? {
+            return Ok(true);
+        }
+    }
+    Err(RegistryError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "{}: the record of {identity} changed under {ATTEMPTS} attempts in a row",
+            store.store()
+        ),
+    ))
+}
+
+/// Takes over for `identity` the ID longest idle since `idle_before_ms` whose holder is gone
+/// (see [`Registry::reclaim`](crate::Registry::reclaim)), keeping its last time. `None`:
+/// nothing to take.
+pub(crate) async fn take_over_idle<S: VersionedRecords + ?Sized>(
+    store: &S,
+    identity: &Identity,
+    space: IdSpace,
+    idle_before_ms: u64,
+) -> Result<Option<WorkerRecord>, RegistryError> {
+    let records = list(store, &identity.service).await?;
+    for (previous, version) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms) {
+        let previous_holder = previous.identity.clone();
+        let record = previous.taken_over_by(identity);
+        // Compare-and-set on the version read: two reclaimers cannot both win.
+        if store.take_over(&record, version, &previous_holder).await? {
+            return Ok(Some(record));
+        }
+    }
+    Ok(None)
+}
+
+/// A live registration of a server registry, as the registry's keeper sees it: the ID, its
+/// fence, and what this process recorded, so that the ID can be held again after the claim
+/// lapsed (a ZooKeeper session expired) only if nobody else used it meanwhile.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    pub(crate) identity: Identity,
+    pub(crate) id: u32,
+    pub(crate) fence: Arc<Fence>,
+    /// The latest last time this process wrote to the record, or found in it at registration.
+    recorded_ms: AtomicU64,
+    /// The session (ZooKeeper) under which the claim stands.
+    epoch: AtomicU64,
+    /// Whether the claim lapsed (a session expired, a lease was lost or may be) and is not
+    /// held again yet: the fence is raised meanwhile.
+    lapsed: AtomicBool,
+    /// Why the ID cannot be held again, once known: the fence then stays raised for good.
+    lost: Mutex<Option<RegistryError>>,
+}
+
+impl Claim {
+    pub(crate) fn new(record: &WorkerRecord, fence: Arc<Fence>, epoch: u64) -> Self {
+        Claim {
+            identity: record.identity.clone(),
+            id: record.id,
+            fence,
+            recorded_ms: AtomicU64::new(record.last_time_ms),
+            epoch: AtomicU64::new(epoch),
+            lapsed: AtomicBool::new(false),
+            lost: Mutex::new(None),
+        }
+    }
+
+    /// The latest last time this process recorded for the ID.
+    pub(crate) fn recorded_ms(&self) -> u64 {
+        self.recorded_ms.load(Ordering::Acquire)
+    }
+
+    /// Notes a last time about to be written (before the write: the record's last time is
+    /// never past what this process knows it wrote).
+    pub(crate) fn record(&self, last_time_ms: u64) {
+        self.recorded_ms.fetch_max(last_time_ms, Ordering::AcqRel);
+    }
+
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))] // etcd has no sessions
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The claim lapsed: no IDs until it is held again.
+    pub(crate) fn lapse(&self) {
+        self.lapsed.store(true, Ordering::Release);
+        self.fence.raise();
+    }
+
+    pub(crate) fn is_lapsed(&self) -> bool {
+        self.lapsed.load(Ordering::Acquire)
+    }
+
+    /// The claim stands again under session `epoch`: generation may go on (unless the ID is
+    /// lost).
+    pub(crate) fn held_under(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::Release);
+        self.lapsed.store(false, Ordering::Release);
+        // Under the lock `lose` takes: a loss found at the same time is never lowered.
+        let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        if lost.is_none() {
+            self.fence.lower();
+        }
+    }
+
+    /// Why the ID is lost for good, if it is.
+    pub(crate) fn lost(&self) -> Option<RegistryError> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The ID is lost for good: the fence stays raised and every heartbeat says why.
+    pub(crate) fn lose(&self, why: RegistryError) {
+        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        *lost = Some(why);
+        self.fence.raise();
+    }
+}
+
+/// A registry's live claims (each held by its registration; gone with it).
+#[derive(Debug, Default)]
+pub(crate) struct Claims(Mutex<Vec<Weak<Claim>>>);
+
+impl Claims {
+    pub(crate) fn add(&self, claim: &Arc<Claim>) {
+        let mut claims = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        claims.retain(|c| c.strong_count() > 0);
+        claims.push(Arc::downgrade(claim));
+    }
+
+    /// Every claim whose registration is alive.
+    pub(crate) fn live(&self) -> Vec<Arc<Claim>> {
+        let claims = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        claims.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// The live claim of `identity` on `id`, if this registry holds one.
+    pub(crate) fn find(&self, identity: &Identity, id: u32) -> Option<Arc<Claim>> {
+        self.live()
+            .into_iter()
+            .find(|c| c.id == id && &c.identity == identity)
+    }
+}
+
+/// Whether `claim`'s ID may be held again after its claim lapsed: its record still
+/// `claim.identity`'s, and its last time not past what this process recorded (else another
+/// process held the ID meanwhile and may have issued IDs this one could repeat). The record is
+/// not written: its last time never moves back.
+///
+/// # Errors
+/// [`ErrorKind::Conflict`] naming what happened: the ID is lost for good;
+/// [`ErrorKind::Unavailable`] when the record is missing or cannot be read (try again).
+pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
+    store: &S,
+    claim: &Claim,
+) -> Result<(), RegistryError> {
+    let (identity, id) = (&claim.identity, claim.id);
+    let lost = |what: String| {
+        RegistryError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{}: worker ID {id} is no longer {identity}'s: {what} while its claim had lapsed; it stays fenced (no IDs): restart floe to register again",
+                store.store()
+            ),
+        )
+    };
+    match store.read(&identity.service, id).await? {
+        // Released (an operator's mistake, or the ID is about to be someone else's): not held
+        // again while there is no record, nor lost: the next try looks again.
+        None => Err(RegistryError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{}: worker ID {id} of {identity} has no record (released?): not held again while it has none",
+                store.store()
+            ),
+        )),
+        Some((record, _)) if &record.identity != identity => Err(lost(format!(
+            "it was taken over by {}",
+            record.identity
+        ))),
+        Some((record, _)) if record.last_time_ms > claim.recorded_ms() => Err(lost(format!(
+            "its last time moved to {} ms, past the {} ms this process recorded (another process used it)",
+            record.last_time_ms,
+            claim.recorded_ms()
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A heartbeat's answer for a claimed ID: a conflict (the record gone or someone else's, the
+/// claim not this process's) loses the claim for good, so that no keeper lowers its fence.
+pub(crate) fn settle(
+    claim: Option<&Claim>,
+    result: Result<(), RegistryError>,
+) -> Result<(), RegistryError> {
+    if let (Some(claim), Err(e)) = (claim, &result) {
+        if e.kind == ErrorKind::Conflict {
+            claim.lose(e.clone());
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    //! The logic above the primitives, on an in-memory store whose compare-and-set can be made
+    //! to lose to another writer (which the real servers do only under a race).
+
+    use super::*;
+    use std::collections::BTreeMap;
+
+    type Change = Box<dyn FnOnce(&mut BTreeMap<u32, (WorkerRecord, i64)>) + Send>;
+
+    /// One service's records, each with a version bumped on every write; `before_write` runs
+    /// just before the next compare-and-set or delete, as another process's write would.
+    #[derive(Default)]
+    struct Memory {
+        records: Mutex<BTreeMap<u32, (WorkerRecord, i64)>>,
+        before_write: Mutex<Vec<Change>>,
+    }
+
+    impl Memory {
+        fn interfere(&self) {
+            let changes: Vec<Change> = self.before_write.lock().unwrap().drain(..).collect();
+            let mut records = self.records.lock().unwrap();
+            for change in changes {
+                change(&mut records);
+            }
+        }
+        fn put(&self, record: WorkerRecord) {
+            let mut records = self.records.lock().unwrap();
+            let version = records.get(&record.id).map_or(1, |(_, v)| v + 1);
+            records.insert(record.id, (record, version));
+        }
+    }
+
+    #[async_trait]
+    impl VersionedRecords for Memory {
+        type Version = i64;
+        fn store(&self) -> &'static str {
+            "memory"
+        }
+        async fn read(
+            &self,
+            _: &str,
+            id: u32,
+        ) -> Result<Option<(WorkerRecord, i64)>, RegistryError> {
+            Ok(self.records.lock().unwrap().get(&id).cloned())
+        }
+        async fn read_all(&self, _: &str) -> Result<Vec<(WorkerRecord, i64)>, RegistryError> {
+            Ok(self.records.lock().unwrap().values().cloned().collect())
+        }
+        async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError> {
+            self.interfere();
+            let mut records = self.records.lock().unwrap();
+            if records.contains_key(&record.id) {
+                return Ok(false);
+            }
+            records.insert(record.id, (record.clone(), 1));
+            Ok(true)
+        }
+        async fn replace(
+            &self,
+            record: &WorkerRecord,
+            version: i64,
+        ) -> Result<bool, RegistryError> {
+            self.interfere();
+            let mut records = self.records.lock().unwrap();
+            match records.get(&record.id) {
+                Some((_, v)) if *v == version => {
+                    records.insert(record.id, (record.clone(), version + 1));
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+        async fn take_over(
+            &self,
+            record: &WorkerRecord,
+            version: i64,
+            _: &Identity,
+        ) -> Result<bool, RegistryError> {
+            self.replace(record, version).await
+        }
+        async fn delete(&self, _: &str, id: u32, version: i64) -> Result<bool, RegistryError> {
+            self.interfere();
+            let mut records = self.records.lock().unwrap();
+            match records.get(&id) {
+                Some((_, v)) if *v == version => {
+                    records.remove(&id);
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+    }
+
+    fn who(port: u16) -> Identity {
+        Identity::new("orders", "h", port)
+    }
+
+    fn record(id: u32, port: u16, last_time_ms: u64) -> WorkerRecord {
+        WorkerRecord {
+            id,
+            identity: who(port),
+            last_time_ms,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_that_loses_its_compare_reads_again() {
+        let store = Memory::default();
+        store.put(record(3, 1, 1_000));
+        // Taken over between the read and the write: the heartbeat says so (it used to
+        // answer Ok, leaving the holder issuing until its next beat).
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(3, (record(3, 2, 1_000), 9));
+        }));
+        let e = heartbeat(&store, &who(1), 3, 2_000).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert_eq!(
+            store.read("orders", 3).await.unwrap().unwrap().0,
+            record(3, 2, 1_000)
+        );
+
+        // A concurrent beat of our own wrote first: ours is written after it, never back.
+        store.put(record(4, 1, 1_000));
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(4, (record(4, 1, 1_500), 20));
+        }));
+        heartbeat(&store, &who(1), 4, 2_000).await.unwrap();
+        assert_eq!(
+            store
+                .read("orders", 4)
+                .await
+                .unwrap()
+                .unwrap()
+                .0
+                .last_time_ms,
+            2_000
+        );
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(4, (record(4, 1, 3_000), 30));
+        }));
+        heartbeat(&store, &who(1), 4, 2_500).await.unwrap();
+        assert_eq!(
+            store
+                .read("orders", 4)
+                .await
+                .unwrap()
+                .unwrap()
+                .0
+                .last_time_ms,
+            3_000
+        );
+    }
+
+    #[tokio::test]
+    async fn a_release_that_loses_its_compare_reads_again() {
+        let store = Memory::default();
+        store.put(record(0, 1, 1_000));
+        // A heartbeat moved the record between the read and the delete: still released (it
+        // used to answer false and leave the record).
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(0, (record(0, 1, 2_000), 7));
+        }));
+        assert!(release(&store, &who(1)).await.unwrap());
+        assert!(store.read("orders", 0).await.unwrap().is_none());
+        // Taken over between the read and the delete: not ours to release any more.
+        store.put(record(1, 1, 1_000));
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(1, (record(1, 2, 1_000), 7));
+        }));
+        assert!(!release(&store, &who(1)).await.unwrap());
+        assert_eq!(
+            store.read("orders", 1).await.unwrap().unwrap().0.identity,
+            who(2)
+        );
+    }
+
+    #[tokio::test]
+    async fn allocation_skips_an_id_taken_meanwhile_and_fails_clearly_when_full() {
+        let store = Memory::default();
+        let space = IdSpace { size: 4 };
+        store.put(record(0, 9, 0));
+        // Another process creates ID 1 between our read and our create: we get 2.
+        store.before_write.lock().unwrap().push(Box::new(|r| {
+            r.insert(1, (record(1, 8, 0), 1));
+        }));
+        let (r, existing) = allocate(&store, &who(1), space).await.unwrap();
+        assert_eq!((r.id, existing), (2, false));
+        let (r, existing) = allocate(&store, &who(1), space).await.unwrap();
+        assert_eq!((r.id, existing), (2, true));
+        allocate(&store, &who(2), space).await.unwrap();
+        let e = allocate(&store, &who(3), space).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::SpaceFull);
+        assert!(e.message.contains("all 4 IDs"), "{e}");
+    }
+}

@@ -1,0 +1,594 @@
+//! The `zookeeper` registry (ZooKeeper 3.5+): `zk://host:port[,host:port...]/root`.
+//!
+//! Nodes, all under the root (default `/floe`):
+//! - `{root}/{service}/workers/{id}`: **persistent**, one per allocated ID, holding the
+//!   [`WorkerRecord`] as JSON (identity, last time). Unlike Leaf's ephemeral-free scheme and
+//!   Layotto's ephemeral counters, nothing here is lost with a session.
+//! - `{root}/{service}/holders/{host}:{port}`: **ephemeral**, created by the live holder of an
+//!   identity, so that a second process with the same identity gets [`ErrorKind::Conflict`]
+//!   instead of the same ID. It goes when the holder's session closes (at once on a clean exit,
+//!   after the session timeout on a crash).
+//!
+//! **Race-free allocation:** a new ID is taken by `create` of its worker node, which fails
+//! with `NodeExists` if another process took it first; the loser tries the next free ID.
+//! Heartbeats `setData` the worker node with the version just read, so a record that changed
+//! hands (released and re-registered) is never overwritten.
+//!
+//! **A session that expires** (the server ended it: the holder was cut off longer than the
+//! session timeout, or the client gave up reconnecting after 1.4 times it) takes the holder
+//! nodes with it, so another process may claim the identity: a keeper task raises the
+//! [`Fence`](floe_core::fence::Fence) of every registration of the session at once (no IDs),
+//! opens a new session, and holds each ID again: it re-creates the holder node under the new
+//! session and checks that the worker record is still the identity's and that its last time is
+//! not past the last time this process recorded (else another process used the ID meanwhile).
+//! Then it lowers the fence; the generator goes on with the same worker ID, after its own last
+//! time. The record is not rewritten, so its last time never moves back. An ID that turned out
+//! to be someone else's stays fenced for good, and every heartbeat says why.
+//!
+//! While the client is only disconnected (the session may still be alive on the server),
+//! generation goes on; the fence rises when the expiry is known: the server says so on
+//! reconnection, or the client gives up after 1.4 session timeouts (8.4 s).
+
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError};
+
+use floe_core::fence::Fence;
+
+use super::records::{self, decode, encode, Claim, Claims, VersionedRecords};
+use crate::{
+    ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
+};
+
+/// A registry on a ZooKeeper ensemble.
+pub struct ZkRegistry {
+    shared: Arc<Shared>,
+}
+
+/// What the registry, its registrations' holds and its keeper share.
+struct Shared {
+    root: String,
+    cluster: String,
+    session: Mutex<Session>,
+    claims: Claims,
+}
+
+/// The current session, and its place in the sequence of sessions.
+#[derive(Clone)]
+struct Session {
+    client: Client,
+    /// Counts the sessions: a claim stands under the epoch whose session holds its node.
+    epoch: u64,
+    /// Whether `client` is the session of `epoch` (false from an expiry until the next session
+    /// is open).
+    open: bool,
+}
+
+impl Shared {
+    fn session(&self) -> Session {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds a registration's claim, made under session `claim.epoch()`: should that session
+    /// have ended meanwhile, the claim is fenced at once (the keeper holds it again).
+    fn add_claim(&self, claim: &Arc<Claim>) {
+        let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if !session.open || session.epoch != claim.epoch() {
+            claim.lapse();
+        }
+        self.claims.add(claim);
+    }
+
+    /// The session ended: fence every claim until it is held again.
+    fn expired(&self) {
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        session.epoch += 1;
+        session.open = false;
+        for claim in self.claims.live() {
+            claim.lapse();
+        }
+    }
+
+    /// A new session for the current epoch.
+    fn install(&self, client: Client) {
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        session.client = client;
+        session.open = true;
+    }
+
+    fn holder(&self, identity: &Identity) -> String {
+        format!(
+            "{}/{}/holders/{}:{}",
+            self.root, identity.service, identity.host, identity.port
+        )
+    }
+}
+
+impl fmt::Debug for ZkRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkRegistry")
+            .field("cluster", &self.shared.cluster)
+            .field("root", &self.shared.root)
+            .finish()
+    }
+}
+
+/// Maps the client's errors to registry errors: connection trouble is temporary.
+fn map_err(what: &str, e: ZkError) -> RegistryError {
+    let kind = match e {
+        ZkError::NoHosts
+        | ZkError::Timeout
+        | ZkError::ConnectionLoss
+        | ZkError::SessionExpired
+        | ZkError::ClientClosed => ErrorKind::Unavailable,
+        ZkError::NoAuth | ZkError::AuthFailed | ZkError::BadArguments(_) => ErrorKind::Config,
+        _ => ErrorKind::Unavailable,
+    };
+    RegistryError::new(kind, format!("zookeeper: {what}: {e}"))
+}
+
+/// The session timeout asked of the server.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Opens a session on `cluster`.
+async fn open_session(cluster: &str) -> Result<Client, ZkError> {
+    Client::connector()
+        .with_session_timeout(SESSION_TIMEOUT)
+        .with_connection_timeout(Duration::from_secs(3))
+        .connect(cluster)
+        .await
+}
+
+/// The registration's claim: the session (kept open while the registration lives) and the
+/// claim the keeper holds again after an expiry.
+struct ZkHold {
+    _shared: Arc<Shared>,
+    _claim: Arc<Claim>,
+}
+
+impl ZkRegistry {
+    /// Connects to `cluster` (`host:port[,host:port...]`) and uses `root` (e.g. `/floe`).
+    /// Call it on a tokio runtime: it starts the session's keeper there (see the module docs).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] for a bad root; [`ErrorKind::Unavailable`] when no server answers
+    /// within the connection timeout.
+    pub async fn connect(cluster: &str, root: &str) -> Result<Self, RegistryError> {
+        crate::open::check_servers("ZooKeeper", cluster, root)?;
+        let client = open_session(cluster)
+            .await
+            .map_err(|e| map_err(&format!("cannot connect to {cluster}"), e))?;
+        let watcher = client.state_watcher();
+        let shared = Arc::new(Shared {
+            root: root.to_string(),
+            cluster: cluster.to_string(),
+            session: Mutex::new(Session {
+                client,
+                epoch: 0,
+                open: true,
+            }),
+            claims: Claims::default(),
+        });
+        tokio::spawn(keep(Arc::downgrade(&shared), watcher));
+        Ok(ZkRegistry { shared })
+    }
+
+    fn client(&self) -> Client {
+        self.shared.session().client
+    }
+
+    fn workers(&self, service: &str) -> String {
+        format!("{}/{service}/workers", self.shared.root)
+    }
+
+    fn holder(&self, identity: &Identity) -> String {
+        self.shared.holder(identity)
+    }
+
+    fn worker(&self, service: &str, id: u32) -> String {
+        format!("{}/{id}", self.workers(service))
+    }
+
+    /// Builds the registration of `record`, claimed under session `epoch`.
+    fn registration(&self, record: WorkerRecord, existing: bool, epoch: u64) -> Registration {
+        let fence = Arc::new(Fence::new());
+        let claim = Arc::new(Claim::new(&record, fence.clone(), epoch));
+        self.shared.add_claim(&claim);
+        Registration {
+            record,
+            existing,
+            fence,
+            _hold: Some(Hold::new(ZkHold {
+                _shared: self.shared.clone(),
+                _claim: claim,
+            })),
+        }
+    }
+}
+
+/// What creating a holder node came to.
+enum HolderNode {
+    /// Created under this session.
+    Created,
+    /// It was already this session's (an earlier registration of the same identity).
+    Ours,
+    /// Another session holds it.
+    Taken,
+    /// Another session held it until just now: try again.
+    JustReleased,
+}
+
+/// Creates `identity`'s holder node `holder` under `client`'s session.
+async fn create_holder(client: &Client, holder: &str) -> Result<HolderNode, RegistryError> {
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    match client.create(holder, b"", &ephemeral).await {
+        Ok(_) => Ok(HolderNode::Created),
+        Err(ZkError::NodeExists) => match client.check_stat(holder).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => Ok(HolderNode::Ours),
+            Ok(Some(_)) => Ok(HolderNode::Taken),
+            Ok(None) => Ok(HolderNode::JustReleased),
+            Err(e) => Err(map_err(&format!("read {holder}"), e)),
+        },
+        Err(e) => Err(map_err(&format!("create {holder}"), e)),
+    }
+}
+
+/// The error for an identity whose holder node another session has.
+fn held_elsewhere(identity: &Identity, holder: &str) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::Conflict,
+        format!("{identity} is held by another live process ({holder} exists; it goes when that process's session ends)"),
+    )
+}
+
+/// The keeper of a registry's session: when it ends, fences every claim, opens a new session
+/// and holds each claim's ID again (see the module docs). Ends with the registry and its
+/// registrations.
+async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher) {
+    loop {
+        // Hold again the claims the last session left (none but after an expiry).
+        let unsettled = match shared.upgrade() {
+            Some(shared) => hold_claims_again(&shared).await,
+            None => return,
+        };
+        let wait = if unsettled {
+            Duration::from_millis(250)
+        } else {
+            Duration::from_secs(1)
+        };
+        let state = match tokio::time::timeout(wait, watcher.changed()).await {
+            Ok(state) => state,
+            Err(_) => continue, // a look at the claims, and whether the registry is still here
+        };
+        if !state.is_terminated() {
+            continue; // disconnected or connected again: the same session
+        }
+        match shared.upgrade() {
+            Some(shared) => shared.expired(),
+            None => return,
+        }
+        let mut backoff = Duration::from_millis(100);
+        watcher = loop {
+            let Some(cluster) = shared.upgrade().map(|s| s.cluster.clone()) else {
+                return;
+            };
+            match open_session(&cluster).await {
+                Ok(client) => {
+                    let watcher = client.state_watcher();
+                    match shared.upgrade() {
+                        Some(shared) => shared.install(client),
+                        None => return,
+                    }
+                    break watcher;
+                }
+                Err(_) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
+    }
+}
+
+/// Holds again, under the current session, every claim made under an earlier one. Whether
+/// some are still to be tried (the server did not answer).
+async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
+    let session = shared.session();
+    if !session.open {
+        return true;
+    }
+    let registry = ZkRegistry {
+        shared: shared.clone(),
+    };
+    let mut unsettled = false;
+    for claim in shared.claims.live() {
+        if claim.epoch() == session.epoch || claim.lost().is_some() {
+            continue;
+        }
+        let holder = shared.holder(&claim.identity);
+        let mut created = false;
+        let held = match create_holder(&session.client, &holder).await {
+            Ok(node @ (HolderNode::Created | HolderNode::Ours)) => {
+                created = matches!(node, HolderNode::Created);
+                records::may_hold_again(&registry, &claim).await
+            }
+            Ok(HolderNode::Taken) => Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "zookeeper: {} was claimed by another process while this one's session had expired ({holder} is another session's): worker ID {} stays fenced (no IDs): restart floe to register again",
+                    claim.identity, claim.id
+                ),
+            )),
+            Ok(HolderNode::JustReleased) => {
+                unsettled = true;
+                continue;
+            }
+            Err(e) => Err(e),
+        };
+        match held {
+            Ok(()) => claim.held_under(session.epoch),
+            Err(e) if e.kind == ErrorKind::Conflict => {
+                // Someone else's now: fenced for good; the identity is not kept claimed.
+                if created {
+                    let _ = session.client.delete(&holder, None).await;
+                }
+                claim.lose(e);
+            }
+            Err(_) => unsettled = true,
+        }
+    }
+    unsettled
+}
+
+#[async_trait]
+impl VersionedRecords for ZkRegistry {
+    type Version = i32;
+
+    fn store(&self) -> &'static str {
+        "ZooKeeper"
+    }
+
+    async fn read(
+        &self,
+        service: &str,
+        id: u32,
+    ) -> Result<Option<(WorkerRecord, i32)>, RegistryError> {
+        let path = self.worker(service, id);
+        match self.client().get_data(&path).await {
+            Ok((data, stat)) => Ok(Some((decode("zookeeper", &path, &data)?, stat.version))),
+            Err(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(map_err(&format!("read {path}"), e)),
+        }
+    }
+
+    async fn read_all(&self, service: &str) -> Result<Vec<(WorkerRecord, i32)>, RegistryError> {
+        let dir = self.workers(service);
+        let children = match self.client().list_children(&dir).await {
+            Ok(c) => c,
+            Err(ZkError::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(map_err(&format!("list {dir}"), e)),
+        };
+        let mut records = Vec::with_capacity(children.len());
+        for child in children {
+            let path = format!("{dir}/{child}");
+            match self.client().get_data(&path).await {
+                Ok((data, stat)) => {
+                    records.push((decode("zookeeper", &path, &data)?, stat.version));
+                }
+                Err(ZkError::NoNode) => continue, // released meanwhile
+                Err(e) => return Err(map_err(&format!("read {path}"), e)),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError> {
+        let path = self.worker(&record.identity.service, record.id);
+        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        match self
+            .client()
+            .create(&path, &encode(record)?, &persistent)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(ZkError::NodeExists) => Ok(false), // another process took it first
+            Err(e) => Err(map_err(&format!("create {path}"), e)),
+        }
+    }
+
+    async fn replace(&self, record: &WorkerRecord, version: i32) -> Result<bool, RegistryError> {
+        let path = self.worker(&record.identity.service, record.id);
+        match self
+            .client()
+            .set_data(&path, &encode(record)?, Some(version))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(ZkError::BadVersion | ZkError::NoNode) => Ok(false),
+            Err(e) => Err(map_err(&format!("write {path}"), e)),
+        }
+    }
+
+    async fn take_over(
+        &self,
+        record: &WorkerRecord,
+        version: i32,
+        previous: &Identity,
+    ) -> Result<bool, RegistryError> {
+        // One transaction, so that the previous holder cannot come back between a check and
+        // the write: create its holder node (fails if its session is alive: not idle after
+        // all), write the record if unchanged since read, delete the holder node again.
+        let client = self.client();
+        let path = self.worker(&record.identity.service, record.id);
+        let previous_holder = self.holder(previous);
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let data = encode(record)?;
+        let mut txn = client.new_multi_writer();
+        txn.add_create(&previous_holder, b"", &ephemeral)
+            .and_then(|()| txn.add_set_data(&path, &data, Some(version)))
+            .and_then(|()| txn.add_delete(&previous_holder, None))
+            .map_err(|e| map_err(&format!("take over {path}"), e))?;
+        match txn.commit().await {
+            Ok(_) => Ok(true),
+            Err(MultiWriteError::OperationFailed {
+                source: ZkError::NodeExists | ZkError::BadVersion | ZkError::NoNode,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(map_err(&format!("take over {path}"), e.into())),
+        }
+    }
+
+    async fn delete(&self, service: &str, id: u32, version: i32) -> Result<bool, RegistryError> {
+        let path = self.worker(service, id);
+        match self.client().delete(&path, Some(version)).await {
+            Ok(()) => Ok(true),
+            Err(ZkError::NoNode | ZkError::BadVersion) => Ok(false),
+            Err(e) => Err(map_err(&format!("delete {path}"), e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Registry for ZkRegistry {
+    fn name(&self) -> &'static str {
+        "zookeeper"
+    }
+
+    fn location(&self) -> String {
+        format!("zk://{}{}", self.shared.cluster, self.shared.root)
+    }
+
+    async fn register(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError> {
+        identity.validate()?;
+        let Session { client, epoch, .. } = self.shared.session();
+        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for dir in [
+            self.workers(&identity.service),
+            format!("{}/{}/holders", self.shared.root, identity.service),
+        ] {
+            client
+                .mkdir(&dir, &persistent)
+                .await
+                .map_err(|e| map_err(&format!("create {dir}"), e))?;
+        }
+        let holder = self.holder(identity);
+        let created = match create_holder(&client, &holder).await? {
+            HolderNode::Created => true,
+            HolderNode::Ours => false,
+            HolderNode::Taken => return Err(held_elsewhere(identity, &holder)),
+            HolderNode::JustReleased => {
+                return Err(RegistryError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{identity}: {holder} was just released by its previous holder; try again"
+                    ),
+                ))
+            }
+        };
+        let result = records::allocate(self, identity, space).await;
+        if result.is_err() && created {
+            // Do not keep the identity claimed by a registration that failed.
+            let _ = client.delete(&holder, None).await;
+        }
+        let (record, existing) = result?;
+        Ok(self.registration(record, existing, epoch))
+    }
+
+    async fn heartbeat(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError> {
+        let session = self.shared.session();
+        let claim = self.shared.claims.find(identity, id);
+        if let Some(claim) = &claim {
+            if let Some(lost) = claim.lost() {
+                return Err(lost);
+            }
+            if !session.open || claim.is_lapsed() || claim.epoch() != session.epoch {
+                return Err(RegistryError::new(
+                    ErrorKind::Unavailable,
+                    format!("zookeeper: the session of {identity} expired; holding worker ID {id} again under a new one (no IDs meanwhile)"),
+                ));
+            }
+            claim.record(last_time_ms);
+        }
+        // Our claim must still stand: the holder node, owned by this session. When the
+        // session expired, or the node went, another process may hold the identity now.
+        let holder = self.holder(identity);
+        let result = match session.client.check_stat(&holder).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == session.client.session_id().0 => {
+                records::heartbeat(self, identity, id, last_time_ms).await
+            }
+            // The keeper holds the ID again under a new session.
+            Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) if claim.is_some() => {
+                Err(map_err(&format!("read {holder}"), e))
+            }
+            Ok(_) | Err(ZkError::SessionExpired | ZkError::ClientClosed) => Err(RegistryError::new(
+                ErrorKind::Conflict,
+                format!("the claim on {identity} lapsed ({holder} is not this session's): stop issuing IDs"),
+            )),
+            Err(e) => Err(map_err(&format!("read {holder}"), e)),
+        };
+        records::settle(claim.as_deref(), result)
+    }
+
+    async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        records::release(self, identity).await
+    }
+
+    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+        let holder = self.holder(identity);
+        match self.client().delete(&holder, None).await {
+            Ok(()) | Err(ZkError::NoNode) => Ok(()),
+            Err(e) => Err(map_err(&format!("delete {holder}"), e)),
+        }
+    }
+
+    async fn reclaim(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        identity.validate()?;
+        let Session { client, epoch, .. } = self.shared.session();
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let holder = self.holder(identity);
+        match client.create(&holder, b"", &ephemeral).await {
+            Ok(_) => {}
+            Err(ZkError::NodeExists) => {
+                return Err(RegistryError::new(
+                    ErrorKind::Conflict,
+                    format!("{identity} is held by another live process ({holder} exists)"),
+                ))
+            }
+            Err(e) => return Err(map_err(&format!("create {holder}"), e)),
+        }
+        let taken = records::take_over_idle(self, identity, space, idle_before_ms).await;
+        if !matches!(taken, Ok(Some(_))) {
+            // Nothing taken: do not keep the identity claimed.
+            let _ = client.delete(&holder, None).await;
+        }
+        Ok(taken?.map(|record| self.registration(record, false, epoch)))
+    }
+
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        Ok(records::list(self, service)
+            .await?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect())
+    }
+}

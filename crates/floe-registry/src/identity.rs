@@ -1,0 +1,98 @@
+//! Who holds an ID, how many IDs there are, and the record a registry keeps of each.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::RegistryError;
+
+/// Who holds a worker ID: a service and the host and port it runs on (as Leaf's
+/// `/leaf_snowflake/{service}/{host:port}`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Identity {
+    /// The service name.
+    pub service: String,
+    /// The host name or address.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+impl Identity {
+    /// An identity.
+    pub fn new(service: impl Into<String>, host: impl Into<String>, port: u16) -> Self {
+        Identity {
+            service: service.into(),
+            host: host.into(),
+            port,
+        }
+    }
+
+    /// Checks the fields: a non-empty service of `[A-Za-z0-9._-]`, a non-empty host.
+    ///
+    /// # Errors
+    /// [`RegistryError`] of kind [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field.
+    pub fn validate(&self) -> Result<(), RegistryError> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        if self.service.is_empty() || !self.service.chars().all(ok) {
+            return Err(RegistryError::config(format!(
+                "service: expected a non-empty name of letters, digits, '.', '_' or '-', found {:?}",
+                self.service
+            )));
+        }
+        if self.host.is_empty() || self.host.contains(['/', ' ']) {
+            return Err(RegistryError::config(format!(
+                "host: expected a non-empty host name or address, found {:?}",
+                self.host
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}:{}", self.service, self.host, self.port)
+    }
+}
+
+/// How many IDs there are to hand out: `2^node_bits` for a Snowflake layout (1024 for `leaf`,
+/// 32 x 32 for `twitter`), 65536 for sno partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdSpace {
+    /// IDs run from 0 to `size - 1`.
+    pub size: u32,
+}
+
+impl IdSpace {
+    /// The worker IDs of a Snowflake layout (datacenter and worker bits together).
+    pub fn snowflake(layout: &floe_core::snowflake::Layout) -> Self {
+        IdSpace {
+            size: (layout.max_node() + 1).min(u64::from(u32::MAX)) as u32,
+        }
+    }
+
+    /// sno partitions (16 bits).
+    pub const SNO_PARTITIONS: IdSpace = IdSpace { size: 1 << 16 };
+}
+
+/// One allocated ID, as a registry records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    /// The ID.
+    pub id: u32,
+    /// Who holds it.
+    pub identity: Identity,
+    /// The last time (Unix ms) its holder was known alive; 0 if never.
+    pub last_time_ms: u64,
+}
+
+impl WorkerRecord {
+    /// This record taken over by `identity`: the same ID and last time, a new holder.
+    pub(crate) fn taken_over_by(self, identity: &Identity) -> WorkerRecord {
+        WorkerRecord {
+            identity: identity.clone(),
+            ..self
+        }
+    }
+}

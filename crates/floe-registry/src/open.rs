@@ -1,0 +1,129 @@
+//! Opening a registry by its URL.
+
+#[cfg(feature = "etcd")]
+use crate::backends::etcd;
+#[cfg(feature = "zookeeper")]
+use crate::backends::zookeeper;
+use crate::backends::{file, static_id};
+use crate::blocking::off_executor;
+use crate::{ErrorKind, Registry, RegistryError, Unreachable};
+
+/// Checks a server registry's servers and root (as `connect` takes them), naming the field.
+#[allow(dead_code)] // used by the server registries, each behind a feature
+pub(crate) fn check_servers(kind: &str, servers: &str, root: &str) -> Result<(), RegistryError> {
+    floe_core::endpoint::check_addresses(kind, servers)
+        .and_then(|()| floe_core::endpoint::check_root(kind, root))
+        .map_err(|e| RegistryError::config(format!("registry: {e}")))
+}
+
+/// The servers and root of a server registry URL (root `/floe` by default), naming the field.
+#[allow(dead_code)] // used by the server registries, each behind a feature
+fn servers_and_root<'a>(kind: &str, url: &'a str) -> Result<(&'a str, &'a str), RegistryError> {
+    floe_core::endpoint::servers_and_root(kind, url, "/floe")
+        .map_err(|e| RegistryError::config(format!("registry: {e}")))
+}
+
+/// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
+/// or `zk://host:port[,host:port...][/root]` (root `/floe` by default).
+///
+/// # Errors
+/// [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field `registry`: an unknown scheme, a bad path or ID;
+/// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when a server registry cannot be reached.
+pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
+    let (scheme, rest) = url.split_once(':').ok_or_else(|| {
+        RegistryError::config(format!(
+            "registry: expected a URL such as file:///var/lib/floe or static:7, found {url:?}"
+        ))
+    })?;
+    match scheme {
+        "file" => {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(RegistryError::config(format!(
+                    "registry: {url:?} has no directory"
+                )));
+            }
+            let path = path.to_string();
+            let registry = off_executor("file registry: open", move || {
+                file::FileRegistry::new(path)
+            })
+            .await?;
+            Ok(Box::new(registry))
+        }
+        "static" => {
+            let id = rest.trim_start_matches('/').parse::<u32>().map_err(|_| {
+                RegistryError::config(format!(
+                    "registry: expected static:ID with a number, found {url:?}"
+                ))
+            })?;
+            Ok(Box::new(static_id::StaticRegistry::new(id)))
+        }
+        #[cfg(feature = "zookeeper")]
+        "zk" | "zookeeper" => {
+            let (cluster, root) = servers_and_root("ZooKeeper", url)?;
+            Ok(Box::new(
+                zookeeper::ZkRegistry::connect(cluster, root).await?,
+            ))
+        }
+        #[cfg(feature = "etcd")]
+        "etcd" => {
+            let (base, options) = floe_core::endpoint::take_options(url, &["ttl"]);
+            let ttl = match options.last() {
+                Some((_, t)) => t.parse::<i64>().map_err(|_| {
+                    RegistryError::config(format!("registry: ttl must be whole seconds, found {t:?}"))
+                })?,
+                None => 10,
+            };
+            let (endpoints, root) = servers_and_root("etcd", &base)?;
+            Ok(Box::new(etcd::EtcdRegistry::connect(endpoints, root, ttl).await?))
+        }
+        #[cfg(not(feature = "etcd"))]
+        "etcd" => Err(RegistryError::config(
+            "registry: etcd is not in this build: build floe with --features etcd (it needs protoc)",
+        )),
+        other => Err(RegistryError::config(format!(
+            "registry: unknown scheme {other:?} in {url:?}: expected file:, static:, zk: or etcd:"
+        ))),
+    }
+}
+
+/// As [`open`], but a registry that cannot be reached opens as [`Unreachable`] instead of
+/// failing, for start-ups that may use the local cache.
+///
+/// # Errors
+/// Configuration errors, as [`open`].
+pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
+    match open(url).await {
+        Err(error) if error.kind == ErrorKind::Unavailable => {
+            let name = match url.split(':').next() {
+                Some("zk" | "zookeeper") => "zookeeper",
+                Some("etcd") => "etcd",
+                Some("file") => "file",
+                _ => "registry",
+            };
+            let location = location_of(url);
+            Ok(Box::new(Unreachable::new(name, location, error)))
+        }
+        other => other,
+    }
+}
+
+/// A registry URL as [`Registry::location`](crate::Registry::location) gives it: without floe's options (`?ttl=`), and
+/// with the server registries' default root `/floe` when none is given.
+pub fn location_of(url: &str) -> String {
+    let (base, _) = floe_core::endpoint::take_options(url, &["ttl"]);
+    match base.split_once("://") {
+        Some((scheme @ ("zk" | "zookeeper" | "etcd"), rest)) => {
+            let scheme = if scheme == "zookeeper" { "zk" } else { scheme };
+            if rest.contains('/') {
+                format!("{scheme}://{rest}")
+            } else {
+                format!("{scheme}://{rest}/floe")
+            }
+        }
+        _ => match base.strip_prefix("file:") {
+            Some(path) => format!("file://{}", path.strip_prefix("//").unwrap_or(path)),
+            None => base.to_string(),
+        },
+    }
+}

@@ -1,0 +1,78 @@
+//! Planning and allocation helpers every backend shares: which ID a registration comes to,
+//! and which IDs may be taken over.
+
+use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
+
+/// What registering `identity` comes to, given the records of its service: its own ID again,
+/// or one of the free IDs (lowest first; a registry takes the first it can claim atomically).
+pub(crate) enum Plan {
+    Own(WorkerRecord),
+    Free(Vec<u32>),
+}
+
+/// Plans a registration. `store` names where the records live, for messages.
+///
+/// # Errors
+/// [`ErrorKind::Config`](crate::ErrorKind::Config) when the identity's own ID is outside `space` (a smaller layout than
+/// it was registered with); [`ErrorKind::SpaceFull`](crate::ErrorKind::SpaceFull) when no ID is free.
+pub(crate) fn plan<'a>(
+    records: impl IntoIterator<Item = &'a WorkerRecord>,
+    identity: &Identity,
+    space: IdSpace,
+    store: &str,
+) -> Result<Plan, RegistryError> {
+    let mut used = std::collections::HashSet::new();
+    for record in records {
+        if &record.identity == identity {
+            if record.id >= space.size {
+                return Err(RegistryError::config(format!(
+                    "{identity} holds worker ID {} in {store}, outside this layout's {} IDs: release it first",
+                    record.id, space.size
+                )));
+            }
+            return Ok(Plan::Own(record.clone()));
+        }
+        used.insert(record.id);
+    }
+    let free: Vec<u32> = (0..space.size).filter(|id| !used.contains(id)).collect();
+    if free.is_empty() {
+        return Err(space_full(identity, space, store));
+    }
+    Ok(Plan::Free(free))
+}
+
+/// The error for a space with no free ID.
+pub(crate) fn space_full(identity: &Identity, space: IdSpace, store: &str) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::SpaceFull,
+        format!(
+            "no free worker ID for {identity}: all {} IDs of service {:?} are allocated in {store} (see `floe worker list`)",
+            space.size, identity.service
+        ),
+    )
+}
+
+/// The records `identity` may take over (see [`Registry::reclaim`](crate::Registry::reclaim)), longest idle first: in
+/// the space, heartbeaten at least once, idle since `idle_before_ms`, and someone else's.
+/// Whether each holder is still alive is the registry's own check. `record` finds the record in
+/// an item (registries keep a version beside it).
+pub(crate) fn idle_first<T>(
+    items: impl IntoIterator<Item = T>,
+    record: impl Fn(&T) -> &WorkerRecord,
+    identity: &Identity,
+    space: IdSpace,
+    idle_before_ms: u64,
+) -> Vec<T> {
+    let mut idle: Vec<T> = items
+        .into_iter()
+        .filter(|item| {
+            let r = record(item);
+            r.id < space.size
+                && r.last_time_ms > 0
+                && r.last_time_ms <= idle_before_ms
+                && &r.identity != identity
+        })
+        .collect();
+    idle.sort_by_key(|item| record(item).last_time_ms);
+    idle
+}

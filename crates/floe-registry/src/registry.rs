@@ -1,0 +1,131 @@
+//! The [`Registry`] trait every backend implements, and the [`Registration`] it hands out.
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+use crate::{IdSpace, Identity, RegistryError, WorkerRecord};
+
+/// What [`Registry::register`](crate::Registry::register) returns.
+#[derive(Debug)]
+pub struct Registration {
+    /// The record: the ID and the last time recorded *before* this registration (the
+    /// previous run's, or the previous holder's when the ID was taken over).
+    pub record: WorkerRecord,
+    /// Whether the ID was already this identity's (a restart) rather than newly allocated.
+    pub existing: bool,
+    /// Raised by the registry when it learns in the background that the ID is no longer
+    /// provably this identity's (etcd: the lease was lost); lowered when it holds it again.
+    pub fence: std::sync::Arc<floe_core::fence::Fence>,
+    /// Held for as long as the registration lives: for the file registry, the OS lock that
+    /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
+    /// the ephemeral holder node.
+    pub(crate) _hold: Option<Hold>,
+}
+
+impl Registration {
+    /// A registration with a fence of its own (never raised unless the registry raises it).
+    pub(crate) fn new(record: WorkerRecord, existing: bool, hold: Option<Hold>) -> Self {
+        Registration {
+            record,
+            existing,
+            fence: Default::default(),
+            _hold: hold,
+        }
+    }
+}
+
+/// Whatever keeps a registration's claim alive; dropped with the registration.
+pub(crate) struct Hold(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+
+impl Hold {
+    pub(crate) fn new(inner: impl std::any::Any + Send + Sync) -> Self {
+        Hold(Box::new(inner))
+    }
+}
+
+impl fmt::Debug for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hold")
+    }
+}
+
+/// A registry of worker IDs. One small primitive per operation; the cache, the clock guards
+/// and heartbeat scheduling are written once, above every backend ([`lease`](crate::lease)).
+#[async_trait]
+pub trait Registry: Send + Sync + fmt::Debug {
+    /// The registry's name in logs and URLs (`file`, `static`, `zookeeper`, `etcd`).
+    fn name(&self) -> &'static str;
+
+    /// Which registry this is, as a URL without options (`zk://host:port/root`,
+    /// `file:///var/lib/floe`, `static:7`): the local cache keeps an ID under the registry
+    /// that granted it, and never offers it to another.
+    fn location(&self) -> String;
+
+    /// Gives `identity` an ID in `space`: its own ID again if it has one, else a free one.
+    /// The registration's record carries the last time recorded before this call.
+    ///
+    /// # Errors
+    /// [`ErrorKind::SpaceFull`](crate::ErrorKind::SpaceFull) when every ID is allocated, [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) when the
+    /// identity's ID is held by another live process, [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when the
+    /// registry cannot be reached.
+    async fn register(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError>;
+
+    /// Records that the holder of `id` was alive at `last_time_ms` (never moving it back).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable), or [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) if the ID is no longer this
+    /// identity's.
+    async fn heartbeat(
+        &self,
+        identity: &Identity,
+        id: u32,
+        last_time_ms: u64,
+    ) -> Result<(), RegistryError>;
+
+    /// Gives up `identity`'s ID. Its last time is forgotten with it, so only release an ID
+    /// whose holder is gone for good.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable).
+    async fn release(&self, identity: &Identity) -> Result<bool, RegistryError>;
+
+    /// Every allocated ID of `service`, in ID order.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable).
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError>;
+
+    /// Ends this process's hold on `identity`'s ID at a clean shutdown, so that a restart
+    /// need not wait for it to lapse. The ID stays allocated to the identity, with its last
+    /// time. (The file registry's hold is an OS lock that ends with the registration.)
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable).
+    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+        let _ = identity;
+        Ok(())
+    }
+
+    /// Takes over, for `identity`, the ID of another identity of the same service whose holder
+    /// was last alive at or before `idle_before_ms` and is not alive now (no live process
+    /// holds it). The ID longest idle goes first. The registration's record keeps the
+    /// previous holder's last time, so the new holder starts after it. Records never
+    /// heartbeaten (last time 0) are not taken. `None`: nothing to take.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable); [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) if `identity` is held elsewhere.
+    async fn reclaim(
+        &self,
+        identity: &Identity,
+        space: IdSpace,
+        idle_before_ms: u64,
+    ) -> Result<Option<Registration>, RegistryError> {
+        let _ = (identity, space, idle_before_ms);
+        Ok(None)
+    }
+}

@@ -1,0 +1,47 @@
+//! A registry that could not be reached when it was opened.
+
+use async_trait::async_trait;
+
+use crate::{IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord};
+
+/// A registry that could not be reached when it was opened: every call answers with that
+/// error (kind [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable)), so [`lease::acquire`](crate::lease::acquire) falls back to the cache.
+#[derive(Debug)]
+pub struct Unreachable {
+    name: &'static str,
+    location: String,
+    error: RegistryError,
+}
+
+impl Unreachable {
+    /// A registry named `name` at `location` that answers every call with `error`.
+    pub(crate) fn new(name: &'static str, location: String, error: RegistryError) -> Self {
+        Unreachable {
+            name,
+            location,
+            error,
+        }
+    }
+}
+
+#[async_trait]
+impl Registry for Unreachable {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+    async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
+        Err(self.error.clone())
+    }
+    async fn heartbeat(&self, _: &Identity, _: u32, _: u64) -> Result<(), RegistryError> {
+        Err(self.error.clone())
+    }
+    async fn release(&self, _: &Identity) -> Result<bool, RegistryError> {
+        Err(self.error.clone())
+    }
+    async fn list(&self, _: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        Err(self.error.clone())
+    }
+}
