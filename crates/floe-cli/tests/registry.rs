@@ -149,7 +149,7 @@ fn a_clock_behind_the_cached_last_time_refuses_naming_both_times() {
     let dir = tempfile::tempdir().unwrap();
     ok(gen_with(dir.path(), "state", &[]));
     // The cache says this identity was alive an hour from now.
-    let cache = dir.path().join("state").join("cache-orders-h1-8080.json");
+    let cache = cache_file(&dir.path().join("state"));
     let mut entry: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
     let future = entry["last_time_ms"].as_u64().unwrap() + 3_600_000;
@@ -250,7 +250,7 @@ fn a_static_id_is_still_guarded_by_the_local_cache() {
     };
     let first: serde_json::Value = serde_json::from_str(ok(gen()).trim()).unwrap();
     assert_eq!(first["worker"], 5);
-    let cache = dir.path().join("cache-orders-h1-8080.json");
+    let cache = cache_file(dir.path());
     let mut entry: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
     assert_eq!(entry["id"], 5);
@@ -340,4 +340,19 @@ fn a_long_run_heartbeats_while_it_generates() {
         "the run ended before two heartbeats were seen: {seen:?}"
     );
     assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+/// The one cache file of identity orders/h1:8080 in a state directory (its name ends with a
+/// hash of the registry that granted the ID).
+fn cache_file(state: &std::path::Path) -> std::path::PathBuf {
+    let mut found: Vec<_> = std::fs::read_dir(state)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("cache-orders-h1-8080-") && name.ends_with(".json")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.pop().unwrap()
 }

@@ -83,7 +83,7 @@ fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(url:
     }
 }
 
-fn server_unreachable_at_start_up_uses_the_cache(url: &str, unreachable: &str) {
+fn server_unreachable_at_start_up_uses_the_cache(scheme: &str, server: &str) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().to_str().unwrap().to_string();
     let gen = |registry: &str| {
@@ -107,13 +107,29 @@ fn server_unreachable_at_start_up_uses_the_cache(url: &str, unreachable: &str) {
             .output()
             .unwrap()
     };
-    let first: serde_json::Value = serde_json::from_str(ok(gen(url)).trim()).unwrap();
-    // The same identity with ZooKeeper unreachable (nothing listens on port 1).
-    let out = gen(unreachable);
+    // The registry through a proxy: the same URL, reachable, then not.
+    let proxy = floe_testkit::Proxy::start(server);
+    let root = floe_testkit::unique("floe-cli-down");
+    let url = format!("{scheme}://{}/{root}", proxy.addr);
+    let first: serde_json::Value = serde_json::from_str(ok(gen(&url)).trim()).unwrap();
+    let proxy_addr = proxy.addr.clone();
+    drop(proxy);
+    let out = gen(&url);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     let again: serde_json::Value = serde_json::from_str(ok(out).trim()).unwrap();
     assert_eq!(again["worker"], first["worker"]);
     assert!(err.contains("started from the local cache"), "{err}");
+    // The cache is this registry's: another registry (or root) down finds none (issue 8: a
+    // file registry's worker 0 once started "from the local cache" of ZooKeeper).
+    for other in [
+        format!("{scheme}://127.0.0.1:1/{root}"),
+        format!("{scheme}://{proxy_addr}/{root}-other"),
+    ] {
+        let out = gen(&other);
+        assert_eq!(out.status.code(), Some(2), "{other}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("refusing to start"), "{other}: {err}");
+    }
     // Without a cache: refused.
     let empty = tempfile::tempdir().unwrap();
     let out = floe()
@@ -152,10 +168,9 @@ macro_rules! server_tests {
             }
             #[test]
             fn server_unreachable_at_start_up_uses_the_cache() {
-                // Nothing listens on port 1.
                 super::server_unreachable_at_start_up_uses_the_cache(
-                    &super::url($scheme, $var, "down"),
-                    concat!($scheme, "://127.0.0.1:1/floe"),
+                    $scheme,
+                    &floe_testkit::env($var),
                 );
             }
         }

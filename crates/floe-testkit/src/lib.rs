@@ -58,3 +58,69 @@ pub fn kill9(pid: &str) {
 pub fn restart(start_script: &str) -> Server {
     Server(Command::new("bash").arg(start_script).spawn().unwrap())
 }
+
+/// A TCP proxy on a free loopback port in front of a server (plain threads, no runtime):
+/// a registry or store URL through it is the same URL while the proxy runs, and an
+/// unreachable one once it is dropped (the listener closes, every connection is cut).
+#[derive(Debug)]
+pub struct Proxy {
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// A proxy to `target` (`host:port`).
+    pub fn start(target: &str) -> Proxy {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (target, flag) = (target.to_string(), stop.clone());
+        let accept = std::thread::spawn(move || {
+            let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let _ = client.set_nonblocking(false);
+                        let Ok(server) = TcpStream::connect(&target) else {
+                            continue;
+                        };
+                        for (mut from, mut to) in [
+                            (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                            (server.try_clone().unwrap(), client.try_clone().unwrap()),
+                        ] {
+                            std::thread::spawn(move || {
+                                let _ = std::io::copy(&mut from, &mut to);
+                                let _ = to.shutdown(Shutdown::Both);
+                            });
+                        }
+                        open.lock().unwrap().extend([client, server]);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            for s in open.lock().unwrap().drain(..) {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        });
+        Proxy {
+            addr,
+            stop,
+            accept: Some(accept),
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+    }
+}
