@@ -123,3 +123,17 @@ fn clock_steps_after_kill9() {
         row.assert_clean(false);
     }
 }
+
+/// The embedded store on a full disk, then space back; SIGTERM with idle connections.
+#[test]
+fn disk_full_and_sigterm_with_idle_connections() {
+    let rows = vec![
+        faults::disk_full_embedded(),
+        faults::sigterm_with_idle_connections(),
+    ];
+    print(&rows);
+    for row in &rows {
+        row.assert_clean(false);
+        assert!(!row.outcome.contains("FAILED"), "{}", row.markdown());
+    }
+}

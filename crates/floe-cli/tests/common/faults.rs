@@ -642,3 +642,166 @@ fn wait_port(url: &str) {
     // Accepting is not always serving yet (PostgreSQL starting up): a moment more.
     std::thread::sleep(Duration::from_millis(500));
 }
+
+/// `floe serve` on the embedded store, SIGTERM while a client holds a half-sent request and
+/// another an idle socket, under STRONG load; then a restart on the same state directory.
+pub fn sigterm_with_idle_connections() -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let args = [
+        "--store",
+        "main=embedded",
+        "--state-dir",
+        &state,
+        "--shutdown-timeout-secs",
+        "2",
+        "--header-timeout-secs",
+        "600",
+        "--idle-timeout-secs",
+        "600",
+    ];
+    let mut tally = Tally::default();
+    tally.row.scenario =
+        "SIGTERM to `floe serve` under load while a half-sent request and an idle socket stay open, then a restart"
+            .into();
+    let path = "/v1/sequencer/main/orders?increment=strong".to_string();
+    // Run 1: held connections, load, SIGTERM.
+    let port = free_port();
+    let mut child = serve(&args, port, None);
+    wait_listening(&mut child, port);
+    let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(b"GET /v1/sequencer/main/orders?increment=strong HTTP/1.1\r\nHost: floe\r\n")
+        .unwrap();
+    let _idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = client(port, path.clone(), stop.clone());
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let termed = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if termed.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = termed.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    tally.run(&load.join().unwrap().ids);
+    // Run 2: the same state directory at once.
+    let port = free_port();
+    let restarted = Instant::now();
+    let mut child = serve(&args, port, None);
+    wait_listening(&mut child, port);
+    let up = restarted.elapsed();
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = client(port, path, stop.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    tally.run(&load.join().unwrap().ids);
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    tally.row.outcome = format!(
+        "exited ({status}) {} ms after SIGTERM (deadline 2 s); restart on the same state directory listening in {} ms",
+        took.as_millis(),
+        up.as_millis()
+    );
+    if !status.success() || took > Duration::from_secs(4) {
+        tally.row.outcome.push_str(" FAILED");
+    }
+    tally.row
+}
+
+/// `floe serve` on the embedded store in a 600 KB tmpfs: the disk is filled under load
+/// (WEAK and STRONG), then freed; the store must serve again by itself.
+pub fn disk_full_embedded() -> Row {
+    let mut tally = Tally::default();
+    tally.row.scenario =
+        "disk full under `floe serve` load (embedded store on a 600 KB tmpfs), then space freed"
+            .into();
+    let dir = tempfile::tempdir().unwrap();
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=600k", "tmpfs"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        mount.status.success(),
+        "mount a tmpfs (the suite runs as root): {}",
+        String::from_utf8_lossy(&mount.stderr)
+    );
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.path().to_path_buf());
+    let state = dir.path().join("state").display().to_string();
+    let port = free_port();
+    let mut child = serve(
+        &["--store", "main=embedded", "--state-dir", &state],
+        port,
+        None,
+    );
+    wait_listening(&mut child, port);
+    let stop = Arc::new(AtomicBool::new(false));
+    let strong_ok = Arc::new(Mutex::new(None));
+    let strong = client_with(
+        port,
+        "/v1/sequencer/main/orders?increment=strong".into(),
+        stop.clone(),
+        strong_ok.clone(),
+    );
+    let weak = client(
+        port,
+        "/v1/sequencer/main/events?increment=weak".into(),
+        stop.clone(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // Fill the disk.
+    let filler = dir.path().join("filler");
+    {
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.sync_all();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::remove_file(&filler).unwrap();
+    let freed = Instant::now();
+    while strong_ok.lock().unwrap().is_none_or(|t| t < freed)
+        && freed.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let (strong, weak) = (strong.join().unwrap(), weak.join().unwrap());
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    tally.client(&strong.ids);
+    tally.client(&weak.ids);
+    let recovered = strong_ok
+        .lock()
+        .unwrap()
+        .filter(|t| *t >= freed)
+        .map(|t| t.duration_since(freed).as_millis());
+    tally.row.outcome = match recovered {
+        Some(ms) => format!(
+            "{} STRONG / {} WEAK requests answered 503 while full; served again {ms} ms after space returned",
+            strong.errors, weak.errors
+        ),
+        None => format!("did not recover ({} errors) FAILED", strong.errors),
+    };
+    tally.row
+}
