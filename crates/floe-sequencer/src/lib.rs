@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod keys;
 mod sequencer;
 mod store;
 pub mod stores;
@@ -33,6 +34,7 @@ pub mod strong;
 pub mod weak;
 
 pub use error::{ErrorKind, SeqError};
+pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle};
 pub(crate) use store::within;
 pub use store::{Capabilities, Store};
