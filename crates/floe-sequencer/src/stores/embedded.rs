@@ -4,11 +4,21 @@
 //! `Durability::Immediate` (fsync) before its value is returned, so a segment is on disk before
 //! any ID from it is handed out and `kill -9` never causes a reissue.
 //!
-//! **One process:** redb locks the file, so a second floe process on the same state directory
-//! fails at start-up, naming the file. Use a server store to share sequences between processes.
+//! **One process:** the store holds an exclusive lock of `sequences.redb.lock` (beside the
+//! file) as long as it lives, and redb locks the file too, so a second floe process on the same
+//! state directory fails at start-up, naming the file. Use a server store to share sequences
+//! between processes.
+//!
+//! **I/O errors** (a full disk): redb refuses every call after one ("Previous I/O error
+//! occurred"), so the call that meets one marks the database, and the next call closes it and
+//! opens it again (our lock is kept meanwhile) before it runs. Calls fail with `Unavailable`
+//! until writes succeed again, then work with no restart. A reservation whose commit failed is
+//! never handed out, and the value read after the reopen is the last one committed durably.
 
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use floe_core::sequence::{reserve_after, Key};
@@ -21,8 +31,21 @@ const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
 /// A redb database of one table, key -> last reserved value.
 #[derive(Debug)]
 pub struct EmbeddedStore {
-    db: Arc<Database>,
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     path: PathBuf,
+    /// The exclusive lock of `{path}.lock`, held as long as the store is: it keeps other floe
+    /// processes away while the database is closed to be opened again.
+    _lock: File,
+    /// `None` after a failed reopen: the next call tries again. Calls hold the read side for
+    /// their transaction; a reopen takes the write side, so it waits for them to end.
+    db: RwLock<Option<Database>>,
+    /// Set by a call that met an I/O error (redb then refuses every later call with "Previous
+    /// I/O error occurred"): the database is closed and opened again before the next call.
+    broken: AtomicBool,
 }
 
 fn storage(path: &Path, what: &str, e: impl std::fmt::Display) -> SeqError {
@@ -30,7 +53,8 @@ fn storage(path: &Path, what: &str, e: impl std::fmt::Display) -> SeqError {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) the database file at `path`, creating its directory.
+    /// Opens (or creates) the database file at `path`, creating its directory, and holds the
+    /// exclusive lock of `{path}.lock` until the store is dropped.
     ///
     /// # Errors
     /// `Config` when the directory cannot be made or the file is held by another process or
@@ -42,6 +66,7 @@ impl EmbeddedStore {
                 SeqError::config(format!("embedded: cannot create {}: {e}", dir.display()))
             })?;
         }
+        let lock = lock(&path)?;
         let db = Database::create(&path).map_err(|e| {
             SeqError::config(format!(
                 "embedded: cannot open {} (another floe process on the same state directory?): {e}",
@@ -49,63 +74,158 @@ impl EmbeddedStore {
             ))
         })?;
         let store = EmbeddedStore {
-            db: Arc::new(db),
-            path,
+            inner: Arc::new(Inner {
+                path,
+                _lock: lock,
+                db: RwLock::new(Some(db)),
+                broken: AtomicBool::new(false),
+            }),
         };
         // Create the table now, so that reads never find it missing.
-        store.write(|_| Ok(()))?;
+        store.inner.write(|_, _| Ok(()))?;
         Ok(store)
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.inner.path
+    }
+
+    /// The key's value (0 if never used), from a read transaction.
+    pub fn value(&self, key: &Key) -> Result<i64, SeqError> {
+        self.inner.with_db(|inner, db| {
+            let txn = db.begin_read().map_err(|e| inner.fail("cannot read", e))?;
+            let table = txn
+                .open_table(TABLE)
+                .map_err(|e| inner.fail("cannot open the table of", e))?;
+            let value = table
+                .get(key.as_str())
+                .map_err(|e| inner.fail("cannot read", e))?;
+            Ok(value.map(|v| v.value()).unwrap_or(0))
+        })
+    }
+}
+
+/// Takes the exclusive lock of `{path}.lock` (made if missing), or says who holds it.
+fn lock(path: &Path) -> Result<File, SeqError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| {
+            SeqError::config(format!(
+                "embedded: cannot open {}: {e}",
+                lock_path.display()
+            ))
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(SeqError::config(format!(
+            "embedded: cannot open {}: {} is held by another floe process on the same state directory",
+            path.display(),
+            lock_path.display()
+        ))),
+        Err(TryLockError::Error(e)) => Err(SeqError::config(format!(
+            "embedded: cannot lock {}: {e}",
+            lock_path.display()
+        ))),
+    }
+}
+
+impl Inner {
+    /// An error of redb while trying to `what`, as `Unavailable`. An I/O error (a full disk,
+    /// say) marks the database for a reopen: redb latches it and fails every later call.
+    fn fail(&self, what: &str, e: impl Into<redb::Error>) -> SeqError {
+        let e: redb::Error = e.into();
+        if matches!(
+            e,
+            redb::Error::Io(_)
+                | redb::Error::PreviousIo
+                | redb::Error::DatabaseClosed
+                | redb::Error::TransactionPoisoned
+        ) {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        storage(&self.path, what, e)
+    }
+
+    /// Runs `f` on the database, first closing and opening it again if a call before met an
+    /// I/O error (or an open failed). `f` reports redb's errors through [`fail`](Self::fail)
+    /// while it holds the read side, so a failure is always marked before its database can be
+    /// replaced.
+    fn with_db<T>(
+        &self,
+        f: impl FnOnce(&Inner, &Database) -> Result<T, SeqError>,
+    ) -> Result<T, SeqError> {
+        {
+            let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(db) = db.as_ref().filter(|_| !self.broken.load(Ordering::SeqCst)) {
+                return f(self, db);
+            }
+        }
+        self.reopen()?;
+        let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+        match db.as_ref() {
+            Some(db) => f(self, db),
+            None => Err(storage(&self.path, "cannot open", "closed after an error")),
+        }
+    }
+
+    /// Closes the database (releasing redb's file and its lock, not ours) and opens it again:
+    /// what redb asks for after an I/O error. Everything in memory is read again from the file,
+    /// so a reservation whose commit failed is never seen, and the value read back is the last
+    /// one committed durably.
+    fn reopen(&self) -> Result<(), SeqError> {
+        let mut slot = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() && !self.broken.load(Ordering::SeqCst) {
+            return Ok(()); // another call reopened it meanwhile
+        }
+        if let Some(db) = slot.take() {
+            // The error it may report is the one that brought us here; no transaction is
+            // alive (we hold the write side), so the file is let go now.
+            let _ = db.close();
+        }
+        self.broken.store(false, Ordering::SeqCst);
+        let db = Database::create(&self.path)
+            .map_err(|e| storage(&self.path, "cannot open again", e))?;
+        *slot = Some(db);
+        Ok(())
     }
 
     /// Runs `f` on the table in one write transaction, committed durably before returning.
     fn write<T>(
         &self,
-        f: impl FnOnce(&mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
+        f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
     ) -> Result<T, SeqError> {
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(|e| storage(&self.path, "cannot write", e))?;
-        let out = {
-            let mut table = txn
-                .open_table(TABLE)
-                .map_err(|e| storage(&self.path, "cannot open the table of", e))?;
-            f(&mut table)?
-        };
-        txn.commit()
-            .map_err(|e| storage(&self.path, "cannot commit to", e))?;
-        Ok(out)
-    }
-
-    /// The key's value (0 if never used), from a read transaction.
-    pub fn value(&self, key: &Key) -> Result<i64, SeqError> {
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(|e| storage(&self.path, "cannot read", e))?;
-        let table = txn
-            .open_table(TABLE)
-            .map_err(|e| storage(&self.path, "cannot open the table of", e))?;
-        let value = table
-            .get(key.as_str())
-            .map_err(|e| storage(&self.path, "cannot read", e))?;
-        Ok(value.map(|v| v.value()).unwrap_or(0))
+        self.with_db(|inner, db| {
+            let txn = db
+                .begin_write()
+                .map_err(|e| inner.fail("cannot write", e))?;
+            let out = {
+                let mut table = txn
+                    .open_table(TABLE)
+                    .map_err(|e| inner.fail("cannot open the table of", e))?;
+                f(inner, &mut table)?
+            };
+            txn.commit()
+                .map_err(|e| inner.fail("cannot commit to", e))?;
+            Ok(out)
+        })
     }
 }
 
 fn current(
+    inner: &Inner,
     table: &redb::Table<'_, &'static str, i64>,
     key: &Key,
-    path: &Path,
 ) -> Result<i64, SeqError> {
     Ok(table
         .get(key.as_str())
-        .map_err(|e| storage(path, "cannot read", e))?
+        .map_err(|e| inner.fail("cannot read", e))?
         .map(|v| v.value())
         .unwrap_or(0))
 }
@@ -126,17 +246,17 @@ impl Store for EmbeddedStore {
     }
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
-        let db = self.clone_handle();
+        let inner = Arc::clone(&self.inner);
         let key = key.clone();
         // The commit fsyncs: off the async worker threads.
         run_blocking(move || {
-            db.write(|table| {
-                let value = current(table, &key, &db.path)?;
+            inner.write(|inner, table| {
+                let value = current(inner, table, &key)?;
                 let next = reserve_after(value, n)
                     .ok_or_else(|| SeqError::exhausted("embedded", key.as_str()))?;
                 table
                     .insert(key.as_str(), next)
-                    .map_err(|e| storage(&db.path, "cannot write", e))?;
+                    .map_err(|e| inner.fail("cannot write", e))?;
                 Ok(next)
             })
         })
@@ -144,28 +264,19 @@ impl Store for EmbeddedStore {
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
-        let db = self.clone_handle();
+        let inner = Arc::clone(&self.inner);
         let key = key.clone();
         run_blocking(move || {
-            db.write(|table| {
-                if current(table, &key, &db.path)? < floor {
+            inner.write(|inner, table| {
+                if current(inner, table, &key)? < floor {
                     table
                         .insert(key.as_str(), floor)
-                        .map_err(|e| storage(&db.path, "cannot write", e))?;
+                        .map_err(|e| inner.fail("cannot write", e))?;
                 }
                 Ok(())
             })
         })
         .await
-    }
-}
-
-impl EmbeddedStore {
-    fn clone_handle(&self) -> EmbeddedStore {
-        EmbeddedStore {
-            db: self.db.clone(),
-            path: self.path.clone(),
-        }
     }
 }
 
