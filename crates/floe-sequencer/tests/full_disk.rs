@@ -2,8 +2,9 @@
 //! mounts, so it needs root; without it the test says why and does nothing).
 //!
 //! While the disk is full, calls fail with a temporary `Unavailable` (redb latches the I/O
-//! error; the store closes and reopens the database on the next call). Once the filler file is
-//! removed, the next calls succeed with no restart. Every ID the key handed out through the
+//! error; the store closes and reopens the database on the next call, at most every
+//! `REOPEN_EVERY` of tokio's clock, paused here). Once the filler file is removed, the next
+//! calls succeed with no restart. Every ID the key handed out through the
 //! whole test, STRONG, WEAK and segments, is distinct, STRONG IDs strictly increase, and the
 //! value in the file afterwards covers all of them: a reservation whose commit failed was never
 //! handed out.
@@ -15,7 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_sequencer::stores::embedded::EmbeddedStore;
+use floe_sequencer::stores::embedded::{EmbeddedStore, REOPEN_EVERY};
 use floe_sequencer::{ErrorKind, Key, Mode, SeqError, ServeOptions, StepPolicy, StoreHandle};
 
 /// A tmpfs of `size` mounted on a temporary directory, unmounted when dropped.
@@ -138,7 +139,7 @@ fn a_second_store_on_the_same_file_is_refused() {
     EmbeddedStore::open(&path).unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_full_disk_fails_calls_until_there_is_room_then_nothing_is_issued_twice() {
     let tmpfs = match Tmpfs::mount("600k") {
         Ok(t) => t,
@@ -185,11 +186,14 @@ async fn a_full_disk_fails_calls_until_there_is_room_then_nothing_is_issued_twic
         !issued.failures.is_empty(),
         "no call failed with the disk full ({filled} bytes of filler, {grown} keys added)"
     );
-    // Still full: more keys. Calls fail again and again (a failure closes the database, the
-    // next call opens it again; a commit that fits in the file's free pages succeeds), always
-    // with a temporary error.
+    // Still full: more keys, 40 ms apart. Calls fail again and again (a failure closes the
+    // database, a call opens it again, at most every REOPEN_EVERY; a commit that fits in the
+    // file's free pages succeeds), always with a temporary error.
     let first = issued.failures.len();
+    let reopened = store.reopens();
+    let step = Duration::from_millis(40);
     for i in 0..200 {
+        tokio::time::advance(step).await;
         let long = format!("{:0>200}", grown + i);
         if let Err(e) = h.next_id(&long, Mode::Strong).await {
             issued.failed(e);
@@ -197,6 +201,18 @@ async fn a_full_disk_fails_calls_until_there_is_room_then_nothing_is_issued_twic
         issued.round(&h, "main").await;
     }
     let while_full = issued.failures.len();
+    let reopens = store.reopens() - reopened;
+    let most = (step * 200).as_millis() / REOPEN_EVERY.as_millis() + 1;
+    assert!(
+        reopens > 1 && u128::from(reopens) <= most,
+        "{reopens} reopens in 200 steps of {step:?} (at most {most})"
+    );
+    assert!(
+        issued.failures[first..]
+            .iter()
+            .any(|e| e.message.contains("opened again at most every")),
+        "no call failed at once between reopens"
+    );
     // The database was closed and opened again many times: the state directory stayed ours.
     second_open_is_refused(&path);
     assert!(
@@ -205,13 +221,15 @@ async fn a_full_disk_fails_calls_until_there_is_room_then_nothing_is_issued_twic
     );
     println!(
         "{while_full} calls failed while the disk was full ({filled} bytes of filler, {grown} \
-         keys added); first: {}; last: {}",
+         keys added, {reopens} reopens); first: {}; last: {}",
         issued.failures[0],
         issued.failures[while_full - 1]
     );
 
-    // Room again: the next calls succeed, with no restart, and the file grows again.
+    // Room again: once the database may be opened again, the next calls succeed, with no
+    // restart, and the file grows again.
     std::fs::remove_file(&filler).unwrap();
+    tokio::time::advance(REOPEN_EVERY).await;
     for i in 0..30 {
         issued.round(&h, "main").await;
         if let Err(e) = h.next_id(&format!("{i:x>200}"), Mode::Strong).await {

@@ -14,19 +14,26 @@
 //! opens it again (our lock is kept meanwhile) before it runs. Calls fail with `Unavailable`
 //! until writes succeed again, then work with no restart. A reservation whose commit failed is
 //! never handed out, and the value read after the reopen is the last one committed durably.
+//! An open after an I/O error checks the whole file (redb's repair: about 0.1 s for 2 million
+//! keys), so it happens at most every [`REOPEN_EVERY`]; calls in between fail at once.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use floe_core::sequence::{reserve_after, Key};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::time::Instant;
 
 use crate::{Capabilities, SeqError, Store};
 
 const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
+
+/// The database is opened again after an I/O error at most this often.
+pub const REOPEN_EVERY: Duration = Duration::from_millis(100);
 
 /// A redb database of one table, key -> last reserved value.
 #[derive(Debug)]
@@ -46,6 +53,17 @@ struct Inner {
     /// Set by a call that met an I/O error (redb then refuses every later call with "Previous
     /// I/O error occurred"): the database is closed and opened again before the next call.
     broken: AtomicBool,
+    reopens: Mutex<Reopens>,
+}
+
+/// The reopens after I/O errors so far.
+#[derive(Debug, Default)]
+struct Reopens {
+    count: u64,
+    /// When the last one was tried (tokio's clock).
+    last: Option<Instant>,
+    /// The error that closed the database, or that the last open failed with.
+    error: Option<String>,
 }
 
 fn storage(path: &Path, what: &str, e: impl std::fmt::Display) -> SeqError {
@@ -79,10 +97,11 @@ impl EmbeddedStore {
                 _lock: lock,
                 db: RwLock::new(Some(db)),
                 broken: AtomicBool::new(false),
+                reopens: Mutex::new(Reopens::default()),
             }),
         };
         // Create the table now, so that reads never find it missing.
-        store.inner.write(|_, _| Ok(()))?;
+        store.inner.write(Instant::now(), |_, _| Ok(()))?;
         Ok(store)
     }
 
@@ -91,9 +110,14 @@ impl EmbeddedStore {
         &self.inner.path
     }
 
+    /// How many times the database was opened again after an I/O error.
+    pub fn reopens(&self) -> u64 {
+        self.inner.reopens().count
+    }
+
     /// The key's value (0 if never used), from a read transaction.
     pub fn value(&self, key: &Key) -> Result<i64, SeqError> {
-        self.inner.with_db(|inner, db| {
+        self.inner.with_db(Instant::now(), |inner, db| {
             let txn = db.begin_read().map_err(|e| inner.fail("cannot read", e))?;
             let table = txn
                 .open_table(TABLE)
@@ -141,6 +165,7 @@ impl Inner {
     /// say) marks the database for a reopen: redb latches it and fails every later call.
     fn fail(&self, what: &str, e: impl Into<redb::Error>) -> SeqError {
         let e: redb::Error = e.into();
+        let error = storage(&self.path, what, &e);
         if matches!(
             e,
             redb::Error::Io(_)
@@ -149,16 +174,24 @@ impl Inner {
                 | redb::Error::TransactionPoisoned
         ) {
             self.broken.store(true, Ordering::SeqCst);
+            self.reopens().error = Some(error.message.clone());
         }
-        storage(&self.path, what, e)
+        error
+    }
+
+    fn reopens(&self) -> std::sync::MutexGuard<'_, Reopens> {
+        self.reopens.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Runs `f` on the database, first closing and opening it again if a call before met an
     /// I/O error (or an open failed). `f` reports redb's errors through [`fail`](Self::fail)
     /// while it holds the read side, so a failure is always marked before its database can be
     /// replaced.
+    ///
+    /// `now` is read on the async side, where tokio's clock is the caller's (paused in tests).
     fn with_db<T>(
         &self,
+        now: Instant,
         f: impl FnOnce(&Inner, &Database) -> Result<T, SeqError>,
     ) -> Result<T, SeqError> {
         {
@@ -167,7 +200,7 @@ impl Inner {
                 return f(self, db);
             }
         }
-        self.reopen()?;
+        self.reopen(now)?;
         let db = self.db.read().unwrap_or_else(|p| p.into_inner());
         match db.as_ref() {
             Some(db) => f(self, db),
@@ -178,20 +211,38 @@ impl Inner {
     /// Closes the database (releasing redb's file and its lock, not ours) and opens it again:
     /// what redb asks for after an I/O error. Everything in memory is read again from the file,
     /// so a reservation whose commit failed is never seen, and the value read back is the last
-    /// one committed durably.
-    fn reopen(&self) -> Result<(), SeqError> {
+    /// one committed durably. At most every [`REOPEN_EVERY`]: sooner, the call fails at once
+    /// with the error that closed the database.
+    fn reopen(&self, now: Instant) -> Result<(), SeqError> {
         let mut slot = self.db.write().unwrap_or_else(|p| p.into_inner());
         if slot.is_some() && !self.broken.load(Ordering::SeqCst) {
-            return Ok(()); // another call reopened it meanwhile
+            return Ok(()); // another call opened it again meanwhile
         }
+        let mut reopens = self.reopens();
+        if let Some(last) = reopens.last {
+            if now < last + REOPEN_EVERY {
+                return Err(SeqError::unavailable(format!(
+                    "{} (the database is opened again at most every {REOPEN_EVERY:?})",
+                    reopens
+                        .error
+                        .as_deref()
+                        .unwrap_or("embedded: closed after an error")
+                )));
+            }
+        }
+        reopens.last = Some(now);
+        reopens.count += 1;
         if let Some(db) = slot.take() {
             // The error it may report is the one that brought us here; no transaction is
             // alive (we hold the write side), so the file is let go now.
             let _ = db.close();
         }
         self.broken.store(false, Ordering::SeqCst);
-        let db = Database::create(&self.path)
-            .map_err(|e| storage(&self.path, "cannot open again", e))?;
+        let db = Database::create(&self.path).map_err(|e| {
+            let error = storage(&self.path, "cannot open again", e);
+            reopens.error = Some(error.message.clone());
+            error
+        })?;
         *slot = Some(db);
         Ok(())
     }
@@ -199,9 +250,10 @@ impl Inner {
     /// Runs `f` on the table in one write transaction, committed durably before returning.
     fn write<T>(
         &self,
+        now: Instant,
         f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
     ) -> Result<T, SeqError> {
-        self.with_db(|inner, db| {
+        self.with_db(now, |inner, db| {
             let txn = db
                 .begin_write()
                 .map_err(|e| inner.fail("cannot write", e))?;
@@ -248,9 +300,10 @@ impl Store for EmbeddedStore {
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
         let inner = Arc::clone(&self.inner);
         let key = key.clone();
+        let now = Instant::now();
         // The commit fsyncs: off the async worker threads.
         run_blocking(move || {
-            inner.write(|inner, table| {
+            inner.write(now, |inner, table| {
                 let value = current(inner, table, &key)?;
                 let next = reserve_after(value, n)
                     .ok_or_else(|| SeqError::exhausted("embedded", key.as_str()))?;
@@ -266,8 +319,9 @@ impl Store for EmbeddedStore {
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
         let inner = Arc::clone(&self.inner);
         let key = key.clone();
+        let now = Instant::now();
         run_blocking(move || {
-            inner.write(|inner, table| {
+            inner.write(now, |inner, table| {
                 if current(inner, table, &key)? < floor {
                     table
                         .insert(key.as_str(), floor)
