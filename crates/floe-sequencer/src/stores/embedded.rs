@@ -4,6 +4,8 @@
 //! `Durability::Immediate` (fsync) before its value is returned, so a segment is on disk before
 //! any ID from it is handed out and `kill -9` never causes a reissue.
 //!
+//! **Memory:** redb's cache of the file's pages is held at [`CACHE_BYTES`] (16 MiB).
+//!
 //! **One process:** the store holds an exclusive lock of `sequences.redb.lock` (beside the
 //! file) as long as it lives, and redb locks the file too, so a second floe process on the same
 //! state directory fails at start-up, naming the file. Use a server store to share sequences
@@ -31,6 +33,12 @@ use tokio::time::Instant;
 use crate::{Capabilities, SeqError, Store};
 
 const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
+
+/// The most memory redb keeps as a cache of the file's pages. Its default (1 GiB) lets the
+/// cache, hence the process, grow with the file, that is with every key ever used; a page not
+/// cached is read again from the OS's page cache, a few microseconds against the fsync of each
+/// commit.
+pub const CACHE_BYTES: usize = 16 << 20;
 
 /// The database is opened again after an I/O error at most this often.
 pub const REOPEN_EVERY: Duration = Duration::from_millis(100);
@@ -85,7 +93,7 @@ impl EmbeddedStore {
             })?;
         }
         let lock = lock(&path)?;
-        let db = Database::create(&path).map_err(|e| {
+        let db = create(&path).map_err(|e| {
             SeqError::config(format!(
                 "embedded: cannot open {} (another floe process on the same state directory?): {e}",
                 path.display()
@@ -128,6 +136,13 @@ impl EmbeddedStore {
             Ok(value.map(|v| v.value()).unwrap_or(0))
         })
     }
+}
+
+/// Opens (or creates) the database, with a cache of [`CACHE_BYTES`].
+fn create(path: &Path) -> Result<Database, redb::DatabaseError> {
+    redb::Builder::new()
+        .set_cache_size(CACHE_BYTES)
+        .create(path)
 }
 
 /// Takes the exclusive lock of `{path}.lock` (made if missing), or says who holds it.
@@ -238,7 +253,7 @@ impl Inner {
             let _ = db.close();
         }
         self.broken.store(false, Ordering::SeqCst);
-        let db = Database::create(&self.path).map_err(|e| {
+        let db = create(&self.path).map_err(|e| {
             let error = storage(&self.path, "cannot open again", e);
             reopens.error = Some(error.message.clone());
             error
