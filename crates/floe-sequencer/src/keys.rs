@@ -2,10 +2,12 @@
 //! number and in time.
 //!
 //! **Bounds** ([`KeyLimits`]): a key unused for `idle` (60 s by default) is dropped from memory
-//! by a sweep that runs every `idle / 4` (at most a minute apart), in a task of the runtime; at most `max_keys` (100,000 by default) are held at
-//! once. When a new key finds the map full, the least recently used keys that can go are
-//! dropped: enough to make room, and at least a batch of `max_keys / 64`, so that the scan that
-//! finds them is paid once per batch.
+//! by a sweep that runs every `idle / 4` (at most a minute apart) in a task of the runtime; at
+//! most `max_keys` (100,000 by default) are held at once. When a new key finds the map full,
+//! the least recently used keys that can go are dropped: enough to make room, and at least a
+//! batch of `max_keys / 16`, so that the scan that finds them (under the read lock: requests
+//! for keys held go on meanwhile) is paid once per batch; the write lock is held only to remove
+//! them, each checked again.
 //!
 //! **Which keys can go.** Only a key whose state nothing but the map holds: no request under
 //! way, no background segment fetch, no STRONG increment in flight or waiting, no
@@ -17,7 +19,8 @@
 //!
 //! **When no key can go** (every key held is in use), the new key is held all the same, over
 //! `max_keys`, and keys go as soon as they can: memory stays within `max_keys` plus the keys with
-//! work under way at once (which the number of requests in flight bounds). Not served uncached:
+//! work under way at once (which the number of requests in flight bounds). So are new keys that
+//! other callers added while room was being made for this one. Not served uncached:
 //! an ID reserved apart from the key's buffer could be followed, in a later request, by an
 //! older ID of the buffer, and WEAK IDs must follow the order of the requests. Not by dropping a
 //! key in use either: its buffer could go on fetching after a new one did, with the same effect.
@@ -30,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
 use floe_core::sequence::Key;
@@ -50,8 +53,9 @@ pub struct KeyLimits {
     /// fresh segment.
     pub idle: Duration,
     /// The most keys held in memory at once. When a new key finds them all held, the least
-    /// recently used keys with no work under way are dropped; if every key held has work under
-    /// way, the new key is held all the same (over the limit, until keys can go).
+    /// recently used keys with no work under way are dropped (at least `max_keys / 16` of
+    /// them); if every key held has work under way, the new key is held all the same (over the
+    /// limit, until keys can go).
     pub max_keys: usize,
 }
 
@@ -89,9 +93,9 @@ impl KeyLimits {
         (self.idle / 4).clamp(Duration::from_millis(1), Duration::from_secs(60))
     }
 
-    /// How many keys one scan of a full map drops at most.
+    /// How many keys one scan of a full map drops, at least.
     fn batch(&self) -> usize {
-        (self.max_keys / 64).max(1)
+        (self.max_keys / 16).max(1)
     }
 }
 
@@ -157,6 +161,8 @@ pub(crate) struct Keys {
     /// The time `Entry::used` counts from (tokio's clock: a paused clock in tests).
     start: Instant,
     map: RwLock<HashMap<Key, Entry>>,
+    /// Held while room is made, so that callers that find the map full at once scan it once.
+    making_room: Mutex<()>,
     sweeping: AtomicBool,
 }
 
@@ -166,6 +172,7 @@ impl Keys {
             limits,
             start: Instant::now(),
             map: RwLock::new(HashMap::new()),
+            making_room: Mutex::new(()),
             sweeping: AtomicBool::new(false),
         }
     }
@@ -207,53 +214,70 @@ impl Keys {
             }
         }
         self.start_sweeper();
-        let mut map = self.write();
-        if let Some((k, entry)) = map.get_key_value(key) {
-            entry.touch(now);
-            return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(k.clone()))));
+        let mut made_room = false;
+        loop {
+            let mut map = self.write();
+            if let Some((k, entry)) = map.get_key_value(key) {
+                entry.touch(now);
+                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(k.clone()))));
+            }
+            // Full: room is made once (not under the write lock); if the map is full again by
+            // then, only of keys in use or of keys added meanwhile, the key is held over it.
+            if map.len() < self.limits.max_keys || made_room {
+                let key = Key::new(key).expect("callers pass a checked key");
+                let entry = map.entry(key.clone()).or_insert_with(|| Entry::new(now));
+                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(key))));
+            }
+            drop(map);
+            self.make_room();
+            made_room = true;
         }
-        if map.len() >= self.limits.max_keys {
-            self.make_room(&mut map, now);
-        }
-        let key = Key::new(key).expect("callers pass a checked key");
-        let entry = map.entry(key.clone()).or_insert_with(|| Entry::new(now));
-        Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(key))))
     }
 
-    /// Drops every idle key that can go, and the least recently used others that can go: as
-    /// many as make room for one more key, and at least a batch (ties on the same millisecond
-    /// broken arbitrarily).
-    fn make_room(&self, map: &mut HashMap<Key, Entry>, now: u64) {
-        let mut stamps: Vec<u64> = map
-            .values()
-            .filter(|e| e.unused())
-            .map(Entry::used)
-            .collect();
-        if stamps.is_empty() {
-            return;
+    /// Drops the least recently used keys that can go: as many as make room for one more key,
+    /// and at least a batch (ties on the same millisecond broken arbitrarily). They are picked
+    /// under the read lock and removed under the write lock, each only if it still can go and
+    /// was not used since.
+    fn make_room(&self) {
+        let _one = self.making_room.lock().unwrap_or_else(|p| p.into_inner());
+        let (victims, newest) = {
+            let map = self.read();
+            if map.len() < self.limits.max_keys {
+                return; // made by the caller before us
+            }
+            let mut candidates: Vec<(u64, &Key)> = map
+                .iter()
+                .filter(|(_, e)| e.unused())
+                .map(|(k, e)| (e.used(), k))
+                .collect();
+            if candidates.is_empty() {
+                return;
+            }
+            let room = map.len() + 1 - self.limits.max_keys;
+            let batch = self.limits.batch().max(room).min(candidates.len());
+            candidates.select_nth_unstable(batch - 1);
+            candidates.truncate(batch);
+            let newest = candidates.iter().map(|c| c.0).max().unwrap_or(0);
+            let victims: Vec<Key> = candidates.into_iter().map(|(_, k)| k.clone()).collect();
+            (victims, newest)
+        };
+        self.remove(victims, |e| e.used() <= newest);
+    }
+
+    /// Removes those of `keys` that still can go and pass `still`, under the write lock; how
+    /// many went. Their states are dropped after the lock is let go.
+    fn remove(&self, keys: Vec<Key>, still: impl Fn(&Entry) -> bool) -> usize {
+        let mut gone = Vec::with_capacity(keys.len());
+        {
+            let mut map = self.write();
+            for key in keys {
+                if map.get(&key).is_some_and(|e| e.unused() && still(e)) {
+                    gone.extend(map.remove(&key));
+                }
+            }
+            shrink(&mut map);
         }
-        let room = map.len() + 1 - self.limits.max_keys.min(map.len());
-        let batch = self.limits.batch().max(room).min(stamps.len());
-        let (_, &mut nth, _) = stamps.select_nth_unstable(batch - 1);
-        let idle = self.idle_before(now);
-        // Every key used before `nth` goes, and as many used at `nth` as make up the batch.
-        let below = stamps.iter().filter(|&&t| t < nth).count();
-        let mut ties = batch - below;
-        map.retain(|_, e| {
-            if !e.unused() {
-                return true;
-            }
-            let t = e.used();
-            if t < nth || t < idle {
-                return false;
-            }
-            if t == nth && ties > 0 {
-                ties -= 1;
-                return false;
-            }
-            true
-        });
-        shrink(map);
+        gone.len()
     }
 
     /// Stamps before this one are idle at `now`.
@@ -262,21 +286,21 @@ impl Keys {
         now.saturating_sub(idle)
     }
 
-    /// Drops every key idle at `now` that can go; how many went.
+    /// Drops every key idle at `now` that can go; how many went. They are picked under the read
+    /// lock and removed under the write lock, each only if it still can go and is still idle.
     pub fn expire(&self, now: u64) -> usize {
         let idle = self.idle_before(now);
         let expired = |e: &Entry| e.used() < idle;
-        // Looked for under the read lock first: requests go on meanwhile, and a sweep that
-        // finds nothing never takes the write lock.
-        if !self.read().values().any(expired) {
+        let victims: Vec<Key> = self
+            .read()
+            .iter()
+            .filter(|(_, e)| expired(e) && e.unused())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if victims.is_empty() {
             return 0;
         }
-        let mut map = self.write();
-        let before = map.len();
-        map.retain(|_, e| !(expired(e) && e.unused()));
-        let gone = before - map.len();
-        shrink(&mut map);
-        gone
+        self.remove(victims, expired)
     }
 
     /// Starts the task that drops idle keys on the runtime of the caller that adds a key,

@@ -8,6 +8,9 @@
 //!   per key ([`weak`]); unique, trend-increasing, and served on while the store is down for as
 //!   long as the buffer lasts.
 //!
+//! A key's buffer and queue are held in memory within [`KeyLimits`] (60 s idle, 100,000 keys by
+//! default): a key dropped from memory leaves its buffered IDs as gaps, never reissued.
+//!
 //! | URL | store | durable | shared by processes |
 //! |---|---|---|---|
 //! | `embedded[:PATH]` | [`stores::embedded`]: one redb file (default) | yes (fsync per reservation) | no |

@@ -214,30 +214,30 @@ fn idle_keys_go_on_being_dropped_under_a_second_runtime() {
     });
 }
 
-/// A full map drops its least recently used key (a batch of one at 64 keys): the key used
+/// A full map drops its least recently used key (a batch of one at 16 keys): the key used
 /// again just before is kept and goes on from its buffer; the dropped one starts a fresh
 /// segment (a gap, never a repeat).
 #[tokio::test(start_paused = true)]
 async fn a_full_map_drops_the_least_recently_used_key() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let h = handle(store, 100, limits(3600, 64));
+    let h = handle(store, 100, limits(3600, 16));
     let key = |i: usize| format!("k{i}");
-    for i in 0..64 {
+    for i in 0..16 {
         assert_eq!(h.next_id(&key(i), Mode::Weak).await.unwrap(), 1);
         tokio::time::advance(Duration::from_millis(5)).await;
     }
     assert_eq!(h.next_id(&key(0), Mode::Weak).await.unwrap(), 2);
     tokio::time::advance(Duration::from_millis(5)).await;
-    // A 65th key: k1, the least recently used, goes.
-    assert_eq!(h.next_id(&key(64), Mode::Weak).await.unwrap(), 1);
-    assert_eq!(h.keys_in_memory(), 64);
+    // A 17th key: k1, the least recently used, goes.
+    assert_eq!(h.next_id(&key(16), Mode::Weak).await.unwrap(), 1);
+    assert_eq!(h.keys_in_memory(), 16);
     assert_eq!(h.next_id(&key(0), Mode::Weak).await.unwrap(), 3, "kept");
     tokio::time::advance(Duration::from_millis(5)).await;
     assert_eq!(h.next_id(&key(2), Mode::Weak).await.unwrap(), 2, "kept");
     tokio::time::advance(Duration::from_millis(5)).await;
     // k1 comes back with a new segment; k3 (now the least recently used) makes room for it.
     assert_eq!(h.next_id(&key(1), Mode::Weak).await.unwrap(), 101);
-    assert_eq!(h.keys_in_memory(), 64);
+    assert_eq!(h.keys_in_memory(), 16);
     assert_eq!(h.next_id(&key(3), Mode::Weak).await.unwrap(), 101);
 }
 
