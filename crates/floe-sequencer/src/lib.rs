@@ -8,6 +8,9 @@
 //!   per key ([`weak`]); unique, trend-increasing, and served on while the store is down for as
 //!   long as the buffer lasts.
 //!
+//! A key's buffer and queue are held in memory within [`KeyLimits`] (60 s idle, 100,000 keys by
+//! default): a key dropped from memory leaves its buffered IDs as gaps, never reissued.
+//!
 //! | URL | store | durable | shared by processes |
 //! |---|---|---|---|
 //! | `embedded[:PATH]` | [`stores::embedded`]: one redb file (default) | yes (fsync per reservation) | no |
@@ -26,6 +29,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod keys;
 mod sequencer;
 mod store;
 pub mod stores;
@@ -33,6 +37,7 @@ pub mod strong;
 pub mod weak;
 
 pub use error::{ErrorKind, SeqError};
+pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle};
 pub(crate) use store::within;
 pub use store::{Capabilities, Store};

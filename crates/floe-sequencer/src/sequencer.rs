@@ -1,11 +1,12 @@
 //! Named stores, each with its WEAK buffers: what the server and the CLI call.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
+use crate::keys::{KeyLimits, Keys};
 use crate::strong::StrongKey;
 use crate::weak::WeakKey;
 use crate::{within, ErrorKind, SeqError, Store};
@@ -29,26 +30,51 @@ impl Default for ServeOptions {
     }
 }
 
-/// One store and the WEAK buffers of its keys.
+/// One store and the state of its keys in memory: each key's WEAK buffer and STRONG queue.
+///
+/// Keys are held in memory within [`KeyLimits`] ([`KeyLimits::default`] unless
+/// [`key_limits`](Self::key_limits) says otherwise): a key unused for a while is dropped, and
+/// so are the least recently used keys when too many are held. A dropped key's buffered WEAK
+/// IDs are gaps, never reissued; its next request starts a new buffer from a fresh segment. See
+/// the `keys` module docs in the source for how this stays race-free.
 #[derive(Debug)]
 pub struct StoreHandle {
     name: String,
     store: Arc<dyn Store>,
     options: ServeOptions,
-    keys: RwLock<HashMap<Key, Arc<WeakKey>>>,
-    strong: RwLock<HashMap<Key, Arc<StrongKey>>>,
+    keys: Arc<Keys>,
 }
 
 impl StoreHandle {
-    /// Serves `store` under `name`.
+    /// Serves `store` under `name`, holding keys within [`KeyLimits::default`].
     pub fn new(name: impl Into<String>, store: Arc<dyn Store>, options: ServeOptions) -> Self {
         StoreHandle {
             name: name.into(),
             store,
             options,
-            keys: RwLock::new(HashMap::new()),
-            strong: RwLock::new(HashMap::new()),
+            keys: Arc::new(Keys::new(KeyLimits::default())),
         }
+    }
+
+    /// The same handle, holding keys within `limits` (call it before serving: keys held so far
+    /// are let go).
+    ///
+    /// # Errors
+    /// `Config` naming the field when the limits are not valid ([`KeyLimits::validate`]).
+    pub fn key_limits(mut self, limits: KeyLimits) -> Result<Self, SeqError> {
+        limits.validate()?;
+        self.keys = Arc::new(Keys::new(limits));
+        Ok(self)
+    }
+
+    /// The limits on the keys held in memory.
+    pub fn limits(&self) -> KeyLimits {
+        self.keys.limits()
+    }
+
+    /// How many keys are held in memory now (each with its WEAK buffer, STRONG queue or both).
+    pub fn keys_in_memory(&self) -> usize {
+        self.keys.len()
     }
 
     /// Its name.
@@ -70,19 +96,21 @@ impl StoreHandle {
         Ok(())
     }
 
-    /// The WEAK buffer of `key` (made on first use, then shared).
+    /// The WEAK buffer of `key`, made on first use, then shared. The key is not dropped from
+    /// memory while the buffer returned is held.
     pub fn weak_key(&self, key: &Key) -> Arc<WeakKey> {
         self.weak(key.as_str())
     }
 
-    /// The STRONG queue of `key` (made on first use, then shared).
+    /// The STRONG queue of `key`, made on first use, then shared. The key is not dropped from
+    /// memory while the queue returned is held.
     pub fn strong_key(&self, key: &Key) -> Arc<StrongKey> {
         self.strong(key.as_str())
     }
 
     /// [`weak_key`](Self::weak_key) by the key's text, which the caller has checked.
     fn weak(&self, key: &str) -> Arc<WeakKey> {
-        shared(&self.keys, key, |key| {
+        self.keys.get(key, |key| {
             WeakKey::new(
                 Arc::clone(&self.store),
                 key,
@@ -94,7 +122,7 @@ impl StoreHandle {
 
     /// [`strong_key`](Self::strong_key) by the key's text, which the caller has checked.
     fn strong(&self, key: &str) -> Arc<StrongKey> {
-        shared(&self.strong, key, |key| {
+        self.keys.get(key, |key| {
             StrongKey::new(Arc::clone(&self.store), key, self.options.timeout)
         })
     }
@@ -106,13 +134,20 @@ impl StoreHandle {
         Key::check(key)?;
         let caps = self.store.capabilities();
         match mode {
-            Mode::Weak if caps.segments => self.weak(key).next().await,
+            Mode::Weak if caps.segments => {
+                // Held through the await: the key is not dropped from memory meanwhile.
+                let buffer = self.weak(key);
+                buffer.next().await
+            }
             Mode::Weak => {
                 let key = Key::new(key)?;
                 self.bounded("get the next ID of", &key, self.store.next_id(&key))
                     .await
             }
-            Mode::Strong if caps.strong => self.strong(key).next().await,
+            Mode::Strong if caps.strong => {
+                let queue = self.strong(key);
+                queue.next().await
+            }
             Mode::Strong => Err(SeqError::new(
                 ErrorKind::Unsupported,
                 format!(
@@ -158,23 +193,6 @@ impl StoreHandle {
     ) -> Result<T, SeqError> {
         within(&*self.store, self.options.timeout, what, key, call).await
     }
-}
-
-/// The entry of `key` (a checked key's text) in `map`, made by `make` the first time (read
-/// lock only after that; the key is copied into a `Key` only then).
-fn shared<T>(map: &RwLock<HashMap<Key, Arc<T>>>, key: &str, make: impl FnOnce(Key) -> T) -> Arc<T> {
-    if let Some(v) = map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
-        return Arc::clone(v);
-    }
-    let mut map = map.write().unwrap_or_else(|p| p.into_inner());
-    if let Some(v) = map.get(key) {
-        return Arc::clone(v);
-    }
-    let key = Key::new(key).expect("callers pass a checked key");
-    Arc::clone(
-        map.entry(key.clone())
-            .or_insert_with(|| Arc::new(make(key))),
-    )
 }
 
 /// Stores by name: what a request's `store_name` picks.

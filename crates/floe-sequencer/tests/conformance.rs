@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::{fixture, key, Fixture};
-use floe_sequencer::{ErrorKind, Mode, Segment, ServeOptions, StepPolicy, StoreHandle};
+use floe_sequencer::{ErrorKind, KeyLimits, Mode, Segment, ServeOptions, StepPolicy, StoreHandle};
 
 /// Unknown keys start at 1; STRONG counts up by one; a segment follows on.
 async fn first_ids_start_at_one(f: Fixture) {
@@ -238,6 +238,64 @@ async fn keys_are_exact(f: Fixture) {
     }
 }
 
+/// Keys dropped from memory all the time (room for 2 of 6 keys, 1 ms idle) while tasks ask
+/// for them, WEAK and STRONG, on both clients: no ID twice, and each task sees each key's IDs
+/// of each mode increase (a dropped key's new buffer starts from a fresh segment).
+async fn dropped_keys_never_reissue(f: Fixture, per_task: usize) {
+    let keys: Vec<_> = (0..6).map(|i| key(&format!("evicted{i}"))).collect();
+    let small = ServeOptions {
+        step: StepPolicy {
+            min: 20,
+            max: 20,
+            ..StepPolicy::default()
+        },
+        ..ServeOptions::default()
+    };
+    let limits = KeyLimits {
+        idle: std::time::Duration::from_millis(1),
+        max_keys: 2,
+    };
+    let handles = [
+        Arc::new(
+            StoreHandle::new("a", Arc::clone(&f.store), small)
+                .key_limits(limits)
+                .unwrap(),
+        ),
+        Arc::new(
+            StoreHandle::new("b", Arc::clone(&f.second), small)
+                .key_limits(limits)
+                .unwrap(),
+        ),
+    ];
+    let mut tasks = Vec::new();
+    for t in 0..6 {
+        let h = Arc::clone(&handles[t % 2]);
+        let keys = keys.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..per_task {
+                let k = (i * 7 + t * 3) % keys.len();
+                let mode = if i % 3 == 0 { Mode::Strong } else { Mode::Weak };
+                ids.push((k, mode, h.next_id(keys[k].as_str(), mode).await.unwrap()));
+            }
+            ids
+        }));
+    }
+    let mut seen: Vec<HashSet<i64>> = vec![HashSet::new(); keys.len()];
+    for t in tasks {
+        let mut last = BTreeMap::new();
+        for (k, mode, id) in t.await.unwrap() {
+            assert!(seen[k].insert(id), "{id} issued twice for key {k}");
+            if let Some(prev) = last.insert((k, mode == Mode::Strong), id) {
+                assert!(id > prev, "{mode:?} key {k}: {id} after {prev}");
+            }
+        }
+    }
+    for h in &handles {
+        assert!(h.keys_in_memory() <= keys.len());
+    }
+}
+
 macro_rules! conformance {
     ($($store:ident: $url:expr, strong_per_task = $n:expr;)*) => {$(
         mod $store {
@@ -275,6 +333,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn exhaustion_is_reported() {
                 super::exhaustion_is_reported(open().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn dropped_keys_never_reissue() {
+                super::dropped_keys_never_reissue(open().await, $n).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

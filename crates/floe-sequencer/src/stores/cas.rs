@@ -12,9 +12,13 @@ use crate::{ErrorKind, SeqError};
 /// node's data version, `None` when absent).
 pub(crate) type Seen<V> = (i64, V);
 
-/// What this process last saw of each key (a hint: a stale entry only costs a failed compare).
+/// What this process last saw of each key (a hint: a stale entry only costs a failed compare,
+/// a missing one a read). At most [`SEEN_MAX`] keys: a new key that finds it full empties it.
 #[derive(Debug, Default)]
 pub(crate) struct SeenCache<V>(Mutex<HashMap<Key, Seen<V>>>);
+
+/// The most keys a [`SeenCache`] holds, so that memory does not grow with every key ever used.
+pub(crate) const SEEN_MAX: usize = 65_536;
 
 impl<V: Copy> SeenCache<V> {
     pub fn get(&self, key: &Key) -> Option<Seen<V>> {
@@ -26,10 +30,21 @@ impl<V: Copy> SeenCache<V> {
     }
 
     pub fn put(&self, key: &Key, seen: Seen<V>) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone(), seen);
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = map.get_mut(key) {
+            *v = seen;
+            return;
+        }
+        if map.len() >= SEEN_MAX {
+            // Emptied, not pruned: a hint costs one read to rebuild, and this is O(1) amortized.
+            *map = HashMap::new();
+        }
+        map.insert(key.clone(), seen);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     pub fn forget(&self, key: &Key) {
@@ -80,4 +95,22 @@ pub(crate) fn contended(store: &str, key: &Key) -> SeqError {
         "{store}: key {:?} changed under {MAX_ATTEMPTS} attempts in a row",
         key.as_str()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seen_cache_stays_bounded() {
+        let seen = SeenCache::<i64>::default();
+        for i in 0..(SEEN_MAX * 2 + 10) {
+            seen.put(&Key::new(format!("k{i}")).unwrap(), (1, 1));
+            assert!(seen.len() <= SEEN_MAX);
+        }
+        let k = Key::new("again").unwrap();
+        seen.put(&k, (5, 7));
+        seen.put(&k, (6, 8));
+        assert_eq!(seen.get(&k), Some((6, 8)));
+    }
 }

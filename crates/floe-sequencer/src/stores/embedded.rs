@@ -4,25 +4,74 @@
 //! `Durability::Immediate` (fsync) before its value is returned, so a segment is on disk before
 //! any ID from it is handed out and `kill -9` never causes a reissue.
 //!
-//! **One process:** redb locks the file, so a second floe process on the same state directory
-//! fails at start-up, naming the file. Use a server store to share sequences between processes.
+//! **Memory:** redb's cache of the file's pages is held at [`CACHE_BYTES`] (16 MiB).
+//!
+//! **One process:** the store holds an exclusive lock of `sequences.redb.lock` (beside the
+//! file) as long as it lives, and redb locks the file too, so a second floe process on the same
+//! state directory fails at start-up, naming the file. Use a server store to share sequences
+//! between processes.
+//!
+//! **I/O errors** (a full disk): redb refuses every call after one ("Previous I/O error
+//! occurred"), so the call that meets one marks the database, and the next call closes it and
+//! opens it again (our lock is kept meanwhile) before it runs. Calls fail with `Unavailable`
+//! until writes succeed again, then work with no restart. A reservation whose commit failed is
+//! never handed out, and the value read after the reopen is the last one committed durably.
+//! An open after an I/O error checks the whole file (redb's repair: about 0.1 s for 2 million
+//! keys), so it happens at most every [`REOPEN_EVERY`]; calls in between fail at once.
 
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use floe_core::sequence::{reserve_after, Key};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::time::Instant;
 
 use crate::{Capabilities, SeqError, Store};
 
 const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
 
+/// The most memory redb keeps as a cache of the file's pages. Its default (1 GiB) lets the
+/// cache, hence the process, grow with the file, that is with every key ever used; a page not
+/// cached is read again from the OS's page cache, a few microseconds against the fsync of each
+/// commit.
+pub const CACHE_BYTES: usize = 16 << 20;
+
+/// The database is opened again after an I/O error at most this often.
+pub const REOPEN_EVERY: Duration = Duration::from_millis(100);
+
 /// A redb database of one table, key -> last reserved value.
 #[derive(Debug)]
 pub struct EmbeddedStore {
-    db: Arc<Database>,
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     path: PathBuf,
+    /// The exclusive lock of `{path}.lock`, held as long as the store is: it keeps other floe
+    /// processes away while the database is closed to be opened again.
+    _lock: File,
+    /// `None` after a failed reopen: the next call tries again. Calls hold the read side for
+    /// their transaction; a reopen takes the write side, so it waits for them to end.
+    db: RwLock<Option<Database>>,
+    /// Set by a call that met an I/O error (redb then refuses every later call with "Previous
+    /// I/O error occurred"): the database is closed and opened again before the next call.
+    broken: AtomicBool,
+    reopens: Mutex<Reopens>,
+}
+
+/// The reopens after I/O errors so far.
+#[derive(Debug, Default)]
+struct Reopens {
+    count: u64,
+    /// When the last one was tried (tokio's clock).
+    last: Option<Instant>,
+    /// The error that closed the database, or that the last open failed with.
+    error: Option<String>,
 }
 
 fn storage(path: &Path, what: &str, e: impl std::fmt::Display) -> SeqError {
@@ -30,7 +79,8 @@ fn storage(path: &Path, what: &str, e: impl std::fmt::Display) -> SeqError {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) the database file at `path`, creating its directory.
+    /// Opens (or creates) the database file at `path`, creating its directory, and holds the
+    /// exclusive lock of `{path}.lock` until the store is dropped.
     ///
     /// # Errors
     /// `Config` when the directory cannot be made or the file is held by another process or
@@ -42,70 +92,207 @@ impl EmbeddedStore {
                 SeqError::config(format!("embedded: cannot create {}: {e}", dir.display()))
             })?;
         }
-        let db = Database::create(&path).map_err(|e| {
+        let lock = lock(&path)?;
+        let db = create(&path).map_err(|e| {
             SeqError::config(format!(
                 "embedded: cannot open {} (another floe process on the same state directory?): {e}",
                 path.display()
             ))
         })?;
         let store = EmbeddedStore {
-            db: Arc::new(db),
-            path,
+            inner: Arc::new(Inner {
+                path,
+                _lock: lock,
+                db: RwLock::new(Some(db)),
+                broken: AtomicBool::new(false),
+                reopens: Mutex::new(Reopens::default()),
+            }),
         };
         // Create the table now, so that reads never find it missing.
-        store.write(|_| Ok(()))?;
+        store.inner.write(Instant::now(), |_, _| Ok(()))?;
         Ok(store)
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.inner.path
+    }
+
+    /// How many times the database was opened again after an I/O error.
+    pub fn reopens(&self) -> u64 {
+        self.inner.reopens().count
+    }
+
+    /// The key's value (0 if never used), from a read transaction.
+    pub fn value(&self, key: &Key) -> Result<i64, SeqError> {
+        self.inner.with_db(Instant::now(), |inner, db| {
+            let txn = db.begin_read().map_err(|e| inner.fail("cannot read", e))?;
+            let table = txn
+                .open_table(TABLE)
+                .map_err(|e| inner.fail("cannot open the table of", e))?;
+            let value = table
+                .get(key.as_str())
+                .map_err(|e| inner.fail("cannot read", e))?;
+            Ok(value.map(|v| v.value()).unwrap_or(0))
+        })
+    }
+}
+
+/// Opens (or creates) the database, with a cache of [`CACHE_BYTES`].
+fn create(path: &Path) -> Result<Database, redb::DatabaseError> {
+    redb::Builder::new()
+        .set_cache_size(CACHE_BYTES)
+        .create(path)
+}
+
+/// Takes the exclusive lock of `{path}.lock` (made if missing), or says who holds it.
+fn lock(path: &Path) -> Result<File, SeqError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| {
+            SeqError::config(format!(
+                "embedded: cannot open {}: {e}",
+                lock_path.display()
+            ))
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(SeqError::config(format!(
+            "embedded: cannot open {}: {} is held by another floe process on the same state directory",
+            path.display(),
+            lock_path.display()
+        ))),
+        Err(TryLockError::Error(e)) => Err(SeqError::config(format!(
+            "embedded: cannot lock {}: {e}",
+            lock_path.display()
+        ))),
+    }
+}
+
+impl Inner {
+    /// An error of redb while trying to `what`, as `Unavailable`. An I/O error (a full disk,
+    /// say) marks the database for a reopen: redb latches it and fails every later call.
+    fn fail(&self, what: &str, e: impl Into<redb::Error>) -> SeqError {
+        let e: redb::Error = e.into();
+        let error = storage(&self.path, what, &e);
+        if matches!(
+            e,
+            redb::Error::Io(_)
+                | redb::Error::PreviousIo
+                | redb::Error::DatabaseClosed
+                | redb::Error::TransactionPoisoned
+        ) {
+            self.broken.store(true, Ordering::SeqCst);
+            self.reopens().error = Some(error.message.clone());
+        }
+        error
+    }
+
+    fn reopens(&self) -> std::sync::MutexGuard<'_, Reopens> {
+        self.reopens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the database, first closing and opening it again if a call before met an
+    /// I/O error (or an open failed). `f` reports redb's errors through [`fail`](Self::fail)
+    /// while it holds the read side, so a failure is always marked before its database can be
+    /// replaced.
+    ///
+    /// `now` is read on the async side, where tokio's clock is the caller's (paused in tests).
+    fn with_db<T>(
+        &self,
+        now: Instant,
+        f: impl FnOnce(&Inner, &Database) -> Result<T, SeqError>,
+    ) -> Result<T, SeqError> {
+        {
+            let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(db) = db.as_ref().filter(|_| !self.broken.load(Ordering::SeqCst)) {
+                return f(self, db);
+            }
+        }
+        self.reopen(now)?;
+        let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+        match db.as_ref() {
+            Some(db) => f(self, db),
+            None => Err(storage(&self.path, "cannot open", "closed after an error")),
+        }
+    }
+
+    /// Closes the database (releasing redb's file and its lock, not ours) and opens it again:
+    /// what redb asks for after an I/O error. Everything in memory is read again from the file,
+    /// so a reservation whose commit failed is never seen, and the value read back is the last
+    /// one committed durably. At most every [`REOPEN_EVERY`]: sooner, the call fails at once
+    /// with the error that closed the database.
+    fn reopen(&self, now: Instant) -> Result<(), SeqError> {
+        let mut slot = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() && !self.broken.load(Ordering::SeqCst) {
+            return Ok(()); // another call opened it again meanwhile
+        }
+        let mut reopens = self.reopens();
+        if let Some(last) = reopens.last {
+            if now < last + REOPEN_EVERY {
+                return Err(SeqError::unavailable(format!(
+                    "{} (the database is opened again at most every {REOPEN_EVERY:?})",
+                    reopens
+                        .error
+                        .as_deref()
+                        .unwrap_or("embedded: closed after an error")
+                )));
+            }
+        }
+        reopens.last = Some(now);
+        reopens.count += 1;
+        if let Some(db) = slot.take() {
+            // The error it may report is the one that brought us here; no transaction is
+            // alive (we hold the write side), so the file is let go now.
+            let _ = db.close();
+        }
+        self.broken.store(false, Ordering::SeqCst);
+        let db = create(&self.path).map_err(|e| {
+            let error = storage(&self.path, "cannot open again", e);
+            reopens.error = Some(error.message.clone());
+            error
+        })?;
+        *slot = Some(db);
+        Ok(())
     }
 
     /// Runs `f` on the table in one write transaction, committed durably before returning.
     fn write<T>(
         &self,
-        f: impl FnOnce(&mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
+        now: Instant,
+        f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
     ) -> Result<T, SeqError> {
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(|e| storage(&self.path, "cannot write", e))?;
-        let out = {
-            let mut table = txn
-                .open_table(TABLE)
-                .map_err(|e| storage(&self.path, "cannot open the table of", e))?;
-            f(&mut table)?
-        };
-        txn.commit()
-            .map_err(|e| storage(&self.path, "cannot commit to", e))?;
-        Ok(out)
-    }
-
-    /// The key's value (0 if never used), from a read transaction.
-    pub fn value(&self, key: &Key) -> Result<i64, SeqError> {
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(|e| storage(&self.path, "cannot read", e))?;
-        let table = txn
-            .open_table(TABLE)
-            .map_err(|e| storage(&self.path, "cannot open the table of", e))?;
-        let value = table
-            .get(key.as_str())
-            .map_err(|e| storage(&self.path, "cannot read", e))?;
-        Ok(value.map(|v| v.value()).unwrap_or(0))
+        self.with_db(now, |inner, db| {
+            let txn = db
+                .begin_write()
+                .map_err(|e| inner.fail("cannot write", e))?;
+            let out = {
+                let mut table = txn
+                    .open_table(TABLE)
+                    .map_err(|e| inner.fail("cannot open the table of", e))?;
+                f(inner, &mut table)?
+            };
+            txn.commit()
+                .map_err(|e| inner.fail("cannot commit to", e))?;
+            Ok(out)
+        })
     }
 }
 
 fn current(
+    inner: &Inner,
     table: &redb::Table<'_, &'static str, i64>,
     key: &Key,
-    path: &Path,
 ) -> Result<i64, SeqError> {
     Ok(table
         .get(key.as_str())
-        .map_err(|e| storage(path, "cannot read", e))?
+        .map_err(|e| inner.fail("cannot read", e))?
         .map(|v| v.value())
         .unwrap_or(0))
 }
@@ -126,17 +313,18 @@ impl Store for EmbeddedStore {
     }
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
-        let db = self.clone_handle();
+        let inner = Arc::clone(&self.inner);
         let key = key.clone();
+        let now = Instant::now();
         // The commit fsyncs: off the async worker threads.
         run_blocking(move || {
-            db.write(|table| {
-                let value = current(table, &key, &db.path)?;
+            inner.write(now, |inner, table| {
+                let value = current(inner, table, &key)?;
                 let next = reserve_after(value, n)
                     .ok_or_else(|| SeqError::exhausted("embedded", key.as_str()))?;
                 table
                     .insert(key.as_str(), next)
-                    .map_err(|e| storage(&db.path, "cannot write", e))?;
+                    .map_err(|e| inner.fail("cannot write", e))?;
                 Ok(next)
             })
         })
@@ -144,28 +332,20 @@ impl Store for EmbeddedStore {
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
-        let db = self.clone_handle();
+        let inner = Arc::clone(&self.inner);
         let key = key.clone();
+        let now = Instant::now();
         run_blocking(move || {
-            db.write(|table| {
-                if current(table, &key, &db.path)? < floor {
+            inner.write(now, |inner, table| {
+                if current(inner, table, &key)? < floor {
                     table
                         .insert(key.as_str(), floor)
-                        .map_err(|e| storage(&db.path, "cannot write", e))?;
+                        .map_err(|e| inner.fail("cannot write", e))?;
                 }
                 Ok(())
             })
         })
         .await
-    }
-}
-
-impl EmbeddedStore {
-    fn clone_handle(&self) -> EmbeddedStore {
-        EmbeddedStore {
-            db: self.db.clone(),
-            path: self.path.clone(),
-        }
     }
 }
 

@@ -1,0 +1,360 @@
+//! The keys a store holds in memory (each key's WEAK buffer and STRONG queue), bounded in
+//! number and in time.
+//!
+//! **Bounds** ([`KeyLimits`]): a key unused for `idle` (60 s by default) is dropped from memory
+//! by a sweep that runs every `idle / 4` (at most a minute apart) in a task of the runtime; at
+//! most `max_keys` (100,000 by default) are held at once. When a new key finds the map full,
+//! the least recently used keys that can go are dropped: enough to make room, and at least a
+//! batch of `max_keys / 16`, so that the scan that finds them (under the read lock: requests
+//! for keys held go on meanwhile) is paid once per batch; the write lock is held only to remove
+//! them, each checked again.
+//!
+//! **Which keys can go.** Only a key whose state nothing but the map holds: no request under
+//! way, no background segment fetch, no STRONG increment in flight or waiting, no
+//! [`WeakKey`](crate::weak::WeakKey) or [`StrongKey`](crate::strong::StrongKey) handed out by
+//! [`StoreHandle::weak_key`](crate::StoreHandle::weak_key) and still held. Every way to reach a
+//! key's state goes through the map's lock, so a state the map alone holds (its `Arc` count is
+//! one) seen under the write lock stays so until it is dropped: dropping it races with
+//! nothing.
+//!
+//! **When no key can go** (every key held is in use), the new key is held all the same, over
+//! `max_keys`, and keys go as soon as they can: memory stays within `max_keys` plus the keys with
+//! work under way at once (which the number of requests in flight bounds). So are new keys that
+//! other callers added while room was being made for this one. Not served uncached:
+//! an ID reserved apart from the key's buffer could be followed, in a later request, by an
+//! older ID of the buffer, and WEAK IDs must follow the order of the requests. Not by dropping a
+//! key in use either: its buffer could go on fetching after a new one did, with the same effect.
+//! So at most one WEAK buffer and one STRONG queue of a key are alive in one handle at a time.
+//!
+//! **Gaps, never repeats.** A dropped key's buffered WEAK IDs (and threads' blocks of them) are
+//! never issued. A key used again later gets a new, empty buffer, which always reserves a fresh
+//! segment from the store after the old buffer is gone (its last fetch had ended): every ID it
+//! serves is above every ID the old one held.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::time::Duration;
+
+use floe_core::sequence::Key;
+use tokio::time::Instant;
+
+use crate::strong::StrongKey;
+use crate::weak::WeakKey;
+use crate::SeqError;
+
+/// How many keys a store holds in memory, and for how long (see [`StoreHandle`]'s docs).
+///
+/// [`StoreHandle`]: crate::StoreHandle
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyLimits {
+    /// A key unused for this long is dropped from memory (by a sweep every quarter of it, at
+    /// most a minute apart): its buffered WEAK IDs become gaps, and its next request reserves a
+    /// fresh segment.
+    pub idle: Duration,
+    /// The most keys held in memory at once. When a new key finds them all held, the least
+    /// recently used keys with no work under way are dropped (at least `max_keys / 16` of
+    /// them); if every key held has work under way, the new key is held all the same (over the
+    /// limit, until keys can go).
+    pub max_keys: usize,
+}
+
+impl Default for KeyLimits {
+    /// 60 s idle, 100,000 keys.
+    fn default() -> Self {
+        KeyLimits {
+            idle: Duration::from_secs(60),
+            max_keys: 100_000,
+        }
+    }
+}
+
+impl KeyLimits {
+    /// Checks the limits, naming the field at fault.
+    ///
+    /// # Errors
+    /// `Config` when `max_keys` is 0 or `idle` is zero.
+    pub fn validate(&self) -> Result<(), SeqError> {
+        if self.max_keys == 0 {
+            return Err(SeqError::config(
+                "max_keys: expected at least 1 key held in memory, found 0",
+            ));
+        }
+        if self.idle.is_zero() {
+            return Err(SeqError::config(
+                "idle: expected a positive duration, found 0",
+            ));
+        }
+        Ok(())
+    }
+
+    /// How often idle keys are looked for: every quarter of `idle`, from 1 ms to 1 min.
+    fn sweep_every(&self) -> Duration {
+        (self.idle / 4).clamp(Duration::from_millis(1), Duration::from_secs(60))
+    }
+
+    /// How many keys one scan of a full map drops, at least.
+    fn batch(&self) -> usize {
+        (self.max_keys / 16).max(1)
+    }
+}
+
+/// One key's state.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    weak: OnceLock<Arc<WeakKey>>,
+    strong: OnceLock<Arc<StrongKey>>,
+    /// When it was last used: milliseconds since the map was made.
+    used: AtomicU64,
+}
+
+impl Entry {
+    fn new(now: u64) -> Entry {
+        Entry {
+            weak: OnceLock::new(),
+            strong: OnceLock::new(),
+            used: AtomicU64::new(now),
+        }
+    }
+
+    /// Marks it used at `now`. A plain load first, so that a key used by many threads at once
+    /// is written at most once a millisecond.
+    fn touch(&self, now: u64) {
+        if self.used.load(Ordering::Relaxed) < now {
+            self.used.store(now, Ordering::Relaxed);
+        }
+    }
+
+    fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Whether nothing but the map holds its state. Only meaningful under the map's write lock
+    /// (then nobody can take a new reference, see the module docs).
+    fn unused(&self) -> bool {
+        self.weak.get().is_none_or(|w| Arc::strong_count(w) == 1)
+            && self.strong.get().is_none_or(|s| Arc::strong_count(s) == 1)
+    }
+}
+
+/// What [`Keys`] hands out: the state of one kind.
+pub(crate) trait Kind: Sized {
+    fn cell(entry: &Entry) -> &OnceLock<Arc<Self>>;
+}
+
+impl Kind for WeakKey {
+    fn cell(entry: &Entry) -> &OnceLock<Arc<Self>> {
+        &entry.weak
+    }
+}
+
+impl Kind for StrongKey {
+    fn cell(entry: &Entry) -> &OnceLock<Arc<Self>> {
+        &entry.strong
+    }
+}
+
+/// The keys of one store held in memory.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    limits: KeyLimits,
+    /// The time `Entry::used` counts from (tokio's clock: a paused clock in tests).
+    start: Instant,
+    map: RwLock<HashMap<Key, Entry>>,
+    /// Held while room is made, so that callers that find the map full at once scan it once.
+    making_room: Mutex<()>,
+    sweeping: AtomicBool,
+}
+
+impl Keys {
+    pub fn new(limits: KeyLimits) -> Keys {
+        Keys {
+            limits,
+            start: Instant::now(),
+            map: RwLock::new(HashMap::new()),
+            making_room: Mutex::new(()),
+            sweeping: AtomicBool::new(false),
+        }
+    }
+
+    pub fn limits(&self) -> KeyLimits {
+        self.limits
+    }
+
+    /// How many keys are held now.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<Key, Entry>> {
+        // A panic while the lock was held leaves a map of whole entries.
+        self.map.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<Key, Entry>> {
+        self.map.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> u64 {
+        let ms = Instant::now()
+            .saturating_duration_since(self.start)
+            .as_millis();
+        u64::try_from(ms).unwrap_or(u64::MAX)
+    }
+
+    /// The state of `key` (a checked key's text), made by `make` on first use. A key already
+    /// held is found under the read lock, by its text: no allocation.
+    pub fn get<T: Kind>(self: &Arc<Self>, key: &str, make: impl FnOnce(Key) -> T) -> Arc<T> {
+        let now = self.now();
+        {
+            let map = self.read();
+            if let Some((k, entry)) = map.get_key_value(key) {
+                entry.touch(now);
+                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(k.clone()))));
+            }
+        }
+        self.start_sweeper();
+        let mut made_room = false;
+        loop {
+            let mut map = self.write();
+            if let Some((k, entry)) = map.get_key_value(key) {
+                entry.touch(now);
+                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(k.clone()))));
+            }
+            // Full: room is made once (not under the write lock); if the map is full again by
+            // then, only of keys in use or of keys added meanwhile, the key is held over it.
+            if map.len() < self.limits.max_keys || made_room {
+                let key = Key::new(key).expect("callers pass a checked key");
+                let entry = map.entry(key.clone()).or_insert_with(|| Entry::new(now));
+                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(key))));
+            }
+            drop(map);
+            self.make_room();
+            made_room = true;
+        }
+    }
+
+    /// Drops the least recently used keys that can go: as many as make room for one more key,
+    /// and at least a batch (ties on the same millisecond broken arbitrarily). They are picked
+    /// under the read lock and removed under the write lock, each only if it still can go and
+    /// was not used since.
+    fn make_room(&self) {
+        let _one = self.making_room.lock().unwrap_or_else(|p| p.into_inner());
+        let (victims, newest) = {
+            let map = self.read();
+            if map.len() < self.limits.max_keys {
+                return; // made by the caller before us
+            }
+            let mut candidates: Vec<(u64, &Key)> = map
+                .iter()
+                .filter(|(_, e)| e.unused())
+                .map(|(k, e)| (e.used(), k))
+                .collect();
+            if candidates.is_empty() {
+                return;
+            }
+            let room = map.len() + 1 - self.limits.max_keys;
+            let batch = self.limits.batch().max(room).min(candidates.len());
+            candidates.select_nth_unstable(batch - 1);
+            candidates.truncate(batch);
+            let newest = candidates.iter().map(|c| c.0).max().unwrap_or(0);
+            let victims: Vec<Key> = candidates.into_iter().map(|(_, k)| k.clone()).collect();
+            (victims, newest)
+        };
+        self.remove(victims, |e| e.used() <= newest);
+    }
+
+    /// Removes those of `keys` that still can go and pass `still`, under the write lock; how
+    /// many went. Their states are dropped after the lock is let go.
+    fn remove(&self, keys: Vec<Key>, still: impl Fn(&Entry) -> bool) -> usize {
+        let mut gone = Vec::with_capacity(keys.len());
+        {
+            let mut map = self.write();
+            for key in keys {
+                if map.get(&key).is_some_and(|e| e.unused() && still(e)) {
+                    gone.extend(map.remove(&key));
+                }
+            }
+            shrink(&mut map);
+        }
+        gone.len()
+    }
+
+    /// Stamps before this one are idle at `now`.
+    fn idle_before(&self, now: u64) -> u64 {
+        let idle = u64::try_from(self.limits.idle.as_millis()).unwrap_or(u64::MAX);
+        now.saturating_sub(idle)
+    }
+
+    /// Drops every key idle at `now` that can go; how many went. They are picked under the read
+    /// lock and removed under the write lock, each only if it still can go and is still idle.
+    pub fn expire(&self, now: u64) -> usize {
+        let idle = self.idle_before(now);
+        let expired = |e: &Entry| e.used() < idle;
+        let victims: Vec<Key> = self
+            .read()
+            .iter()
+            .filter(|(_, e)| expired(e) && e.unused())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if victims.is_empty() {
+            return 0;
+        }
+        self.remove(victims, expired)
+    }
+
+    /// Starts the task that drops idle keys on the runtime of the caller that adds a key,
+    /// unless one runs (none without a runtime: then keys go only when the map is full). It
+    /// holds the map weakly and ends when the map is dropped; if its runtime shuts down first,
+    /// the next key added starts another.
+    fn start_sweeper(self: &Arc<Self>) {
+        if self.sweeping.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.sweeping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let keys: Weak<Keys> = Arc::downgrade(self);
+        let every = self.limits.sweep_every();
+        runtime.spawn(async move {
+            let _running = Sweeping(keys.clone());
+            let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(keys) = keys.upgrade() else {
+                    return;
+                };
+                let now = keys.now();
+                // A scan of up to `max_keys` entries: off the async worker threads.
+                if tokio::task::spawn_blocking(move || keys.expire(now))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// Marks the sweeper gone when its task ends or is dropped (its runtime shut down).
+struct Sweeping(Weak<Keys>);
+
+impl Drop for Sweeping {
+    fn drop(&mut self) {
+        if let Some(keys) = self.0.upgrade() {
+            keys.sweeping.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Gives memory back once the map holds far fewer keys than it has room for.
+fn shrink(map: &mut HashMap<Key, Entry>) {
+    if map.capacity() > 1024 && map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
+    }
+}
