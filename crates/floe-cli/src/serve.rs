@@ -31,6 +31,15 @@ pub struct TuningArgs {
     /// The longest a store call may take, in milliseconds, before it fails as unavailable.
     #[arg(long, default_value_t = 2000)]
     timeout_ms: u64,
+    /// The most keys a store holds in memory (each key's WEAK buffer and STRONG queue, about
+    /// 0.5 KB). When full, the least recently used keys with no request under way are
+    /// dropped; their buffered IDs become gaps, never reissued.
+    #[arg(long, default_value_t = 100_000)]
+    max_keys: usize,
+    /// A key unused for this many seconds is dropped from memory; its next request reserves a
+    /// fresh segment.
+    #[arg(long, default_value_t = 60)]
+    key_idle_secs: u64,
 }
 
 impl TuningArgs {
@@ -48,6 +57,21 @@ impl TuningArgs {
             step,
             timeout: Duration::from_millis(self.timeout_ms),
         })
+    }
+
+    /// A store's handle with these key limits.
+    fn handle(
+        &self,
+        name: impl Into<String>,
+        store: Arc<dyn floe_sequencer::Store>,
+        options: ServeOptions,
+    ) -> Result<StoreHandle, String> {
+        StoreHandle::new(name, store, options)
+            .key_limits(floe_sequencer::KeyLimits {
+                idle: Duration::from_secs(self.key_idle_secs),
+                max_keys: self.max_keys,
+            })
+            .map_err(|e| format!("--max-keys / --key-idle-secs: {e}"))
     }
 }
 
@@ -294,7 +318,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     for (name, url) in &parsed {
         let store = open_store(url, &args.registry.state_dir, args, &mut leases, &rt)
             .map_err(|e| format!("store {name}: {e}"))?;
-        let handle = StoreHandle::new(name.clone(), store, options);
+        let handle = args.tuning.handle(name.clone(), store, options)?;
         if let Some(f) = floors.get(name) {
             rt.block_on(handle.init(f))
                 .map_err(|e| format!("store {name}: bigger-than: {e}"))?;
@@ -369,7 +393,7 @@ pub fn seq(args: &SeqArgs) -> Result<(), String> {
         let store = floe_sequencer::open(&args.store, &args.state_dir)
             .await
             .map_err(|e| e.to_string())?;
-        let handle = StoreHandle::new("cli", store, options);
+        let handle = args.tuning.handle("cli", store, options)?;
         if let Some(n) = args.bigger_than {
             handle
                 .init(&BTreeMap::from([(key.clone(), n)]))
