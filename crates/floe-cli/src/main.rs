@@ -368,7 +368,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 l.finish(g.last_timestamp_ms())?;
             }
             if let Some(h) = standalone {
-                h.close().map_err(|e| e.to_string())?;
+                h.close(g.last_timestamp_ms()).map_err(|e| e.to_string())?;
             }
         }
         Kind::Sno => {
@@ -438,7 +438,9 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 l.finish(sno_last_ms(&g))?;
             }
             if let Some(s) = standalone {
-                s.horizon.close().map_err(|e| e.to_string())?;
+                s.horizon
+                    .close(sno_last_ms(&g))
+                    .map_err(|e| e.to_string())?;
             }
         }
         Kind::Lexical => {
@@ -462,7 +464,9 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                 })?;
             }
             out.flush()?;
-            started.horizon.close().map_err(|e| e.to_string())?;
+            // Timestamps run ahead of the clock past a million IDs a second.
+            let last_ms = u64::try_from(g.last_timestamp_micros() / 1000).unwrap_or(0);
+            started.horizon.close(last_ms).map_err(|e| e.to_string())?;
         }
         Kind::Uuid7 => {
             let g = Uuid7Generator::new(SystemClock);

@@ -394,19 +394,21 @@ impl DurableHorizon {
     }
 
     /// At a clean shutdown, once no generator of this horizon is issuing IDs: stops the
-    /// generators for good, then brings the bound on disk back to the clock's time (never
-    /// ahead of the old bound), so that a clean restart need not wait.
+    /// generators for good, then brings the bound on disk back to the later of the clock's
+    /// time and `last_issued_ms` (the generator's last issued time: a LexicalUUID generator's
+    /// timestamps can run ahead of the clock), never ahead of the old bound, so that a clean
+    /// restart need not wait.
     ///
     /// # Errors
     /// [`ErrorKind::Unavailable`] when the file cannot be written (the old, later bound stays:
     /// the restart waits for it, nothing repeats).
-    pub fn close(mut self) -> Result<(), RegistryError> {
+    pub fn close(mut self, last_issued_ms: u64) -> Result<(), RegistryError> {
         self.stop_thread();
         let horizon = &self.shared.horizon;
         let bound = horizon.bound_ms();
         horizon.close();
         // Any call that passed the check before `close` read the clock before this reading.
-        let final_ms = self.shared.now_ms().min(bound);
+        let final_ms = self.shared.now_ms().max(last_issued_ms).min(bound);
         self.shared.file.store(final_ms)
     }
 }
@@ -505,11 +507,20 @@ mod tests {
         let s = start_x(&dir, &[], &clock).unwrap();
         let h = s.horizon.horizon();
         clock.advance(Duration::from_millis(10));
-        s.horizon.close().unwrap();
+        s.horizon.close(0).unwrap();
         assert!(!h.allows_nanos(0), "closed: generators stop");
         let s = start_x(&dir, &[], &clock).unwrap();
         assert_eq!(s.not_before_ms, T0 + 10);
         assert_eq!(clock.waits(), 0);
+        // A generator that ran ahead of the clock (LexicalUUID past 1 M IDs/s) closes at its
+        // last issued time, not the clock's; never past the bound.
+        s.horizon.close(T0 + 500).unwrap();
+        let s = start_x(&dir, &[], &clock).unwrap();
+        assert_eq!(s.not_before_ms, T0 + 500);
+        clock.set_millis(T0 + 501);
+        s.horizon.close(T0 + 999_999).unwrap();
+        let s = start_x(&dir, &[], &clock).unwrap();
+        assert_eq!(s.not_before_ms, T0 + 501 + 1000, "the bound, not past it");
     }
 
     #[test]

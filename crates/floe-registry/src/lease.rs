@@ -395,7 +395,7 @@ impl Lease {
     ) -> Result<(), RegistryError> {
         if let Some(h) = self.horizon.take() {
             // Stops the generators for good and brings the bound back to now (fsync).
-            off_executor("time bound close", move || h.close()).await?;
+            off_executor("time bound close", move || h.close(last_time_ms)).await?;
         }
         self.heartbeat(registry, cache, last_time_ms).await?;
         if self.source == Source::Registry {
