@@ -26,9 +26,13 @@ start_mariadb FLOE_TEST_MARIADB_FAULTS
 start_etcd FLOE_TEST_ETCD_FAULTS
 start_zookeeper FLOE_TEST_ZOOKEEPER_FAULTS
 cargo build --release --locked -p floe-cli --features etcd
+set +e
 FLOE_FAULTS=full FLOE_BIN="$PWD/target/release/floe" FLOE_FAULTS_TABLE="$table" \
   cargo test --locked -p floe-cli --all-features --test faults -- --test-threads 1
+status=$?
+set -e
 echo
 echo "| scenario | IDs issued | repeats | order violations | outcome |"
 echo "|---|---|---|---|---|"
 cat "$table"
+exit "$status"
