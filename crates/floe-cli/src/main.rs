@@ -394,7 +394,7 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
             let standalone = match (&lease, &args.partition) {
                 (None, Some(_)) => Some(worker::standalone_horizon(
                     &args.registry,
-                    &format!("sno-{:04x}", partition.as_u16()),
+                    &format!("sno-{}", partition.as_u16()),
                 )?),
                 _ => None,
             };

@@ -64,38 +64,53 @@ fn snowflake_store_of_floe_serve() {
     serve_snowflake_clock_steps(1).assert_clean(false);
 }
 
+/// Two processes on one state directory with the same worker ID (or sno partition), however
+/// each got it: the second is refused (a hostile probe once found a registry's partition 10
+/// and `--partition 10` kept apart, repeating 1.8 M IDs).
 #[test]
 fn a_second_process_with_the_same_worker_id_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().display().to_string();
-    let args: Vec<String> = [
-        "gen",
-        "snowflake",
-        "-n",
-        "1000000000",
-        "--worker",
-        "3",
-        "--state-dir",
-        &state,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut first = floe(&args, None).spawn().unwrap();
-    let (lines, reader) = collect_lines(&mut first);
-    let started = Instant::now();
-    while lines.lock().unwrap().is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(5));
+    let cases: [(&[&str], &[&str], &str); 3] = [
+        (
+            &["snowflake", "--worker", "3"],
+            &["snowflake", "--worker", "3"],
+            "snowflake-3",
+        ),
+        (
+            &["snowflake", "--registry", "static:3"],
+            &["snowflake", "--worker", "3"],
+            "snowflake-3",
+        ),
+        (
+            &["sno", "--registry", "static:10"],
+            &["sno", "--partition", "10"],
+            "sno-10",
+        ),
+    ];
+    for (first_args, second_args, slot) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().display().to_string();
+        let args = |kind: &[&str]| -> Vec<String> {
+            let mut a = vec!["gen".to_string(), kind[0].to_string()];
+            a.extend(kind[1..].iter().map(|s| s.to_string()));
+            a.extend(["-n", "1000000000", "--state-dir", &state].map(String::from));
+            a
+        };
+        let mut first = floe(&args(first_args), None).spawn().unwrap();
+        let (lines, reader) = collect_lines(&mut first);
+        let started = Instant::now();
+        while lines.lock().unwrap().is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(20));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let out = floe(&args(second_args), None).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{second_args:?}: {err}");
+        assert!(
+            err.contains("another process") && err.contains(slot),
+            "{err}"
+        );
+        first.kill().unwrap();
+        first.wait().unwrap();
+        reader.join().unwrap();
     }
-    let out = floe(&args, None).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("another process") && err.contains("snowflake-3"),
-        "{err}"
-    );
-    first.kill().unwrap();
-    first.wait().unwrap();
-    reader.join().unwrap();
 }

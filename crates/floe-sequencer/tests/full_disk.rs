@@ -258,3 +258,31 @@ async fn a_full_disk_fails_calls_until_there_is_room_then_nothing_is_issued_twic
     drop(store);
     drop(tmpfs);
 }
+
+/// A first open on a full disk fails, and leaves a file of zeros behind; once there is room,
+/// the next open makes the database and serves (found by a hostile probe: the file of zeros
+/// was refused as "not a redb database" for good).
+#[tokio::test]
+async fn a_first_open_on_a_full_disk_fails_then_succeeds_once_there_is_room() {
+    let tmpfs = match Tmpfs::mount("64k") {
+        Ok(t) => t,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED a_first_open_...: cannot mount a tmpfs ({why}); this test needs root"
+            );
+            return;
+        }
+    };
+    let filler = tmpfs.path().join("filler");
+    fill(&filler);
+    let path: PathBuf = tmpfs.path().join("sequences.redb");
+    let e = EmbeddedStore::open(&path).unwrap_err();
+    assert!(e.message.contains("cannot open"), "{e}");
+    std::fs::remove_file(&filler).unwrap();
+    let store = EmbeddedStore::open(&path).unwrap();
+    let key: floe_sequencer::Key = "k".parse().unwrap();
+    assert_eq!(
+        floe_sequencer::Store::next_id(&store, &key).await.unwrap(),
+        1
+    );
+}

@@ -132,7 +132,11 @@ pub fn floe(args: &[String], offset: Option<&str>) -> Command {
     let mut c = cmd();
     c.args(args);
     if let Some(offset) = offset {
-        c.env("LD_PRELOAD", faketime_lib()).env("FAKETIME", offset);
+        // Only the wall clock steps back, as NTP or an operator would step it: libfaketime
+        // would move CLOCK_MONOTONIC too, and timed waits would then never end.
+        c.env("LD_PRELOAD", faketime_lib())
+            .env("FAKETIME", offset)
+            .env("DONT_FAKE_MONOTONIC", "1");
     }
     c
 }

@@ -93,12 +93,17 @@ impl EmbeddedStore {
             })?;
         }
         let lock = lock(&path)?;
-        let db = create(&path).map_err(|e| {
-            SeqError::config(format!(
-                "embedded: cannot open {} (another floe process on the same state directory?): {e}",
-                path.display()
-            ))
-        })?;
+        let db = match create(&path) {
+            Ok(db) => Ok(db),
+            // A first open that failed part way (a full disk) can leave a file of zeros: it
+            // never held a header, so no value. With the lock held, it is made again.
+            Err(_) if never_written(&path) => {
+                let _ = std::fs::remove_file(&path);
+                create(&path)
+            }
+            Err(e) => Err(e),
+        }
+        .map_err(|e| SeqError::config(format!("embedded: cannot open {}: {e}", path.display())))?;
         let store = EmbeddedStore {
             inner: Arc::new(Inner {
                 path,
@@ -135,6 +140,22 @@ impl EmbeddedStore {
                 .map_err(|e| inner.fail("cannot read", e))?;
             Ok(value.map(|v| v.value()).unwrap_or(0))
         })
+    }
+}
+
+/// Whether the file at `path` holds nothing but zero bytes (or nothing at all).
+fn never_written(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) if buf[..n].iter().all(|b| *b == 0) => {}
+            _ => return false,
+        }
     }
 }
 
