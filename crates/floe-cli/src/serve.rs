@@ -128,6 +128,11 @@ pub struct ConnectionArgs {
     /// closes the stores.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     shutdown_timeout_secs: u64,
+    /// A host name HTTP answers to besides IP addresses and localhost (repeat for more): a
+    /// request with any other `Host` is refused (403), so a web page cannot reach floe by
+    /// rebinding its own name to 127.0.0.1.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_host: Vec<String>,
 }
 
 impl ConnectionArgs {
@@ -348,6 +353,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             grpc,
             http,
             limits,
+            args.connections.allow_host.clone(),
             shutdown_signal(),
         )
         .await

@@ -251,7 +251,7 @@ fn serve_runs_until_sigterm() {
         let mut s = std::net::TcpStream::connect(&http).unwrap();
         write!(
             s,
-            "GET {path} HTTP/1.1\r\nHost: floe\r\nConnection: close\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
         let mut text = String::new();

@@ -39,8 +39,10 @@ fn sigterm_ends_serve_by_the_deadline_whatever_clients_hold_and_a_restart_succee
 
     // A half-sent HTTP request.
     let mut half = TcpStream::connect(&server.http).unwrap();
-    half.write_all(b"POST /v1/sequencer/main/orders?increment=strong HTTP/1.1\r\nHost: floe\r\n")
-        .unwrap();
+    half.write_all(
+        b"POST /v1/sequencer/main/orders?increment=strong HTTP/1.1\r\nHost: localhost\r\n",
+    )
+    .unwrap();
     // An idle TCP connection to the gRPC port.
     let mut idle = TcpStream::connect(&server.grpc).unwrap();
     // An HTTP/2 connection that never sends a request (the server's SETTINGS came back).

@@ -4,8 +4,11 @@
 //! issues nothing (405). A browser can be made to send a request to a server on the user's
 //! machine from any page it shows, so a request carrying an `Origin` that is not this server's
 //! own (`http://` or `https://` and the request's `Host`), or a `Sec-Fetch-Site` other than
-//! `same-origin` or `none`, is refused with 403 before it reaches a route. Every error is one
-//! line of JSON, `{"error":KIND,"message":TEXT}`.
+//! `same-origin` or `none`, is refused with 403 before it reaches a route. A page can also
+//! rebind its own host name to 127.0.0.1 (DNS rebinding) and so send requests that look
+//! same-origin: a request whose `Host` is not an IP address, `localhost` or a name the operator
+//! allowed (`--allow-host`) is refused with 403 too. Every error is one line of JSON,
+//! `{"error":KIND,"message":TEXT}`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -226,9 +229,36 @@ fn cross_site(headers: &HeaderMap) -> Option<String> {
     None
 }
 
-/// Refuses cross-site browser requests (see the module docs) before any route runs.
-async fn same_origin(request: Request, next: Next) -> Response {
-    match cross_site(request.headers()) {
+/// Why a request's `Host` is not one this server answers to, if it is not: an IP address,
+/// `localhost`, or a name in `allowed` (compared without case; the port is not compared).
+fn foreign_host(headers: &HeaderMap, allowed: &[String]) -> Option<String> {
+    let host = headers.get(header::HOST)?;
+    let text = String::from_utf8_lossy(host.as_bytes());
+    let name = match text.strip_prefix('[') {
+        // [IPv6]:port
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => text.rsplit_once(':').map_or(&*text, |(name, _)| name),
+    };
+    let ok = name.parse::<std::net::IpAddr>().is_ok()
+        || name.eq_ignore_ascii_case("localhost")
+        || allowed.iter().any(|a| a.eq_ignore_ascii_case(name));
+    (!ok).then(|| {
+        format!(
+            "Host \"{}\" is not an IP address, localhost or an allowed name (floe serve --allow-host NAME)",
+            echo(&text, MAX_ECHO)
+        )
+    })
+}
+
+/// Refuses cross-site browser requests and foreign `Host`s (see the module docs) before any
+/// route runs.
+async fn same_origin(
+    State(allowed): State<Arc<Vec<String>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let why = foreign_host(request.headers(), &allowed).or_else(|| cross_site(request.headers()));
+    match why {
         Some(why) => HttpError {
             status: StatusCode::FORBIDDEN,
             error: "forbidden",
@@ -239,8 +269,9 @@ async fn same_origin(request: Request, next: Next) -> Response {
     }
 }
 
-/// The routes, serving `sequencer`.
-pub fn router(sequencer: Arc<Sequencer>) -> Router {
+/// The routes, serving `sequencer`, answering to IP addresses, `localhost` and the host names
+/// in `allowed_hosts`.
+pub fn router(sequencer: Arc<Sequencer>, allowed_hosts: Vec<String>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/stores", get(stores))
@@ -253,6 +284,9 @@ pub fn router(sequencer: Arc<Sequencer>) -> Router {
             get(segment).post(segment).head(head_refused),
         )
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(same_origin))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(allowed_hosts),
+            same_origin,
+        ))
         .with_state(sequencer)
 }

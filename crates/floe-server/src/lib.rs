@@ -284,7 +284,8 @@ fn bounded_grpc<B: Default>(response: hyper::Response<B>) -> hyper::Response<B> 
 }
 
 /// Serves `sequencer` over gRPC on `grpc` and HTTP on `http` (either may be `None`) within
-/// `limits` until `shutdown` completes, then stops accepting, lets connections end until
+/// `limits` until `shutdown` completes (HTTP answers to IP addresses, `localhost` and the names
+/// in `allowed_hosts`), then stops accepting, lets connections end until
 /// `limits.shutdown_timeout` and drops the rest. When it returns, no connection is open and the
 /// server holds no reference to `sequencer`: the caller can close its stores.
 ///
@@ -295,6 +296,7 @@ pub async fn serve(
     grpc: Option<TcpListener>,
     http: Option<TcpListener>,
     limits: Limits,
+    allowed_hosts: Vec<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     limits.validate()?;
@@ -324,7 +326,7 @@ pub async fn serve(
     let http_task = http.map(|listener| {
         let served = conn::Served {
             protocol: conn::Protocol::Http1,
-            service: http::router(Arc::clone(&sequencer)),
+            service: http::router(Arc::clone(&sequencer), allowed_hosts),
             too_slow: http::too_slow,
             answer: |r| r,
         };

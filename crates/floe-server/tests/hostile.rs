@@ -332,3 +332,38 @@ async fn cross_site_browser_requests_are_refused() {
     assert_eq!(http(a, "GET", "/healthz").await.0, 200);
     server.stop().await;
 }
+
+/// DNS rebinding: a page whose own name now points at 127.0.0.1 sends requests that look
+/// same-origin (its Origin matches the Host it sends). Only IP addresses, localhost and the
+/// names allowed (here "floe") are answered (found by a hostile probe).
+#[tokio::test]
+async fn a_host_name_that_is_not_ours_is_refused() {
+    let server = start(vec![("mem", Arc::new(MemoryStore::new()))]).await;
+    let a = server.http.as_str();
+    for headers in [
+        &["Host: evil.example", "Origin: http://evil.example"][..],
+        &["Host: evil.example:80", "Origin: https://evil.example:80"],
+        &["Host: evil.example"],
+        &["Host: 127.0.0.1.evil.example"],
+        &["Host: localhost.evil.example"],
+    ] {
+        let (code, _, body) =
+            http_with(a, "POST", "/v1/sequencer/mem/k?increment=strong", headers).await;
+        assert_eq!(code, 403, "{headers:?}: {body}");
+        assert!(body["message"].as_str().unwrap().contains("Host"), "{body}");
+    }
+    assert_eq!(next_strong(a, "mem", "k").await, 1, "nothing was issued");
+    let port = a.rsplit(':').next().unwrap();
+    let v4 = format!("Host: 127.0.0.1:{port}");
+    let named = format!("Host: LOCALHOST:{port}");
+    for (want, host) in (2..).zip([v4.as_str(), named.as_str(), "Host: [::1]:80", "Host: floe"]) {
+        let (code, _, body) =
+            http_with(a, "POST", "/v1/sequencer/mem/k?increment=strong", &[host]).await;
+        assert_eq!(
+            (code, body["next_id"].as_str()),
+            (200, Some(want.to_string().as_str())),
+            "{host}: {body}"
+        );
+    }
+    server.stop().await;
+}

@@ -742,8 +742,10 @@ pub fn sigterm_with_idle_connections() -> Row {
     let mut child = serve(&args, port, None);
     wait_listening(&mut child, port);
     let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    half.write_all(b"GET /v1/sequencer/main/orders?increment=strong HTTP/1.1\r\nHost: floe\r\n")
-        .unwrap();
+    half.write_all(
+        b"GET /v1/sequencer/main/orders?increment=strong HTTP/1.1\r\nHost: localhost\r\n",
+    )
+    .unwrap();
     let _idle = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let load = client(port, path.clone(), stop.clone());

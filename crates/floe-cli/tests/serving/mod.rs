@@ -105,7 +105,7 @@ pub fn http(addr: &str, method: &str, path: &str) -> std::io::Result<(u16, Strin
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: floe\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;

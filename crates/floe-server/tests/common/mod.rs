@@ -54,7 +54,9 @@ pub async fn start_within(stores: Vec<(&str, Arc<dyn Store>)>, limits: Limits) -
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let served = Arc::clone(&sequencer);
     let task = tokio::spawn(async move {
-        floe_server::serve(served, Some(grpc), Some(http), limits, async {
+        // The requests below name the host "floe".
+        let hosts = vec!["floe".to_string()];
+        floe_server::serve(served, Some(grpc), Some(http), limits, hosts, async {
             let _ = stopped.await;
         })
         .await
@@ -106,7 +108,12 @@ pub async fn http_with(
     headers: &[&str],
 ) -> (u16, String, serde_json::Value) {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: floe\r\nContent-Length: 0\r\n");
+    // Host: floe unless the caller names one.
+    let named = headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"));
+    let host = if named { "" } else { "Host: floe\r\n" };
+    let mut request = format!("{method} {path} HTTP/1.1\r\n{host}Content-Length: 0\r\n");
     for h in headers {
         request.push_str(h);
         request.push_str("\r\n");
