@@ -259,6 +259,48 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
     })
 }
 
+/// Whether `layout` can issue IDs at this clock's time: its epoch is not in the future and its
+/// timestamp field has not run out.
+fn check_layout_now(layout: &Layout) -> Result<(), String> {
+    let now_ms = floe_core::clock::Clock::now_nanos(&SystemClock) / 1_000_000;
+    layout.validate_epoch(now_ms).map_err(|e| e.to_string())?;
+    match layout.last_time_ms() {
+        Some(last) if last < now_ms => Err(format!(
+            "layout: its timestamp field ran out at {last} ms (Unix), before now ({now_ms} ms): choose a later epoch or more timestamp bits"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// With a time unit longer than a millisecond, a generator that starts after `not_before_ms`
+/// waits for the next unit: say so, or refuse when that is further away than `max_wait_ms`.
+fn wait_for_unit(layout: &Layout, not_before_ms: u64, max_wait_ms: u64) -> Result<(), String> {
+    let unit = layout.time_unit_ms();
+    let Some(since) = not_before_ms.checked_sub(layout.epoch_ms()) else {
+        return Ok(());
+    };
+    if unit <= 1 || not_before_ms == 0 {
+        return Ok(());
+    }
+    let next = (since / unit)
+        .checked_add(1)
+        .and_then(|u| u.checked_mul(unit))
+        .and_then(|ms| ms.checked_add(layout.epoch_ms()))
+        .unwrap_or(u64::MAX);
+    let now_ms = floe_core::clock::Clock::now_nanos(&SystemClock) / 1_000_000;
+    let wait = next.saturating_sub(now_ms);
+    if wait == 0 {
+        return Ok(());
+    }
+    if wait > max_wait_ms {
+        return Err(format!(
+            "the previous run issued IDs in the time unit of {not_before_ms} ms (units of {unit} ms); the next unit starts at {next} ms, {wait} ms from now, more than --max-clock-wait-ms {max_wait_ms}: refusing to start (its IDs may repeat). Start again then, or use a shorter --time-unit-ms"
+        ));
+    }
+    eprintln!("floe: waiting {wait} ms for the next time unit ({unit} ms units): the previous run used the one at {not_before_ms} ms");
+    Ok(())
+}
+
 /// Unix ms of the time unit of a sno generator's last ID.
 fn sno_last_ms(g: &SnoGenerator<SystemClock>) -> u64 {
     // wall_hi is a 32-bit unit count: the product fits, but say so in the arithmetic.
@@ -303,6 +345,8 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
     match args.kind {
         Kind::Snowflake => {
             let layout = args.snowflake.layout()?;
+            // Before any state is touched: a layout that cannot issue now fails as it is.
+            check_layout_now(&layout)?;
             let mut config = SnowflakeConfig::new(layout);
             let mut lease = match &args.registry.registry {
                 Some(_) => Some(worker::GenLease::acquire(
@@ -348,6 +392,9 @@ fn gen(args: &GenArgs) -> Result<ExitCode, Failure> {
                     Some(started.horizon)
                 }
             };
+            if let Some(nb) = config.not_before_ms {
+                wait_for_unit(&layout, nb, args.registry.max_clock_wait_ms)?;
+            }
             let g = Arc::new(config.build(SystemClock).map_err(|e| e.to_string())?);
             if let Some(l) = &mut lease {
                 let g = g.clone();

@@ -317,6 +317,13 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
                 .insert(key.clone(), n);
         }
     }
+    // One worker lease per identity: a second snowflake store would wait for the first's.
+    if parsed.iter().filter(|(_, url)| url == "snowflake").count() > 1 {
+        return Err(
+            "store: at most one snowflake store per floe serve (they would lease one worker ID); serve its IDs under one name"
+                .into(),
+        );
+    }
     let mut leases = Vec::new();
     let mut sequencer = Sequencer::new();
     let mut described = Vec::new();

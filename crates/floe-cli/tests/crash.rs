@@ -114,3 +114,78 @@ fn a_second_process_with_the_same_worker_id_is_refused() {
         reader.join().unwrap();
     }
 }
+
+/// Start-ups that cannot go on fail before they touch the state directory, or say why they
+/// wait (each found by a hostile probe).
+#[test]
+fn start_ups_that_cannot_issue_fail_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state").display().to_string();
+    let run = |args: &[&str]| {
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.extend(["--state-dir".to_string(), state.clone()]);
+        floe(&all, None).output().unwrap()
+    };
+    let bad = |args: &[&str], want: &str| {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    };
+    // An epoch in the future, a layout whose time ran out: refused, no time bound left behind
+    // (it would have made the next start wait).
+    bad(
+        &["gen", "snowflake", "--epoch", "2099-01-01T00:00:00Z"],
+        "epoch",
+    );
+    bad(
+        &["gen", "snowflake", "--layout", "22/10/12", "--epoch", "0"],
+        "ran out",
+    );
+    assert!(!dir.path().join("state").exists());
+    // Two snowflake stores in one serve would lease one worker ID twice.
+    bad(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "off",
+            "--store",
+            "a=snowflake",
+            "--store",
+            "b=snowflake",
+        ],
+        "at most one snowflake store",
+    );
+    // A service name too long for a file name is bad configuration, not an unreachable registry.
+    let long = "s".repeat(300);
+    bad(
+        &[
+            "gen",
+            "snowflake",
+            "--registry",
+            "static:1",
+            "--service",
+            &long,
+        ],
+        "service: expected 1 to 100",
+    );
+    // A time unit of a minute: a restart in the unit the last run used must wait for the next
+    // unit; further away than --max-clock-wait-ms, it refuses instead of hanging silently.
+    let minute = [
+        "gen",
+        "snowflake",
+        "--layout",
+        "30/10/12",
+        "--time-unit-ms",
+        "60000",
+        "--worker",
+        "1",
+    ];
+    assert!(run(&minute).status.success());
+    let mut again = minute.to_vec();
+    again.extend(["--max-clock-wait-ms", "100"]);
+    bad(&again, "the next unit starts at");
+}

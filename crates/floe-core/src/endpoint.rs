@@ -6,7 +6,7 @@
 /// `text` quoted for a one-line error message: escaped as Rust debug text (no raw newline or
 /// control character), and cut after 64 characters with its length in bytes, so that a
 /// megabyte of garbage stays a short line. Shared by floe-core's parsers.
-pub(crate) fn quoted(text: &str) -> String {
+pub fn quoted(text: &str) -> String {
     match text.char_indices().nth(64) {
         None => format!("{text:?}"),
         Some((end, _)) => format!("{:?}... ({} bytes)", &text[..end], text.len()),

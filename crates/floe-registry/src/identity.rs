@@ -34,16 +34,22 @@ impl Identity {
     /// [`RegistryError`] of kind [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field.
     pub fn validate(&self) -> Result<(), RegistryError> {
         let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-        if self.service.is_empty() || !self.service.chars().all(ok) {
+        // Names become file and node names: bounded, so that a long one is a configuration
+        // error here, not a "file name too long" taken for an unreachable registry.
+        if self.service.is_empty() || self.service.len() > 100 || !self.service.chars().all(ok) {
             return Err(RegistryError::config(format!(
-                "service: expected a non-empty name of letters, digits, '.', '_' or '-', found {:?}",
-                self.service
+                "service: expected 1 to 100 letters, digits, '.', '_' or '-', found {}",
+                floe_core::endpoint::quoted(&self.service)
             )));
         }
-        if self.host.is_empty() || self.host.contains(['/', ' ']) {
+        if self.host.is_empty()
+            || self.host.len() > 253
+            || self.host.contains(['/', ' ', '\\'])
+            || self.host.chars().any(char::is_control)
+        {
             return Err(RegistryError::config(format!(
-                "host: expected a non-empty host name or address, found {:?}",
-                self.host
+                "host: expected a host name or address of 1 to 253 bytes, found {}",
+                floe_core::endpoint::quoted(&self.host)
             )));
         }
         Ok(())
