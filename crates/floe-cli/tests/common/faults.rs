@@ -189,11 +189,19 @@ pub fn run_and_kill(
     let stdout = child.stdout.take().unwrap();
     let sink = ids.clone();
     let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            match line {
-                // The last line may be cut short by the kill: it does not parse.
-                Ok(l) => sink.lock().unwrap().extend(parse(&l)),
-                Err(_) => return,
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                // Only whole lines: the last one may be cut short by the kill, and a cut
+                // number is another number ("7268" of "72683fb9"), which could even equal a
+                // cut line of another run.
+                Ok(_) if line.last() == Some(&b'\n') => {
+                    let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+                    sink.lock().unwrap().extend(parse(&text));
+                }
+                _ => return,
             }
         }
     });
