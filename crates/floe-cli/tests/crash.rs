@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::faults::{collect_lines, floe, gen_clock_steps, serve_snowflake_clock_steps};
+use common::faults::{floe, gen_clock_steps, hex, read_ids, serve_snowflake_clock_steps};
 
 #[test]
 fn snowflake_file_registry() {
@@ -92,11 +92,11 @@ fn a_second_process_with_the_same_worker_id_is_refused() {
         let args = |kind: &[&str]| -> Vec<String> {
             let mut a = vec!["gen".to_string(), kind[0].to_string()];
             a.extend(kind[1..].iter().map(|s| s.to_string()));
-            a.extend(["-n", "1000000000", "--state-dir", &state].map(String::from));
+            a.extend(["-n", "1000000000", "-o", "hex", "--state-dir", &state].map(String::from));
             a
         };
         let mut first = floe(&args(first_args), None).spawn().unwrap();
-        let (lines, reader) = collect_lines(&mut first);
+        let (lines, reader) = read_ids(&mut first, hex);
         let started = Instant::now();
         while lines.lock().unwrap().is_empty() {
             assert!(started.elapsed() < Duration::from_secs(20));

@@ -147,20 +147,32 @@ pub fn random_below(n: u64) -> u64 {
     (t ^ (t >> 17)).wrapping_mul(0x9e37_79b9_7f4a_7c15) % n.max(1)
 }
 
-/// Reads a child's stdout on a thread of its own, line by line, into a shared list.
-pub fn collect_lines(child: &mut Child) -> (Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
-    let lines = Arc::new(Mutex::new(Vec::new()));
+/// The IDs a child prints, parsed by `parse` on a thread of its own as they come (so that
+/// nothing is left to do after a kill: a restart can start at once). Only whole lines count:
+/// the last one may be cut short by a kill, and a cut number is another number ("7268" of
+/// "72683fb9"), which could even equal a cut line of another run.
+pub fn read_ids(
+    child: &mut Child,
+    parse: fn(&str) -> Option<u128>,
+) -> (Arc<Mutex<Vec<u128>>>, std::thread::JoinHandle<()>) {
+    let ids = Arc::new(Mutex::new(Vec::new()));
     let stdout = child.stdout.take().unwrap();
-    let sink = lines.clone();
+    let sink = ids.clone();
     let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            match line {
-                Ok(l) => sink.lock().unwrap().push(l),
-                Err(_) => return,
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(_) if line.last() == Some(&b'\n') => {
+                    let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+                    sink.lock().unwrap().extend(parse(&text));
+                }
+                _ => return,
             }
         }
     });
-    (lines, reader)
+    (ids, reader)
 }
 
 /// A child's standard error, once it has ended.
@@ -183,28 +195,7 @@ pub fn run_and_kill(
     parse: fn(&str) -> Option<u128>,
 ) -> (Vec<u128>, String) {
     let mut child = floe(args, offset).spawn().unwrap();
-    // Parsed as they come, so that nothing is left to do after the kill: the next restart
-    // starts at once (its clock step is measured against the bound the kill left).
-    let ids = Arc::new(Mutex::new(Vec::new()));
-    let stdout = child.stdout.take().unwrap();
-    let sink = ids.clone();
-    let reader = std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                // Only whole lines: the last one may be cut short by the kill, and a cut
-                // number is another number ("7268" of "72683fb9"), which could even equal a
-                // cut line of another run.
-                Ok(_) if line.last() == Some(&b'\n') => {
-                    let text = String::from_utf8_lossy(&line[..line.len() - 1]);
-                    sink.lock().unwrap().extend(parse(&text));
-                }
-                _ => return,
-            }
-        }
-    });
+    let (ids, reader) = read_ids(&mut child, parse);
     // Wait until it issues (a restart first waits out the clock), bounded.
     let started = Instant::now();
     while ids.lock().unwrap().is_empty() {
@@ -668,9 +659,7 @@ pub fn store_server_killed(name: &str, var: &str, url: &str, down_ms: u64) -> Ro
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     let (weak, strong) = (weak.join().unwrap(), strong.join().unwrap());
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    term(&child);
     let _ = child.wait();
     // The restarted server is this scenario's: stopped with it.
     drop(server);
@@ -758,9 +747,7 @@ pub fn sigterm_with_idle_connections() -> Row {
     let stop = Arc::new(AtomicBool::new(false));
     let load = client(port, path.clone(), stop.clone());
     std::thread::sleep(Duration::from_millis(500));
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    term(&child);
     let termed = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -786,9 +773,7 @@ pub fn sigterm_with_idle_connections() -> Row {
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     tally.run(&load.join().unwrap().ids);
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    term(&child);
     let _ = child.wait();
     tally.row.outcome = format!(
         "exited ({status}) {} ms after SIGTERM (deadline 2 s); restart on the same state directory listening in {} ms",
@@ -887,9 +872,7 @@ pub fn disk_full_embedded() -> Row {
         weak.join().unwrap(),
         keys.join().unwrap(),
     );
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    term(&child);
     let _ = child.wait();
     tally.client(&strong.ids);
     tally.client(&weak.ids);
@@ -909,4 +892,11 @@ pub fn disk_full_embedded() -> Row {
         None => format!("did not recover ({errors} errors) FAILED"),
     };
     tally.row
+}
+
+/// Sends SIGTERM to `child`.
+fn term(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
 }

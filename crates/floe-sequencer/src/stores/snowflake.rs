@@ -90,22 +90,15 @@ impl<C: Clock + std::fmt::Debug + 'static> Store for SnowflakeStore<C> {
                 // The time bound is behind the clock (its disk write is late): wait for it,
                 // on this runtime's timer, at most its stall wait.
                 Err(SnowflakeError::HorizonStalled(stalled)) => {
-                    let horizon = self.generator.horizon().cloned();
-                    let wait = horizon.as_ref().map_or(Duration::ZERO, |h| h.stall_wait());
-                    let deadline = tokio::time::Instant::now() + wait;
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(Self::map_err(SnowflakeError::HorizonStalled(stalled)));
-                    }
-                    // Polled again below until the deadline.
-                    loop {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        let now = self.generator.clock().now_nanos();
-                        if horizon.as_ref().is_some_and(|h| h.allows_nanos(now)) {
-                            break;
-                        }
+                    let stalled = || Self::map_err(SnowflakeError::HorizonStalled(stalled));
+                    // Only a generator with a horizon stalls on one.
+                    let horizon = self.generator.horizon().ok_or_else(stalled)?;
+                    let deadline = tokio::time::Instant::now() + horizon.stall_wait();
+                    while !horizon.allows_nanos(self.generator.clock().now_nanos()) {
                         if tokio::time::Instant::now() >= deadline {
-                            return Err(Self::map_err(SnowflakeError::HorizonStalled(stalled)));
+                            return Err(stalled());
                         }
+                        tokio::time::sleep(Duration::from_millis(1)).await;
                     }
                     continue;
                 }
