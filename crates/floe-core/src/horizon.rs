@@ -65,6 +65,35 @@ impl Horizon {
         now_nanos < self.limit_nanos.load(Ordering::Acquire)
     }
 
+    /// `Ok` when a clock reading of `now_nanos` may be issued (one atomic load), else the
+    /// stall to report.
+    #[inline]
+    pub fn check(&self, now_nanos: u64) -> Result<(), HorizonStalled> {
+        if self.allows_nanos(now_nanos) {
+            Ok(())
+        } else {
+            Err(self.stalled(now_nanos))
+        }
+    }
+
+    /// As [`check`](Self::check), but waits for the bound to move first, at most
+    /// [`stall_wait`](Self::stall_wait).
+    pub fn wait(&self, now_nanos: u64) -> Result<(), HorizonStalled> {
+        if self.wait_for_nanos(now_nanos) {
+            Ok(())
+        } else {
+            Err(self.stalled(now_nanos))
+        }
+    }
+
+    #[cold]
+    fn stalled(&self, now_nanos: u64) -> HorizonStalled {
+        HorizonStalled {
+            now_ms: now_nanos / NANOS_PER_MILLI,
+            bound_ms: self.bound_ms(),
+        }
+    }
+
     /// Moves the bound to `bound_ms`, which the caller has made durable. Never moves it back.
     pub fn advance(&self, bound_ms: u64) {
         let limit = limit_of(bound_ms);

@@ -17,7 +17,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::clock::{Clock, NANOS_PER_MILLI};
+use crate::clock::Clock;
 use crate::horizon::{Horizon, HorizonStalled};
 
 /// FNV-1a 64-bit offset basis.
@@ -325,15 +325,10 @@ impl<C: Clock> LexicalGenerator<C> {
             if let Some(h) = &self.horizon {
                 // `next` is positive here (a clock before 1970 reads as 0).
                 let next_nanos = (next as u64).saturating_mul(1_000);
-                if !h.allows_nanos(next_nanos) {
-                    if h.wait_for_nanos(next_nanos) {
-                        last = self.last.load(Ordering::Acquire);
-                        continue;
-                    }
-                    return Err(LexicalError::HorizonStalled(HorizonStalled {
-                        now_ms: next_nanos / NANOS_PER_MILLI,
-                        bound_ms: h.bound_ms(),
-                    }));
+                if h.check(next_nanos).is_err() {
+                    h.wait(next_nanos).map_err(LexicalError::HorizonStalled)?;
+                    last = self.last.load(Ordering::Acquire);
+                    continue;
                 }
             }
             match self

@@ -164,3 +164,25 @@ fn lexical_timestamps_never_pass_the_bound_even_when_running_ahead_of_the_clock(
         "the clock never moved"
     );
 }
+
+/// Calls that issue nothing read the clock as before whatever the horizon says (found in
+/// review: `len`, `sequence` and `snapshot` went through the issuing path's check).
+#[test]
+fn sno_calls_that_issue_nothing_ignore_the_bound() {
+    let clock = ManualClock::from_millis(T0);
+    let h = horizon(T0 + 3);
+    let g = SnoGenerator::from_snapshot(&SnoSnapshot::default(), clock.clone())
+        .unwrap()
+        .with_horizon(h.clone());
+    for _ in 0..3 {
+        g.new_id(0).unwrap();
+    }
+    let (len, sequence, snapshot) = (g.len(), g.sequence(), g.snapshot());
+    h.close();
+    assert!(g.new_id(0).is_err(), "closed: nothing is issued");
+    // (The refused call took a sequence number, as sno's fetch-and-add does, issuing nothing.)
+    assert!(g.len() >= len && len == 3, "{} {len}", g.len());
+    assert!(g.sequence() >= sequence && sequence > 0, "{}", g.sequence());
+    assert_eq!(g.snapshot().now, snapshot.now);
+    assert!(snapshot.now > 0);
+}

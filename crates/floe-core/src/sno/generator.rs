@@ -9,9 +9,9 @@ use super::{
     Partition, SnoError, SnoId, EPOCH_NANOS, MAX_SEQUENCE, MAX_TIMESTAMP, MIN_SEQUENCE_POOL,
     TIME_UNIT_NANOS,
 };
-use crate::clock::{Clock, SystemClock, NANOS_PER_MILLI};
+use crate::clock::{Clock, SystemClock};
 use crate::fence::Fence;
-use crate::horizon::{Horizon, HorizonStalled};
+use crate::horizon::Horizon;
 use crate::poll::{Poll, WaitReason};
 
 // The state word: [ units: 39 bits | tick-tock: 1 bit | next sequence: 24 bits ].
@@ -323,10 +323,16 @@ impl<C: Clock> SnoGenerator<C> {
     pub fn new_id(&self, meta: u8) -> Result<SnoId, SnoError> {
         loop {
             let poll = match self.poll_new(meta) {
-                Err(SnoError::HorizonStalled(stalled)) => match &self.horizon {
-                    Some(h) if h.wait_for_nanos(self.clock.now_nanos()) => continue,
-                    _ => return Err(SnoError::HorizonStalled(stalled)),
-                },
+                Err(SnoError::HorizonStalled(stalled)) => {
+                    // Only a generator with a horizon stalls on one.
+                    let h = self
+                        .horizon
+                        .as_ref()
+                        .ok_or(SnoError::HorizonStalled(stalled))?;
+                    h.wait(self.clock.now_nanos())
+                        .map_err(SnoError::HorizonStalled)?;
+                    continue;
+                }
                 other => other?,
             };
             match poll {
@@ -357,7 +363,7 @@ impl<C: Clock> SnoGenerator<C> {
         // Reading the clock after it means the word's unit comes from a reading no later
         // than ours, so `now < hi` is a real regression.
         let w = self.word.fetch_add(1, Ordering::AcqRel);
-        let now = self.units_now()?;
+        let now = self.issuable_units_now()?;
         let hi = w >> UNIT_SHIFT;
         if now == hi {
             if w & SEQ_MASK <= self.seq_max {
@@ -400,7 +406,7 @@ impl<C: Clock> SnoGenerator<C> {
             } else if let Some(poll) = self.regress(meta)? {
                 return Ok(poll);
             }
-            now = self.units_now()?;
+            now = self.issuable_units_now()?;
         }
     }
 
@@ -424,7 +430,7 @@ impl<C: Clock> SnoGenerator<C> {
         let mut wall_safe = lock(&self.regression);
         loop {
             let w = self.word.load(Ordering::Acquire);
-            let now = self.units_now()?;
+            let now = self.issuable_units_now()?;
             let hi = w >> UNIT_SHIFT;
             if now >= hi {
                 return Ok(None);
@@ -539,14 +545,16 @@ impl<C: Clock> SnoGenerator<C> {
 
     #[inline]
     fn units_now(&self) -> Result<u64, SnoError> {
+        units_of(self.clock.now_nanos())
+    }
+
+    /// The clock's unit for an ID about to be issued: as [`units_now`](Self::units_now), and
+    /// within the horizon (calls that issue nothing, such as `len`, read `units_now`).
+    #[inline]
+    fn issuable_units_now(&self) -> Result<u64, SnoError> {
         let now = self.clock.now_nanos();
         if let Some(h) = &self.horizon {
-            if !h.allows_nanos(now) {
-                return Err(SnoError::HorizonStalled(HorizonStalled {
-                    now_ms: now / NANOS_PER_MILLI,
-                    bound_ms: h.bound_ms(),
-                }));
-            }
+            h.check(now).map_err(SnoError::HorizonStalled)?;
         }
         units_of(now)
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{Layout, SnowflakeError};
 use crate::clock::{Clock, NANOS_PER_MILLI};
 use crate::fence::Fence;
-use crate::horizon::{Horizon, HorizonStalled};
+use crate::horizon::Horizon;
 use crate::poll::{Poll, WaitReason};
 
 /// What a generator does when every sequence number of a time unit has been issued.
@@ -297,7 +297,13 @@ impl<C: Clock> SnowflakeGenerator<C> {
         loop {
             let poll = match self.poll_next() {
                 Err(SnowflakeError::HorizonStalled(stalled)) => {
-                    self.wait_for_horizon(stalled)?;
+                    // Only a generator with a horizon stalls on one.
+                    let h = self
+                        .horizon
+                        .as_ref()
+                        .ok_or(SnowflakeError::HorizonStalled(stalled))?;
+                    h.wait(self.clock.now_nanos())
+                        .map_err(SnowflakeError::HorizonStalled)?;
                     continue;
                 }
                 other => other?,
@@ -366,15 +372,6 @@ impl<C: Clock> SnowflakeGenerator<C> {
         }
     }
 
-    /// Waits (bounded) for the horizon to pass the time that stopped a call.
-    #[cold]
-    fn wait_for_horizon(&self, stalled: HorizonStalled) -> Result<(), SnowflakeError> {
-        match &self.horizon {
-            Some(h) if h.wait_for_nanos(self.clock.now_nanos()) => Ok(()),
-            _ => Err(SnowflakeError::HorizonStalled(stalled)),
-        }
-    }
-
     /// The time bound, if the generator has one.
     pub fn horizon(&self) -> Option<&Arc<Horizon>> {
         self.horizon.as_ref()
@@ -391,12 +388,7 @@ impl<C: Clock> SnowflakeGenerator<C> {
     fn units_now(&self) -> Result<u64, SnowflakeError> {
         let now = self.clock.now_nanos();
         if let Some(h) = &self.horizon {
-            if !h.allows_nanos(now) {
-                return Err(SnowflakeError::HorizonStalled(HorizonStalled {
-                    now_ms: now / NANOS_PER_MILLI,
-                    bound_ms: h.bound_ms(),
-                }));
-            }
+            h.check(now).map_err(SnowflakeError::HorizonStalled)?;
         }
         let Some(since) = now.checked_sub(self.epoch_ns) else {
             return Err(SnowflakeError::ClockBeforeEpoch {
