@@ -177,10 +177,6 @@ impl Keys {
         }
     }
 
-    pub fn limits(&self) -> KeyLimits {
-        self.limits
-    }
-
     /// How many keys are held now.
     pub fn len(&self) -> usize {
         self.read().len()
@@ -209,8 +205,7 @@ impl Keys {
         {
             let map = self.read();
             if let Some((k, entry)) = map.get_key_value(key) {
-                entry.touch(now);
-                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(k.clone()))));
+                return hand_out(k, entry, now, make);
             }
         }
         self.start_sweeper();
@@ -218,17 +213,17 @@ impl Keys {
         loop {
             let mut map = self.write();
             if let Some((k, entry)) = map.get_key_value(key) {
-                entry.touch(now);
-                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(k.clone()))));
+                return hand_out(k, entry, now, make);
             }
             // Full: room is made once (not under the write lock); if the map is full again by
             // then, only of keys in use or of keys added meanwhile, the key is held over it.
             if map.len() < self.limits.max_keys || made_room {
                 let key = Key::new(key).expect("callers pass a checked key");
                 let entry = map.entry(key.clone()).or_insert_with(|| Entry::new(now));
-                return Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(key))));
+                return hand_out(&key, entry, now, make);
             }
             drop(map);
+            // A scan of the map on this (async) thread: paid once per max_keys / 16 new keys.
             self.make_room();
             made_room = true;
         }
@@ -357,4 +352,11 @@ fn shrink(map: &mut HashMap<Key, Entry>) {
     if map.capacity() > 1024 && map.len() < map.capacity() / 4 {
         map.shrink_to(map.len() * 2);
     }
+}
+
+/// `key`'s state of kind `T` in `entry`, made by `make` if it has none yet; the entry is
+/// marked used at `now`.
+fn hand_out<T: Kind>(key: &Key, entry: &Entry, now: u64, make: impl FnOnce(Key) -> T) -> Arc<T> {
+    entry.touch(now);
+    Arc::clone(T::cell(entry).get_or_init(|| Arc::new(make(key.clone()))))
 }

@@ -67,11 +67,6 @@ impl StoreHandle {
         Ok(self)
     }
 
-    /// The limits on the keys held in memory.
-    pub fn limits(&self) -> KeyLimits {
-        self.keys.limits()
-    }
-
     /// How many keys are held in memory now (each with its WEAK buffer, STRONG queue or both).
     pub fn keys_in_memory(&self) -> usize {
         self.keys.len()
@@ -134,20 +129,14 @@ impl StoreHandle {
         Key::check(key)?;
         let caps = self.store.capabilities();
         match mode {
-            Mode::Weak if caps.segments => {
-                // Held through the await: the key is not dropped from memory meanwhile.
-                let buffer = self.weak(key);
-                buffer.next().await
-            }
+            // The buffer's Arc lives through the await: the key is not dropped meanwhile.
+            Mode::Weak if caps.segments => self.weak(key).next().await,
             Mode::Weak => {
                 let key = Key::new(key)?;
                 self.bounded("get the next ID of", &key, self.store.next_id(&key))
                     .await
             }
-            Mode::Strong if caps.strong => {
-                let queue = self.strong(key);
-                queue.next().await
-            }
+            Mode::Strong if caps.strong => self.strong(key).next().await,
             Mode::Strong => Err(SeqError::new(
                 ErrorKind::Unsupported,
                 format!(
