@@ -1,19 +1,15 @@
-//! `floe serve` (the sequencer server) and `floe seq` (sequence IDs on standard output).
+//! `floe serve` (the ID server, assembled by floe-server from its configuration) and `floe seq`
+//! (sequence IDs on standard output).
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use floe_core::clock::SystemClock;
-use floe_core::snowflake::{Layout, SnowflakeConfig};
-use floe_registry::IdSpace;
-use floe_sequencer::stores::snowflake::SnowflakeStore;
-use floe_sequencer::{Key, Mode, Sequencer, ServeOptions, StepPolicy, Store, StoreHandle};
-
-use crate::worker::{GenLease, RegistryArgs};
+use floe_sequencer::{Key, Mode, ServeOptions, StepPolicy, StoreHandle};
+use floe_server::ServerConfig;
 
 /// How stores are served (shared by `serve` and `seq`).
 #[derive(Debug, Args)]
@@ -75,87 +71,183 @@ impl TuningArgs {
     }
 }
 
-/// `floe serve`.
+/// `floe serve`: every setting of the configuration file can also be given here; a flag wins
+/// over its `FLOE_*` variable, which wins over the file.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// A store, NAME=URL (repeat for more): embedded[:PATH], memory, redis://..., postgres://...,
-    /// mysql://..., etcd://..., zk://..., or snowflake (WEAK IDs from a leased worker ID).
-    /// Default: default=embedded (a file in --state-dir).
+    /// The configuration file (TOML; see docs/floe.toml). Unknown keys refuse to start.
+    #[arg(long, env = "FLOE_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the effective configuration (file, variables and flags) as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+    /// A store, NAME=URL (repeat for more; replaces the file's stores): embedded[:PATH],
+    /// memory, redis://..., postgres://..., mysql://..., etcd://..., zk://..., or snowflake
+    /// (WEAK IDs from the server's Snowflake generator). Default: default=embedded.
     #[arg(long = "store", value_name = "NAME=URL")]
     stores: Vec<String>,
-    /// gRPC address (Layotto's Runtime/GetNextId), or "off".
-    #[arg(long, default_value = "127.0.0.1:34904")]
-    grpc: String,
-    /// HTTP address, or "off".
-    #[arg(long, default_value = "127.0.0.1:34903")]
-    http: String,
+    /// gRPC address (Layotto's Runtime, floe.v1, health, reflection), or "off" [default:
+    /// 127.0.0.1:34904].
+    #[arg(long, env = "FLOE_GRPC")]
+    grpc: Option<String>,
+    /// HTTP address, or "off" [default: 127.0.0.1:34903].
+    #[arg(long, env = "FLOE_HTTP")]
+    http: Option<String>,
+    /// Directory of the embedded store, file registry, cache and time bounds [default: .floe].
+    #[arg(long, env = "FLOE_STATE_DIR")]
+    state_dir: Option<PathBuf>,
     /// Every ID of KEY is greater than N: [STORE:]KEY=N (all stores when STORE is not named).
     #[arg(long = "bigger-than", value_name = "[STORE:]KEY=N")]
     bigger_than: Vec<String>,
-    /// Layout of a snowflake store's IDs (at most 63 bits).
-    #[arg(long, default_value = "leaf")]
-    layout: String,
-    #[command(flatten)]
-    tuning: TuningArgs,
-    #[command(flatten)]
-    connections: ConnectionArgs,
-    #[command(flatten)]
-    registry: RegistryArgs,
-}
-
-/// How long connections and requests may last, and how many (`floe serve`).
-#[derive(Debug, Args)]
-pub struct ConnectionArgs {
-    /// Connections open at once on each listener; beyond it new connections wait until one
-    /// closes.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    max_connections: u64,
-    /// Requests under way at once on one gRPC (HTTP/2) connection.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    max_streams: u32,
-    /// Seconds a new connection may take to send its first request, and an HTTP/1 request its
-    /// headers (HTTP/1 keep-alive connections are closed after this long between requests).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    header_timeout_secs: u64,
-    /// Seconds a connection may stay open with no request under way.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    idle_timeout_secs: u64,
-    /// Seconds a request may take from its headers to its answer (must be longer than
-    /// --timeout-ms); slower ones are answered DEADLINE_EXCEEDED / HTTP 503.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    request_timeout_secs: u64,
-    /// Seconds shutdown (SIGTERM, Ctrl-C) waits for open connections before it drops them and
-    /// closes the stores.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=86_400))]
-    shutdown_timeout_secs: u64,
-    /// A host name HTTP answers to besides IP addresses and localhost (repeat for more): a
-    /// request with any other `Host` is refused (403), so a web page cannot reach floe by
-    /// rebinding its own name to 127.0.0.1.
+    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, or bit widths [default:
+    /// leaf].
+    #[arg(long, env = "FLOE_LAYOUT")]
+    layout: Option<String>,
+    /// Epoch of the Snowflake layout, Unix milliseconds [default: the layout's].
+    #[arg(long)]
+    epoch_ms: Option<u64>,
+    /// The most IDs one request may ask for (count) [default: 10000].
+    #[arg(long, env = "FLOE_MAX_BATCH")]
+    max_batch: Option<u32>,
+    /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix,
+    /// static:ID [default: a file registry in the state directory].
+    #[arg(long, env = "FLOE_REGISTRY")]
+    registry: Option<String>,
+    /// Service name of this server's identity [default: floe].
+    #[arg(long, env = "FLOE_SERVICE")]
+    service: Option<String>,
+    /// Host of the identity [default: this machine's host name].
+    #[arg(long, env = "FLOE_HOST")]
+    host: Option<String>,
+    /// Port of the identity [default: the gRPC port, else the HTTP port].
+    #[arg(long, env = "FLOE_PORT")]
+    port: Option<u16>,
+    /// When neither registry nor cache answers, use worker ID = port % IDs.
+    #[arg(long)]
+    port_fallback: bool,
+    /// Take over a worker ID whose holder has not been alive this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    reclaim_after: Option<u64>,
+    /// At start-up, wait at most this long for a clock behind the last recorded time
+    /// [default: 5000].
+    #[arg(long, value_name = "MS")]
+    max_clock_wait_ms: Option<u64>,
+    /// WEAK: the smallest (and first) segment a key reserves [default: 1000].
+    #[arg(long)]
+    step_min: Option<u32>,
+    /// WEAK: the largest segment [default: 1000000].
+    #[arg(long)]
+    step_max: Option<u32>,
+    /// WEAK: how long a segment should last, in seconds [default: 60].
+    #[arg(long)]
+    step_target_secs: Option<u64>,
+    /// The longest a store call may take, in milliseconds [default: 2000].
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// The most keys a store holds in memory [default: 100000].
+    #[arg(long)]
+    max_keys: Option<usize>,
+    /// A key unused this many seconds is dropped from memory [default: 60].
+    #[arg(long)]
+    key_idle_secs: Option<u64>,
+    /// Connections open at once on each listener [default: 1024].
+    #[arg(long)]
+    max_connections: Option<u64>,
+    /// Requests under way at once on one gRPC (HTTP/2) connection [default: 100].
+    #[arg(long)]
+    max_streams: Option<u32>,
+    /// Seconds a connection may take to send its first request (HTTP/1: each request's
+    /// headers) [default: 10].
+    #[arg(long)]
+    header_timeout_secs: Option<u64>,
+    /// Seconds a connection may stay open with no request under way [default: 60].
+    #[arg(long)]
+    idle_timeout_secs: Option<u64>,
+    /// Seconds a request may take (longer than --timeout-ms) [default: 10].
+    #[arg(long)]
+    request_timeout_secs: Option<u64>,
+    /// Seconds shutdown waits for open connections before dropping them [default: 10].
+    #[arg(long)]
+    shutdown_timeout_secs: Option<u64>,
+    /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_host: Vec<String>,
 }
 
-impl ConnectionArgs {
-    fn limits(&self, store_timeout: Duration) -> Result<floe_server::Limits, String> {
-        let request_timeout = Duration::from_secs(self.request_timeout_secs);
-        if request_timeout <= store_timeout {
-            return Err(format!(
-                "request-timeout-secs: must be longer than --timeout-ms (one store call), found {} s and {} ms",
-                self.request_timeout_secs,
-                store_timeout.as_millis()
-            ));
-        }
-        let limits = floe_server::Limits {
-            max_connections: usize::try_from(self.max_connections)
-                .map_err(|_| format!("max-connections: too large: {}", self.max_connections))?,
-            max_streams: self.max_streams,
-            header_timeout: Duration::from_secs(self.header_timeout_secs),
-            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
-            request_timeout,
-            shutdown_timeout: Duration::from_secs(self.shutdown_timeout_secs),
+impl ServeArgs {
+    /// The effective configuration: the file's (or the defaults), then the flags and their
+    /// variables.
+    fn config(&self) -> Result<ServerConfig, String> {
+        let mut c = match &self.config {
+            Some(path) => ServerConfig::from_file(path)?,
+            None => ServerConfig::default(),
         };
-        limits.validate()?;
-        Ok(limits)
+        fn set<T: Clone>(to: &mut T, from: &Option<T>) {
+            if let Some(v) = from {
+                *to = v.clone();
+            }
+        }
+        set(&mut c.listen.grpc, &self.grpc);
+        set(&mut c.listen.http, &self.http);
+        set(&mut c.state_dir, &self.state_dir);
+        set(&mut c.snowflake.default.layout, &self.layout);
+        if self.epoch_ms.is_some() {
+            c.snowflake.default.epoch_ms = self.epoch_ms;
+        }
+        set(&mut c.limits.max_batch, &self.max_batch);
+        if self.registry.is_some() {
+            c.registry.url = self.registry.clone();
+        }
+        set(&mut c.registry.service, &self.service);
+        if self.host.is_some() {
+            c.registry.host = self.host.clone();
+        }
+        if self.port.is_some() {
+            c.registry.port = self.port;
+        }
+        c.registry.port_fallback |= self.port_fallback;
+        if self.reclaim_after.is_some() {
+            c.registry.reclaim_after_secs = self.reclaim_after;
+        }
+        set(&mut c.registry.max_clock_wait_ms, &self.max_clock_wait_ms);
+        set(&mut c.sequencer.step_min, &self.step_min);
+        set(&mut c.sequencer.step_max, &self.step_max);
+        set(&mut c.sequencer.step_target_secs, &self.step_target_secs);
+        set(&mut c.sequencer.timeout_ms, &self.timeout_ms);
+        set(&mut c.sequencer.max_keys, &self.max_keys);
+        set(&mut c.sequencer.key_idle_secs, &self.key_idle_secs);
+        set(&mut c.limits.max_connections, &self.max_connections);
+        set(&mut c.limits.max_streams, &self.max_streams);
+        set(&mut c.limits.header_timeout_secs, &self.header_timeout_secs);
+        set(&mut c.limits.idle_timeout_secs, &self.idle_timeout_secs);
+        set(
+            &mut c.limits.request_timeout_secs,
+            &self.request_timeout_secs,
+        );
+        set(
+            &mut c.limits.shutdown_timeout_secs,
+            &self.shutdown_timeout_secs,
+        );
+        c.listen.allow_hosts.extend(self.allow_host.iter().cloned());
+        if !self.stores.is_empty() {
+            c.stores.clear();
+            for spec in &self.stores {
+                let (name, url) = parse_store(spec)?;
+                if c.stores.insert(name.clone(), url).is_some() {
+                    return Err(format!("store: {name:?} is named twice"));
+                }
+            }
+        }
+        let names: Vec<String> = c.store_specs().into_keys().collect();
+        for spec in &self.bigger_than {
+            let (store, key, n) = parse_bigger_than(spec, &names)?;
+            let target = match store {
+                Some(s) => format!("{s}:{}", key.as_str()),
+                None => key.as_str().to_string(),
+            };
+            c.bigger_than.insert(target, n);
+        }
+        Ok(c)
     }
 }
 
@@ -193,62 +285,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
-/// Opens one store URL; `snowflake` takes a worker lease first.
-fn open_store(
-    url: &str,
-    state_dir: &Path,
-    args: &ServeArgs,
-    leases: &mut Vec<(
-        GenLease,
-        Arc<floe_core::snowflake::SnowflakeGenerator<SystemClock>>,
-    )>,
-    rt: &tokio::runtime::Runtime,
-) -> Result<Arc<dyn Store>, String> {
-    if url == "snowflake" {
-        let layout = Layout::preset(&args.layout).map_err(|e| format!("layout: {e}"))?;
-        if !layout.fits_i64() {
-            return Err(format!(
-                "layout: a snowflake store needs at most 63 bits (next_id is an int64), found {}",
-                layout.total_bits()
-            ));
-        }
-        let mut registry = args.registry.clone();
-        if registry.registry.is_none() {
-            registry.registry = Some(format!("file://{}", state_dir.display()));
-        }
-        let mut lease =
-            GenLease::acquire(&registry, &None, IdSpace::snowflake(&layout), "snowflake")?;
-        let horizon = lease.lease.horizon().ok_or("internal: no time bound")?;
-        let g = Arc::new(
-            SnowflakeConfig::new(layout)
-                .node_id(u64::from(lease.lease.id))
-                .map_err(|e| e.to_string())?
-                .not_before_ms(lease.lease.not_before_ms)
-                .fence(lease.lease.fence.clone())
-                .horizon(horizon)
-                .build(SystemClock)
-                .map_err(|e| e.to_string())?,
-        );
-        let beat = Arc::clone(&g);
-        lease.start_heartbeats(move || beat.last_timestamp_ms());
-        let store = SnowflakeStore::new(Arc::clone(&g)).map_err(|e| e.to_string())?;
-        leases.push((lease, g));
-        return Ok(Arc::new(store));
-    }
-    rt.block_on(floe_sequencer::open(url, state_dir))
-        .map_err(|e| e.to_string())
-}
-
 fn parse_store(spec: &str) -> Result<(String, String), String> {
     let (name, url) = spec
         .split_once('=')
         .ok_or_else(|| format!("store: expected NAME=URL, found {spec:?}"))?;
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if !ok {
+    if !floe_server::config::valid_store_name(name) {
         return Err(format!(
             "store: a name is 1 to 64 of A-Z a-z 0-9 - _ . , found {name:?}"
         ));
@@ -272,110 +313,47 @@ fn parse_bigger_than(spec: &str, names: &[String]) -> Result<(Option<String>, Ke
     Ok((store, key, n))
 }
 
-async fn bind(addr: &str, what: &str) -> Result<Option<tokio::net::TcpListener>, String> {
-    if addr == "off" {
-        return Ok(None);
-    }
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .map(Some)
-        .map_err(|e| format!("{what}: cannot listen on {addr}: {e}"))
-}
-
-/// Runs the server until SIGINT or SIGTERM.
+/// Runs the server until SIGINT or SIGTERM, on one async runtime.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    if args.grpc == "off" && args.http == "off" {
-        return Err("grpc, http: both are off, so there is nothing to serve: give --grpc or --http an address".into());
+    let config = args.config()?;
+    let origin = args
+        .config
+        .as_ref()
+        .map_or(String::new(), |p| format!("{}: ", p.display()));
+    config.validate().map_err(|e| format!("{origin}{e}"))?;
+    if args.print_config {
+        print!("{}", config.to_toml());
+        return Ok(());
     }
-    let options = args.tuning.options()?;
-    let limits = args.connections.limits(options.timeout)?;
     let rt = runtime()?;
-    let specs = if args.stores.is_empty() {
-        vec!["default=embedded".to_string()]
-    } else {
-        args.stores.clone()
-    };
-    let mut parsed = Vec::new();
-    for spec in &specs {
-        let (name, url) = parse_store(spec)?;
-        if parsed.iter().any(|(n, _)| *n == name) {
-            return Err(format!("store: {name:?} is named twice"));
-        }
-        parsed.push((name, url));
-    }
-    let names: Vec<String> = parsed.iter().map(|(n, _)| n.clone()).collect();
-    let mut floors: BTreeMap<String, BTreeMap<Key, i64>> = BTreeMap::new();
-    for spec in &args.bigger_than {
-        let (store, key, n) = parse_bigger_than(spec, &names)?;
-        for name in names
-            .iter()
-            .filter(|n| store.as_ref().is_none_or(|s| s == *n))
-        {
-            floors
-                .entry(name.clone())
-                .or_default()
-                .insert(key.clone(), n);
-        }
-    }
-    // One worker lease per identity: a second snowflake store would wait for the first's.
-    if parsed.iter().filter(|(_, url)| url == "snowflake").count() > 1 {
-        return Err(
-            "store: at most one snowflake store per floe serve (they would lease one worker ID); serve its IDs under one name"
-                .into(),
-        );
-    }
-    let mut leases = Vec::new();
-    let mut sequencer = Sequencer::new();
-    let mut described = Vec::new();
-    for (name, url) in &parsed {
-        let store = open_store(url, &args.registry.state_dir, args, &mut leases, &rt)
-            .map_err(|e| format!("store {name}: {e}"))?;
-        let handle = args.tuning.handle(name.clone(), store, options)?;
-        if let Some(f) = floors.get(name) {
-            rt.block_on(handle.init(f))
-                .map_err(|e| format!("store {name}: bigger-than: {e}"))?;
-        }
-        described.push(format!("{name}={}", handle.store().kind()));
-        sequencer.add(handle);
-    }
-    let sequencer = Arc::new(sequencer);
     let result = rt.block_on(async {
-        let grpc = bind(&args.grpc, "grpc").await?;
-        let http = bind(&args.http, "http").await?;
-        let addr = |l: &Option<tokio::net::TcpListener>| {
-            l.as_ref()
-                .and_then(|l| l.local_addr().ok())
-                .map_or("off".to_string(), |a| a.to_string())
-        };
+        let server = floe_server::Server::start(&config).await?;
+        for note in &server.notes {
+            eprintln!("floe: {note}");
+        }
+        let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
+        let stores: Vec<String> = server
+            .app()
+            .sequencer
+            .stores()
+            .map(|h| format!("{}={}", h.name(), h.store().kind()))
+            .collect();
         // One line on stdout for scripts and tests (ports chosen with :0 included).
         println!(
             "floe serving grpc={} http={} stores={}",
-            addr(&grpc),
-            addr(&http),
-            described.join(",")
+            addr(server.grpc_addr()),
+            addr(server.http_addr()),
+            stores.join(",")
         );
         let _ = std::io::stdout().flush();
-        floe_server::serve(
-            Arc::clone(&sequencer),
-            grpc,
-            http,
-            limits,
-            args.connections.allow_host.clone(),
-            shutdown_signal(),
-        )
-        .await
-        .map_err(|e| format!("server: {e}"))?;
-        Ok::<(), String>(())
+        for line in &server.described {
+            eprintln!("floe: {line}");
+        }
+        server.run(shutdown_signal()).await
     });
-    // Every connection is closed or dropped: close the stores (the embedded store's file lock
-    // goes with its last reference), then end the runtime, whose background tasks (WEAK
-    // fetches) hold the others; a store call under way on a blocking thread is given a moment.
-    rt.block_on(sequencer.close());
-    drop(sequencer);
+    // Background tasks (WEAK fetches) hold stores until they end: a store call under way on a
+    // blocking thread is given a moment.
     rt.shutdown_timeout(Duration::from_secs(2));
-    for (lease, g) in leases {
-        lease.finish(g.last_timestamp_ms())?;
-    }
     result
 }
 

@@ -20,9 +20,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use floe_sequencer::{ErrorKind, Mode, SeqError, Sequencer};
+use floe_sequencer::{ErrorKind, Mode, SeqError};
 use serde_json::json;
 
+use crate::app::App;
+use crate::ids::{IdKind, IdOptions, Ids};
 use crate::{echo, Asked, MAX_ECHO};
 
 /// An error as an HTTP answer: a status, a kind (`"error"`) and a message.
@@ -37,7 +39,7 @@ pub struct HttpError {
 }
 
 impl HttpError {
-    fn invalid(message: String) -> HttpError {
+    pub(crate) fn invalid(message: String) -> HttpError {
         HttpError {
             status: StatusCode::BAD_REQUEST,
             error: "invalid_argument",
@@ -122,27 +124,124 @@ fn arguments(
     Ok((store, key, params))
 }
 
+/// `?count=N`: `None` when absent, else N checked against the server's largest batch.
+pub(crate) fn count(app: &App, params: &HashMap<String, String>) -> Result<Option<u32>, HttpError> {
+    let Some(text) = params.get("count") else {
+        return Ok(None);
+    };
+    let n = text.parse::<u32>().map_err(|_| {
+        HttpError::invalid(format!(
+            "count: expected 1 to {}, found \"{}\"",
+            app.max_batch,
+            echo(text, MAX_ECHO)
+        ))
+    })?;
+    Ok(Some(app.count(n)?))
+}
+
+/// A JSON answer written by hand: `{"ids":["1","2"]}` costs no allocation per ID.
+fn json_body(body: String) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// `{"ids":[...]}` of `n` IDs, each written by `write(i, out)` (text with no character JSON
+/// would escape: digits and base32 / hex letters).
+fn ids_json(n: usize, mut write: impl FnMut(usize, &mut String)) -> Response {
+    let mut body = String::with_capacity(10 + n * 24);
+    body.push_str("{\"ids\":[");
+    for i in 0..n {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push('"');
+        write(i, &mut body);
+        body.push('"');
+    }
+    body.push_str("]}");
+    json_body(body)
+}
+
 async fn next_id(
-    State(seq): State<Arc<Sequencer>>,
+    State(app): State<Arc<App>>,
     path: StoreAndKey,
     query: Params,
-) -> Result<Json<serde_json::Value>, HttpError> {
+) -> Result<Response, HttpError> {
     let (store, key, params) = arguments(path, query)?;
-    let (handle, mode) = crate::check(&seq, &store, &key, mode(&params))?;
-    let id = handle
-        .next_id(&key, mode)
-        .await
-        .map_err(|e| crate::public(e, handle, &key, Asked::NextId(mode)))?;
-    Ok(Json(json!({ "next_id": id.to_string() })))
+    let batch = count(&app, &params)?;
+    let ids = app
+        .sequence(&store, &key, mode(&params), batch.unwrap_or(1))
+        .await?;
+    Ok(match batch {
+        None => Json(json!({ "next_id": ids[0].to_string() })).into_response(),
+        Some(_) => ids_json(ids.len(), |i, out| {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{}", ids[i]);
+        }),
+    })
+}
+
+/// `GET /v1/ids/{kind}`: `{"id":"..."}`, or with `?count=N` `{"ids":[...]}`; `?layout=NAME`
+/// picks a configured Snowflake generator, `?meta=N` sno's metabyte.
+async fn new_ids(
+    State(app): State<Arc<App>>,
+    path: Result<Path<String>, PathRejection>,
+    query: Params,
+) -> Result<Response, HttpError> {
+    let Path(kind) = path
+        .map_err(|_| HttpError::invalid("path: the kind must be percent-encoded UTF-8".into()))?;
+    let Query(params) = query.map_err(|_| {
+        HttpError::invalid("query: expected name=value pairs of percent-encoded UTF-8".into())
+    })?;
+    let kind = IdKind::parse(&kind)?;
+    let batch = count(&app, &params)?;
+    for name in params.keys() {
+        if !matches!(name.as_str(), "count" | "layout" | "meta") {
+            return Err(HttpError::invalid(format!(
+                "query: unknown parameter \"{}\": expected count, layout (snowflake) or meta (sno)",
+                echo(name, MAX_ECHO)
+            )));
+        }
+    }
+    let meta = params
+        .get("meta")
+        .map(|m| {
+            m.parse::<u8>().map_err(|_| {
+                HttpError::invalid(format!(
+                    "meta: expected 0 to 255, found \"{}\"",
+                    echo(m, MAX_ECHO)
+                ))
+            })
+        })
+        .transpose()?;
+    let options = IdOptions {
+        generator: params.get("layout").cloned(),
+        meta,
+    };
+    let ids = app.issue(kind, batch.unwrap_or(1), &options).await?;
+    Ok(match batch {
+        None => {
+            let mut id = String::new();
+            ids.write_text(0, &mut id);
+            Json(json!({ "id": id })).into_response()
+        }
+        Some(_) => ids_json(ids.len(), |i, out| Ids::write_text(&ids, i, out)),
+    })
 }
 
 async fn segment(
-    State(seq): State<Arc<Sequencer>>,
+    State(app): State<Arc<App>>,
     path: StoreAndKey,
     query: Params,
 ) -> Result<Json<serde_json::Value>, HttpError> {
     let (store, key, params) = arguments(path, query)?;
-    let (handle, _) = crate::check(&seq, &store, &key, Ok(Mode::Weak))?;
+    let (handle, _) = crate::check(&app.sequencer, &store, &key, Ok(Mode::Weak))?;
     let size = match params.get("size") {
         None => 1000,
         Some(s) => s.parse::<u32>().map_err(|_| {
@@ -161,8 +260,9 @@ async fn segment(
     ))
 }
 
-async fn stores(State(seq): State<Arc<Sequencer>>) -> Json<serde_json::Value> {
-    let list: Vec<_> = seq
+async fn stores(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+    let list: Vec<_> = app
+        .sequencer
         .stores()
         .map(|h| {
             let caps = h.store().capabilities();
@@ -181,7 +281,7 @@ async fn stores(State(seq): State<Arc<Sequencer>>) -> Json<serde_json::Value> {
 
 /// `HEAD` on a route that issues IDs: refused, so that it issues none (axum would otherwise
 /// run the `GET` handler and drop its body).
-async fn head_refused() -> Response {
+pub(crate) async fn head_refused() -> Response {
     (
         StatusCode::METHOD_NOT_ALLOWED,
         [(header::ALLOW, HeaderValue::from_static("GET,POST"))],
@@ -193,7 +293,7 @@ async fn not_found() -> HttpError {
     HttpError {
         status: StatusCode::NOT_FOUND,
         error: "not_found",
-        message: "no such route: see /v1/sequencer/{store}/{key}, /v1/stores, /healthz".into(),
+        message: "no such route: see /v1/ids/{kind}, /v1/sequencer/{store}/{key}, /v1/stores, /api/segment/get/{key}, /api/snowflake/get/{key}, /healthz".into(),
     }
 }
 
@@ -269,11 +369,16 @@ async fn same_origin(
     }
 }
 
-/// The routes, serving `sequencer`, answering to IP addresses, `localhost` and the host names
-/// in `allowed_hosts`.
-pub fn router(sequencer: Arc<Sequencer>, allowed_hosts: Vec<String>) -> Router {
+/// The routes, serving `app`, answering to IP addresses, `localhost` and the app's allowed
+/// host names.
+pub fn router(app: Arc<App>) -> Router {
+    let allowed_hosts = app.allowed_hosts.clone();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/v1/ids/{kind}",
+            get(new_ids).post(new_ids).head(head_refused),
+        )
         .route("/v1/stores", get(stores))
         .route(
             "/v1/sequencer/{store}/{key}",
@@ -283,10 +388,11 @@ pub fn router(sequencer: Arc<Sequencer>, allowed_hosts: Vec<String>) -> Router {
             "/v1/sequencer/{store}/{key}/segment",
             get(segment).post(segment).head(head_refused),
         )
+        .merge(crate::leaf::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(allowed_hosts),
             same_origin,
         ))
-        .with_state(sequencer)
+        .with_state(app)
 }

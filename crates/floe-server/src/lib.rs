@@ -43,10 +43,18 @@ use floe_sequencer::{ErrorKind, Key, Mode, SeqError, Sequencer, StoreHandle};
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 
+pub mod app;
 pub mod codec;
+pub mod config;
 pub mod conn;
+pub mod grpc;
 pub mod http;
+pub mod ids;
+pub mod leaf;
+pub mod lease;
 
+pub use app::{App, Server};
+pub use config::ServerConfig;
 pub use conn::Limits;
 
 /// The generated Layotto messages and service.
@@ -54,6 +62,15 @@ pub use conn::Limits;
 pub mod proto {
     tonic::include_proto!("spec.proto.runtime.v1");
 }
+
+/// The generated floe.v1 messages and service (`proto/floe/v1/floe.proto`).
+#[allow(missing_docs, clippy::all)]
+pub mod proto_floe {
+    tonic::include_proto!("floe.v1");
+}
+
+/// The descriptor set of both protos, for server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));
 
 use proto::runtime_server::{Runtime, RuntimeServer};
 use proto::{GetNextIdRequest, GetNextIdResponse};
@@ -283,20 +300,66 @@ fn bounded_grpc<B: Default>(response: hyper::Response<B>) -> hyper::Response<B> 
     }
 }
 
-/// Serves `sequencer` over gRPC on `grpc` and HTTP on `http` (either may be `None`) within
-/// `limits` until `shutdown` completes (HTTP answers to IP addresses, `localhost` and the names
-/// in `allowed_hosts`), then stops accepting, lets connections end until
-/// `limits.shutdown_timeout` and drops the rest. When it returns, no connection is open and the
-/// server holds no reference to `sequencer`: the caller can close its stores.
+/// Serves `sequencer` alone (no ID generators) over gRPC on `grpc` and HTTP on `http`: see
+/// [`serve_app`].
 ///
 /// # Errors
-/// When `limits` are not valid ([`Limits::validate`]), or both listeners are `None`.
+/// As [`serve_app`].
 pub async fn serve(
     sequencer: Arc<Sequencer>,
     grpc: Option<TcpListener>,
     http: Option<TcpListener>,
     limits: Limits,
     allowed_hosts: Vec<String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let app = Arc::new(App::sequencer_only(sequencer, allowed_hosts));
+    serve_app(app, grpc, http, limits, shutdown).await
+}
+
+/// The gRPC services of `app`: Layotto's Runtime, floe.v1, health (every service `SERVING`)
+/// and reflection (v1 and v1alpha, for every grpcurl).
+async fn grpc_routes(
+    app: &Arc<App>,
+) -> Result<tonic::service::Routes, Box<dyn std::error::Error + Send + Sync>> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in ["", "spec.proto.runtime.v1.Runtime", "floe.v1.Floe"] {
+        health
+            .set_service_status(name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    Ok(
+        tonic::service::Routes::new(RuntimeServer::new(RuntimeService::new(Arc::clone(
+            &app.sequencer,
+        ))))
+        .add_service(proto_floe::floe_server::FloeServer::new(
+            grpc::FloeService::new(Arc::clone(app)),
+        ))
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(reflection_alpha),
+    )
+}
+
+/// Serves `app` over gRPC on `grpc` and HTTP on `http` (either may be `None`) within `limits`
+/// until `shutdown` completes (HTTP answers to IP addresses, `localhost` and the app's allowed
+/// host names), then stops accepting, lets connections end until `limits.shutdown_timeout` and
+/// drops the rest. When it returns, no connection is open and the server holds no reference
+/// to `app` beyond the caller's: the caller can close its stores.
+///
+/// # Errors
+/// When `limits` are not valid ([`Limits::validate`]), or both listeners are `None`.
+pub async fn serve_app(
+    app: Arc<App>,
+    grpc: Option<TcpListener>,
+    http: Option<TcpListener>,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     limits.validate()?;
@@ -308,31 +371,33 @@ pub async fn serve(
         shutdown.await;
         let _ = stop.send(true);
     });
-    let grpc_task = grpc.map(|listener| {
-        let service = RuntimeServer::new(RuntimeService::new(Arc::clone(&sequencer)));
-        let served = conn::Served {
-            protocol: conn::Protocol::Http2,
-            service,
-            too_slow: || {
-                Status::deadline_exceeded(
-                    "the request took longer than the server's request timeout",
-                )
-                .into_http()
-            },
-            answer: bounded_grpc,
-        };
-        conn::run(listener, served, limits, stopped.clone())
-    });
+    let grpc_task = match grpc {
+        Some(listener) => {
+            let served = conn::Served {
+                protocol: conn::Protocol::Http2,
+                service: grpc_routes(&app).await?,
+                too_slow: || {
+                    Status::deadline_exceeded(
+                        "the request took longer than the server's request timeout",
+                    )
+                    .into_http()
+                },
+                answer: bounded_grpc,
+            };
+            Some(conn::run(listener, served, limits, stopped.clone()))
+        }
+        None => None,
+    };
     let http_task = http.map(|listener| {
         let served = conn::Served {
             protocol: conn::Protocol::Http1,
-            service: http::router(Arc::clone(&sequencer), allowed_hosts),
+            service: http::router(Arc::clone(&app)),
             too_slow: http::too_slow,
             answer: |r| r,
         };
         conn::run(listener, served, limits, stopped.clone())
     });
-    drop(sequencer);
+    drop(app);
     let grpc = async {
         if let Some(task) = grpc_task {
             task.await;

@@ -1,0 +1,520 @@
+//! A server assembled from its [`ServerConfig`]: listeners bound, worker IDs leased, generators
+//! and stores opened ([`Server::start`]); then served until a shutdown signal and closed in
+//! order ([`Server::run`]). The `floe serve` binary only fills the configuration.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use floe_core::clock::SystemClock;
+use floe_core::lexical::{worker_id_for_host, LexicalGenerator};
+use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
+use floe_core::snowflake::{Layout, SnowflakeConfig};
+use floe_registry::horizon::{DurableHorizon, HorizonConfig, HorizonFile};
+use floe_registry::{IdSpace, Identity};
+use floe_sequencer::stores::snowflake::SnowflakeStore;
+use floe_sequencer::{ErrorKind, KeyLimits, Mode, SeqError, Sequencer, Store, StoreHandle};
+use tokio::net::TcpListener;
+
+use crate::config::{LayoutConfig, ServerConfig};
+use crate::ids::{Generators, IdKind, IdOptions, Ids, Snowflake, DEFAULT_GENERATOR};
+use crate::lease::WorkerLease;
+use crate::{Asked, Limits};
+
+/// What every route and RPC serves: the stores, the generators and the server's bounds.
+#[derive(Debug)]
+pub struct App {
+    /// The stores by name.
+    pub sequencer: Arc<Sequencer>,
+    /// The generators (`None`: a sequencer-only server, as in tests).
+    pub ids: Option<Arc<Generators>>,
+    /// The most IDs one request may ask for.
+    pub max_batch: u32,
+    /// The store Leaf's segment route serves.
+    pub leaf_store: Option<String>,
+    /// Host names HTTP answers to besides IP addresses and `localhost`.
+    pub allowed_hosts: Vec<String>,
+    /// The longest a generator may wait within one request (a time unit used up, a clock a
+    /// little behind).
+    pub max_wait: Duration,
+}
+
+impl App {
+    /// A server of sequences only (no generators), answering to `allowed_hosts`.
+    pub fn sequencer_only(sequencer: Arc<Sequencer>, allowed_hosts: Vec<String>) -> App {
+        App {
+            sequencer,
+            ids: None,
+            max_batch: crate::config::DEFAULT_MAX_BATCH,
+            leaf_store: None,
+            allowed_hosts,
+            max_wait: Duration::from_secs(2),
+        }
+    }
+
+    /// `count` checked against the largest batch.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `count` and its bounds.
+    pub fn count(&self, count: u32) -> Result<u32, SeqError> {
+        if count == 0 || count > self.max_batch {
+            return Err(SeqError::new(
+                ErrorKind::InvalidArgument,
+                format!("count: expected 1 to {}, found {count}", self.max_batch),
+            ));
+        }
+        Ok(count)
+    }
+
+    fn generators(&self) -> Result<&Generators, SeqError> {
+        self.ids.as_deref().ok_or_else(|| {
+            SeqError::config("this server issues sequences only: no ID generators are configured")
+        })
+    }
+
+    /// Checks a request's options for `kind` without issuing anything.
+    ///
+    /// # Errors
+    /// As [`Generators::issue`] for options.
+    pub fn check_id_options(&self, kind: IdKind, options: &IdOptions) -> Result<(), SeqError> {
+        let g = self.generators()?;
+        if kind == IdKind::Snowflake {
+            g.snowflake(options.generator.as_deref())?;
+        }
+        Ok(())
+    }
+
+    /// `count` IDs of `kind` (already checked against the largest batch).
+    ///
+    /// # Errors
+    /// As [`Generators::issue`].
+    pub async fn issue(
+        &self,
+        kind: IdKind,
+        count: u32,
+        options: &IdOptions,
+    ) -> Result<Ids, SeqError> {
+        self.generators()?
+            .issue(kind, count, options, self.max_wait)
+            .await
+    }
+
+    /// `count` IDs of a sequence key (already checked against the largest batch), checked as
+    /// Layotto checks a request ([`crate::check`]) and worded by [`crate::public`].
+    ///
+    /// # Errors
+    /// As [`crate::check`] and the store's.
+    pub async fn sequence(
+        &self,
+        store: &str,
+        key: &str,
+        mode: Result<Mode, String>,
+        count: u32,
+    ) -> Result<Vec<i64>, SeqError> {
+        let (handle, mode) = crate::check(&self.sequencer, store, key, mode)?;
+        let result = if count == 1 {
+            handle.next_id(key, mode).await.map(|id| vec![id])
+        } else {
+            // (Until floe-sequencer serves batches.)
+            let mut ids = Vec::with_capacity(count as usize);
+            let mut failed = None;
+            for _ in 0..count {
+                match handle.next_id(key, mode).await {
+                    Ok(id) => ids.push(id),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(ids),
+            }
+        };
+        result.map_err(|e| crate::public(e, handle, key, Asked::NextId(mode)))
+    }
+}
+
+/// A durable time bound this server keeps for a generator without a lease (LexicalUUID).
+type Bound = (DurableHorizon, Box<dyn Fn() -> u64 + Send + Sync>);
+
+/// A lease and the last issued time of its generator.
+type Leased = (WorkerLease, Box<dyn Fn() -> u64 + Send + Sync>);
+
+/// A server, started: listeners bound, numbers leased, stores open.
+#[derive(Debug)]
+pub struct Server {
+    app: Arc<App>,
+    grpc: Option<TcpListener>,
+    http: Option<TcpListener>,
+    limits: Limits,
+    leases: Vec<LeasedDebug>,
+    bounds: Vec<BoundDebug>,
+    /// What happened while starting (a clock waited for, a registry unreachable), for the log.
+    pub notes: Vec<String>,
+    /// One line per generator and store: what the start-up line names.
+    pub described: Vec<String>,
+}
+
+/// [`Leased`] with a `Debug` that names the lease.
+struct LeasedDebug(Leased);
+/// [`Bound`] with a `Debug` that names the file.
+struct BoundDebug(Bound);
+
+impl std::fmt::Debug for LeasedDebug {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0 .0.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for BoundDebug {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0 .0.fmt(f)
+    }
+}
+
+async fn bind(addr: &str, key: &str) -> Result<Option<TcpListener>, String> {
+    if addr == "off" {
+        return Ok(None);
+    }
+    TcpListener::bind(addr)
+        .await
+        .map(Some)
+        .map_err(|e| format!("{key}: cannot listen on {addr}: {e}"))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A layout checked against the clock: one that cannot issue now fails naming its key.
+fn layout_now(config: &LayoutConfig, key: &str) -> Result<Layout, String> {
+    let layout = config.layout().map_err(|e| format!("{key}: {e}"))?;
+    layout
+        .validate_epoch(now_ms())
+        .map_err(|e| format!("{key}: {e}"))?;
+    if let Some(last) = layout.last_time_ms() {
+        if now_ms() > last {
+            return Err(format!(
+                "{key}: the layout's timestamp field ran out at {last} ms (Unix): choose a later epoch or more timestamp bits"
+            ));
+        }
+    }
+    Ok(layout)
+}
+
+/// A sno generator on a leased partition, starting after `not_before_ms`.
+fn sno_generator(
+    lease: &WorkerLease,
+    config: &crate::config::SnoConfig,
+) -> Result<SnoGenerator<SystemClock>, String> {
+    let l = &lease.lease;
+    let partition = u16::try_from(l.id).map(Partition::from_u16).map_err(|_| {
+        format!(
+            "registry: a sno partition is 0 to 65535, the registry gave {}",
+            l.id
+        )
+    })?;
+    // (Until floe-core has sno's time helpers.) Units of 4 ms since sno's epoch: both
+    // timelines count as used up to the not-before time.
+    let wall_hi = (l.not_before_ms.saturating_sub(floe_core::sno::EPOCH * 1000) / 4) as i64;
+    let snapshot = SnoSnapshot {
+        partition,
+        wall_hi,
+        wall_safe: wall_hi,
+        sequence: if wall_hi > 0 { u32::from(u16::MAX) } else { 0 },
+        sequence_min: config.sequence_min,
+        sequence_max: config.sequence_max,
+        ..SnoSnapshot::default()
+    };
+    let mut g = SnoGenerator::from_snapshot(&snapshot, SystemClock)
+        .map_err(|e| format!("sno: {e}"))?
+        .with_fence(l.fence.clone());
+    if let Some(h) = l.horizon() {
+        g = g.with_horizon(h);
+    }
+    Ok(g)
+}
+
+fn sno_last_ms(g: &SnoGenerator<SystemClock>) -> u64 {
+    u64::try_from(g.snapshot().wall_hi)
+        .unwrap_or(0)
+        .saturating_mul(4)
+        .saturating_add(floe_core::sno::EPOCH * 1000)
+}
+
+impl Server {
+    /// Binds the listeners, leases the Snowflake and sno numbers (identity: the registry's
+    /// service, this host, and the gRPC port, else the HTTP port), starts the LexicalUUID time
+    /// bound, opens the stores and applies `bigger_than`.
+    ///
+    /// # Errors
+    /// One line naming the configuration key or the component that failed.
+    pub async fn start(config: &ServerConfig) -> Result<Server, String> {
+        config.validate().map_err(|e| e.to_string())?;
+        let limits = config.limits().map_err(|e| e.to_string())?;
+        let options = config.serve_options().map_err(|e| e.to_string())?;
+        let floors = config.floors().map_err(|e| e.to_string())?;
+        let state_dir = config.state_dir.as_path();
+        let default_layout = layout_now(&config.snowflake.default, "snowflake.layout")?;
+        let mut named_layouts = Vec::new();
+        for (name, l) in &config.snowflake.named {
+            named_layouts.push((
+                name.clone(),
+                layout_now(l, &format!("snowflake.named.{name}"))?,
+            ));
+        }
+
+        let grpc = bind(&config.listen.grpc, "listen.grpc").await?;
+        let http = bind(&config.listen.http, "listen.http").await?;
+        let port = config.registry.port.unwrap_or_else(|| {
+            grpc.as_ref()
+                .or(http.as_ref())
+                .and_then(|l| l.local_addr().ok())
+                .map_or(0, |a| a.port())
+        });
+        let host = config
+            .registry
+            .host
+            .clone()
+            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+        let service = &config.registry.service;
+        let mut notes = Vec::new();
+        let mut described = Vec::new();
+        let mut leases: Vec<LeasedDebug> = Vec::new();
+
+        // Snowflake: the default generator and the named ones, each on a lease of its own.
+        let mut snowflakes: Vec<(String, Snowflake)> = Vec::new();
+        let all_layouts =
+            std::iter::once((DEFAULT_GENERATOR.to_string(), default_layout)).chain(named_layouts);
+        for (name, layout) in all_layouts {
+            let (svc, kind) = if name == DEFAULT_GENERATOR {
+                (service.clone(), "snowflake".to_string())
+            } else {
+                (
+                    format!("{service}-snowflake-{name}"),
+                    format!("snowflake-{name}"),
+                )
+            };
+            let mut lease = WorkerLease::acquire(
+                &config.registry,
+                state_dir,
+                Identity::new(svc, host.clone(), port),
+                IdSpace::snowflake(&layout),
+                &kind,
+            )
+            .await
+            .map_err(|e| format!("snowflake {name}: worker ID: {e}"))?;
+            notes.extend(
+                lease
+                    .lease
+                    .notes
+                    .iter()
+                    .map(|n| format!("snowflake {name}: {n}")),
+            );
+            let l = &lease.lease;
+            let horizon = l
+                .horizon()
+                .ok_or("internal: a lease without a time bound")?;
+            let g = Arc::new(
+                SnowflakeConfig::new(layout)
+                    .node_id(u64::from(l.id))
+                    .map_err(|e| format!("snowflake {name}: {e}"))?
+                    .not_before_ms(l.not_before_ms)
+                    .fence(l.fence.clone())
+                    .horizon(horizon)
+                    .build(SystemClock)
+                    .map_err(|e| format!("snowflake {name}: {e}"))?,
+            );
+            described.push(format!(
+                "snowflake {name}: worker {} ({}/{}/{}/{} bits, {} IDs/s at most)",
+                l.id,
+                layout.timestamp_bits(),
+                layout.datacenter_bits(),
+                layout.worker_bits(),
+                layout.sequence_bits(),
+                layout.cap_per_second()
+            ));
+            let beat = Arc::clone(&g);
+            lease.start_heartbeats(move || beat.last_timestamp_ms());
+            let last = Arc::clone(&g);
+            leases.push(LeasedDebug((
+                lease,
+                Box::new(move || last.last_timestamp_ms()),
+            )));
+            snowflakes.push((name, g));
+        }
+
+        // sno: a partition of its own.
+        let mut sno_lease = WorkerLease::acquire(
+            &config.registry,
+            state_dir,
+            Identity::new(format!("{service}-sno"), host.clone(), port),
+            IdSpace::SNO_PARTITIONS,
+            "sno",
+        )
+        .await
+        .map_err(|e| format!("sno: partition: {e}"))?;
+        notes.extend(sno_lease.lease.notes.iter().map(|n| format!("sno: {n}")));
+        let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
+        described.push(format!("sno: partition {}", sno_lease.lease.id));
+        let beat = Arc::clone(&sno);
+        sno_lease.start_heartbeats(move || sno_last_ms(&beat));
+        let last = Arc::clone(&sno);
+        leases.push(LeasedDebug((
+            sno_lease,
+            Box::new(move || sno_last_ms(&last)),
+        )));
+
+        // LexicalUUID: a worker ID of its host and port, and a durable time bound.
+        let worker = config
+            .lexical
+            .worker_id
+            .unwrap_or_else(|| worker_id_for_host(&format!("{host}:{port}")));
+        let slot = format!("lexical-{:016x}", worker as u64);
+        let dir = state_dir.to_path_buf();
+        let horizon_config = HorizonConfig {
+            max_start_wait: Duration::from_millis(config.registry.max_clock_wait_ms),
+            ..HorizonConfig::default()
+        };
+        let started = tokio::task::spawn_blocking(move || {
+            let file = HorizonFile::open(&dir, &slot)?;
+            floe_registry::horizon::start(file, &[], horizon_config, SystemClock)
+        })
+        .await
+        .map_err(|e| format!("lexical: time bound: {e}"))?
+        .map_err(|e| format!("lexical: time bound: {e}"))?;
+        notes.extend(started.notes.iter().map(|n| format!("lexical: {n}")));
+        let lexical_horizon = started.horizon.horizon();
+        let lexical = LexicalGenerator::new(SystemClock, worker)
+            .not_before_ms(started.not_before_ms)
+            .horizon(Arc::clone(&lexical_horizon));
+        described.push(format!("lexical: worker {worker}"));
+
+        let default_snowflake = Arc::clone(&snowflakes[0].1);
+        let generators = Generators::new(
+            snowflakes,
+            Arc::clone(&sno),
+            config.sno.meta,
+            lexical,
+            Some(lexical_horizon),
+        );
+        let generators = Arc::new(generators);
+        let last_lexical = Arc::clone(&generators);
+        let bounds = vec![BoundDebug((
+            started.horizon,
+            Box::new(move || {
+                u64::try_from(last_lexical.lexical().last_timestamp_micros() / 1000).unwrap_or(0)
+            }),
+        ))];
+
+        // Stores.
+        let mut sequencer = Sequencer::new();
+        for (name, url) in &config.store_specs() {
+            let store: Arc<dyn Store> = if url == "snowflake" {
+                Arc::new(
+                    SnowflakeStore::new(Arc::clone(&default_snowflake))
+                        .map_err(|e| format!("stores.{name}: {e}"))?,
+                )
+            } else {
+                floe_sequencer::open(url, state_dir)
+                    .await
+                    .map_err(|e| format!("stores.{name}: {e}"))?
+            };
+            let handle = StoreHandle::new(name.clone(), store, options)
+                .key_limits(KeyLimits {
+                    idle: Duration::from_secs(config.sequencer.key_idle_secs),
+                    max_keys: config.sequencer.max_keys,
+                })
+                .map_err(|e| format!("sequencer.max_keys: {e}"))?;
+            if let Some(f) = floors.get(name) {
+                handle
+                    .init(f)
+                    .await
+                    .map_err(|e| format!("bigger_than: store {name}: {e}"))?;
+            }
+            described.push(format!("store {name}: {}", handle.store().kind()));
+            sequencer.add(handle);
+        }
+
+        let app = App {
+            sequencer: Arc::new(sequencer),
+            ids: Some(generators),
+            max_batch: config.limits.max_batch,
+            leaf_store: config.leaf_store(),
+            allowed_hosts: config.listen.allow_hosts.clone(),
+            max_wait: limits.request_timeout.min(Duration::from_secs(2)),
+        };
+        Ok(Server {
+            app: Arc::new(app),
+            grpc,
+            http,
+            limits,
+            leases,
+            bounds,
+            notes,
+            described,
+        })
+    }
+
+    /// The bound gRPC address, if gRPC is on.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The bound HTTP address, if HTTP is on.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// What is served.
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
+    }
+
+    /// Serves until `shutdown` completes, then: connections end (or are dropped at the
+    /// shutdown deadline), the stores close, each lease records its generator's last time and
+    /// is released, and the time bounds come back to the last issued times.
+    ///
+    /// # Errors
+    /// The server's, or the first that closing met (every step is still taken).
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), String> {
+        let Server {
+            app,
+            grpc,
+            http,
+            limits,
+            leases,
+            bounds,
+            ..
+        } = self;
+        let served = crate::serve_app(Arc::clone(&app), grpc, http, limits, shutdown)
+            .await
+            .map_err(|e| format!("server: {e}"));
+        app.sequencer.close().await;
+        let mut result = served;
+        for LeasedDebug((lease, last)) in leases {
+            let finished = lease.finish(last()).await;
+            if result.is_ok() {
+                result = finished;
+            }
+        }
+        for BoundDebug((bound, last)) in bounds {
+            let last = last();
+            let closed = tokio::task::spawn_blocking(move || bound.close(last))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            if result.is_ok() {
+                result = closed.map_err(|e| format!("lexical: time bound: {e}"));
+            }
+        }
+        result
+    }
+}

@@ -1,0 +1,661 @@
+//! A server's whole configuration: what `floe serve --config floe.toml` reads, what its flags
+//! and `FLOE_*` variables override, and what `--print-config` prints.
+//!
+//! Every field has a default, so an empty file (or no file) is the embedded server: one store
+//! `default` in `state_dir`, worker IDs from a file registry in the same directory. Unknown keys
+//! and bad values refuse to start, naming the key and the file ([`ServerConfig::from_toml`],
+//! [`ServerConfig::validate`]). The commented example is `docs/floe.toml`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use floe_core::snowflake::Layout;
+use floe_sequencer::{Key, ServeOptions, StepPolicy};
+use serde::{Deserialize, Serialize};
+
+use crate::Limits;
+
+/// The most IDs one request may ask for (`count`), unless the configuration says otherwise.
+pub const DEFAULT_MAX_BATCH: u32 = 10_000;
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Directory of the embedded store, the file registry, the local cache, the durable time
+    /// bounds and the saved WEAK tails.
+    pub state_dir: PathBuf,
+    /// Where to listen.
+    pub listen: ListenConfig,
+    /// Connection and request bounds.
+    pub limits: LimitsConfig,
+    /// Where Snowflake worker IDs and sno partitions are leased.
+    pub registry: RegistryConfig,
+    /// The Snowflake generator (and more, by name).
+    pub snowflake: SnowflakeSection,
+    /// The sno generator.
+    pub sno: SnoConfig,
+    /// The LexicalUUID generator.
+    pub lexical: LexicalConfig,
+    /// How sequences are served.
+    pub sequencer: SequencerConfig,
+    /// Stores by name: `embedded[:PATH]`, `memory`, `redis://...`, `postgres://...`,
+    /// `mysql://...`, `etcd://...`, `zk://...`, or `snowflake` (WEAK IDs from the server's
+    /// Snowflake generator). Default: `default = "embedded"`.
+    pub stores: BTreeMap<String, String>,
+    /// Every ID of a key is greater than N: `"[STORE:]KEY" = N` (every store when none is
+    /// named).
+    pub bigger_than: BTreeMap<String, i64>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            state_dir: PathBuf::from(".floe"),
+            listen: ListenConfig::default(),
+            limits: LimitsConfig::default(),
+            registry: RegistryConfig::default(),
+            snowflake: SnowflakeSection::default(),
+            sno: SnoConfig::default(),
+            lexical: LexicalConfig::default(),
+            sequencer: SequencerConfig::default(),
+            stores: BTreeMap::new(),
+            bigger_than: BTreeMap::new(),
+        }
+    }
+}
+
+/// Listeners.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListenConfig {
+    /// gRPC address (Layotto's Runtime, floe.v1, health, reflection), or `off`.
+    pub grpc: String,
+    /// HTTP address, or `off`.
+    pub http: String,
+    /// Host names HTTP answers to besides IP addresses and `localhost`.
+    pub allow_hosts: Vec<String>,
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        ListenConfig {
+            grpc: "127.0.0.1:34904".into(),
+            http: "127.0.0.1:34903".into(),
+            allow_hosts: Vec::new(),
+        }
+    }
+}
+
+/// [`Limits`] in the file's units, and the largest batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Connections open at once per listener.
+    pub max_connections: u64,
+    /// Requests under way at once on one HTTP/2 connection.
+    pub max_streams: u32,
+    /// Seconds to the first request (HTTP/1: each request's headers).
+    pub header_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request under way.
+    pub idle_timeout_secs: u64,
+    /// Seconds a request may take (longer than `sequencer.timeout_ms`).
+    pub request_timeout_secs: u64,
+    /// Seconds shutdown waits for open connections.
+    pub shutdown_timeout_secs: u64,
+    /// The most IDs one request may ask for (`count`); more is refused (400 /
+    /// `INVALID_ARGUMENT`). A stream asks for any number, in batches of at most this.
+    pub max_batch: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        let l = Limits::default();
+        LimitsConfig {
+            max_connections: l.max_connections as u64,
+            max_streams: l.max_streams,
+            header_timeout_secs: l.header_timeout.as_secs(),
+            idle_timeout_secs: l.idle_timeout.as_secs(),
+            request_timeout_secs: l.request_timeout.as_secs(),
+            shutdown_timeout_secs: l.shutdown_timeout.as_secs(),
+            max_batch: DEFAULT_MAX_BATCH,
+        }
+    }
+}
+
+/// The worker-ID registry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// `file:///dir`, `zk://host:port[/root]`, `etcd://host:port[/prefix]` or `static:ID`.
+    /// Default: a file registry in `state_dir`.
+    pub url: Option<String>,
+    /// Service name of this server's identity (service + host + port).
+    pub service: String,
+    /// Host of the identity (default: this machine's host name).
+    pub host: Option<String>,
+    /// Port of the identity (default: the gRPC listener's port, else the HTTP one's).
+    pub port: Option<u16>,
+    /// When neither registry nor cache answers, use worker ID = port % IDs (seed 000's
+    /// fallback; two hosts on one port may then share an ID).
+    pub port_fallback: bool,
+    /// Take over a worker ID whose holder has not been alive for this many seconds, when all
+    /// are taken (off by default).
+    pub reclaim_after_secs: Option<u64>,
+    /// At start-up, wait at most this long for a clock behind the last recorded time.
+    pub max_clock_wait_ms: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            url: None,
+            service: "floe".into(),
+            host: None,
+            port: None,
+            port_fallback: false,
+            reclaim_after_secs: None,
+            max_clock_wait_ms: 5000,
+        }
+    }
+}
+
+/// A Snowflake layout: a preset or bit widths, an epoch and a time unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LayoutConfig {
+    /// `leaf` (41/10/12, 2023 epoch), `twitter`, `flake-idgen`, or `TS/WORKER/SEQ`,
+    /// `TS/DC/WORKER/SEQ`.
+    pub layout: String,
+    /// Unix milliseconds (default: the layout's own).
+    pub epoch_ms: Option<u64>,
+    /// Milliseconds per time unit (default 1).
+    pub time_unit_ms: Option<u64>,
+}
+
+impl Default for LayoutConfig {
+    fn default() -> Self {
+        LayoutConfig {
+            layout: "leaf".into(),
+            epoch_ms: None,
+            time_unit_ms: None,
+        }
+    }
+}
+
+impl LayoutConfig {
+    /// The layout it names.
+    ///
+    /// # Errors
+    /// The layout's own words (an unknown preset, widths that do not add up).
+    pub fn layout(&self) -> Result<Layout, String> {
+        let mut layout = Layout::preset(&self.layout).map_err(|e| e.to_string())?;
+        if let Some(epoch) = self.epoch_ms {
+            layout = layout.with_epoch_ms(epoch);
+        }
+        if let Some(unit) = self.time_unit_ms {
+            layout = layout.with_time_unit_ms(unit);
+        }
+        layout.validate().map_err(|e| e.to_string())?;
+        Ok(layout)
+    }
+}
+
+/// The Snowflake generators: the default one (`[snowflake]`) and more by name
+/// (`[snowflake.named.NAME]`, picked with `?layout=NAME`), each with a worker ID of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SnowflakeSection {
+    /// The default generator's layout.
+    #[serde(flatten)]
+    pub default: LayoutConfig,
+    /// More generators, by name.
+    pub named: BTreeMap<String, LayoutConfig>,
+}
+
+impl Default for SnowflakeSection {
+    fn default() -> Self {
+        SnowflakeSection {
+            default: LayoutConfig::default(),
+            named: BTreeMap::new(),
+        }
+    }
+}
+
+/// The sno generator (its partition is leased from the registry).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SnoConfig {
+    /// The metabyte of IDs whose request names none.
+    pub meta: u8,
+    /// The lower sequence bound.
+    pub sequence_min: u16,
+    /// The upper sequence bound.
+    pub sequence_max: u16,
+}
+
+impl Default for SnoConfig {
+    fn default() -> Self {
+        SnoConfig {
+            meta: 0,
+            sequence_min: 0,
+            sequence_max: u16::MAX,
+        }
+    }
+}
+
+/// The LexicalUUID generator.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LexicalConfig {
+    /// The worker ID (default: Cassie's FNV-1a of the identity's host and port, so that
+    /// servers on one host differ).
+    pub worker_id: Option<i64>,
+}
+
+/// How sequences are served.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SequencerConfig {
+    /// The longest one store call may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// WEAK: the smallest (and first) segment.
+    pub step_min: u32,
+    /// WEAK: the largest segment.
+    pub step_max: u32,
+    /// WEAK: how long a segment should last, in seconds.
+    pub step_target_secs: u64,
+    /// Keys held in memory at most.
+    pub max_keys: usize,
+    /// A key unused this many seconds is dropped from memory.
+    pub key_idle_secs: u64,
+    /// The store Leaf's `/api/segment/get/{key}` serves (default: the only store, or
+    /// `default`).
+    pub leaf_store: Option<String>,
+    /// Keep the unused tail of WEAK segments on a graceful stop and serve it first after the
+    /// restart.
+    pub keep_tails: bool,
+}
+
+impl Default for SequencerConfig {
+    fn default() -> Self {
+        SequencerConfig {
+            timeout_ms: 2000,
+            step_min: 1000,
+            step_max: 1_000_000,
+            step_target_secs: 60,
+            max_keys: 100_000,
+            key_idle_secs: 60,
+            leaf_store: None,
+            keep_tails: true,
+        }
+    }
+}
+
+/// A configuration error: the key it is about and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The key, as written in the file (`limits.max_batch`).
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// A store name: 1 to 64 of `A-Z a-z 0-9 - _ .`.
+pub fn valid_store_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+impl ServerConfig {
+    /// Reads a TOML file: unknown keys and values of the wrong type are errors naming the file,
+    /// the line and the key. The result is not yet [validated](Self::validate).
+    ///
+    /// # Errors
+    /// `{file}: ...` in one line.
+    pub fn from_file(path: &Path) -> Result<ServerConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        ServerConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses TOML text (see [`from_file`](Self::from_file)).
+    ///
+    /// # Errors
+    /// toml's message (line, column and key), on one line.
+    pub fn from_toml(text: &str) -> Result<ServerConfig, String> {
+        toml::from_str(text).map_err(|e: toml::de::Error| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let message = e.message().replace('\n', " ");
+            match line {
+                Some(l) => format!("line {l}: {message}"),
+                None => message,
+            }
+        })
+    }
+
+    /// The configuration as TOML (what `--print-config` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
+    /// The stores to open, by name: the configured ones, or `default = "embedded"`.
+    pub fn store_specs(&self) -> BTreeMap<String, String> {
+        if self.stores.is_empty() {
+            BTreeMap::from([("default".to_string(), "embedded".to_string())])
+        } else {
+            self.stores.clone()
+        }
+    }
+
+    /// The store Leaf's segment route serves: the configured one, else the only store, else
+    /// `default` if there is one.
+    pub fn leaf_store(&self) -> Option<String> {
+        if let Some(s) = &self.sequencer.leaf_store {
+            return Some(s.clone());
+        }
+        let specs = self.store_specs();
+        if specs.len() == 1 {
+            return specs.keys().next().cloned();
+        }
+        specs.contains_key("default").then(|| "default".to_string())
+    }
+
+    /// The connection limits.
+    ///
+    /// # Errors
+    /// The field that is out of range.
+    pub fn limits(&self) -> Result<Limits, ConfigError> {
+        let l = &self.limits;
+        let limits = Limits {
+            max_connections: usize::try_from(l.max_connections)
+                .map_err(|_| bad("limits.max_connections", "too large"))?,
+            max_streams: l.max_streams,
+            header_timeout: Duration::from_secs(l.header_timeout_secs),
+            idle_timeout: Duration::from_secs(l.idle_timeout_secs),
+            request_timeout: Duration::from_secs(l.request_timeout_secs),
+            shutdown_timeout: Duration::from_secs(l.shutdown_timeout_secs),
+        };
+        limits.validate().map_err(|e| {
+            let (field, rest) = e.split_once(':').unwrap_or(("limits", &e));
+            let suffix = if field.ends_with("timeout") {
+                "_secs"
+            } else {
+                ""
+            };
+            bad(&format!("limits.{field}{suffix}"), rest.trim())
+        })?;
+        let store_timeout = Duration::from_millis(self.sequencer.timeout_ms);
+        if limits.request_timeout <= store_timeout {
+            return Err(bad(
+                "limits.request_timeout_secs",
+                format!(
+                    "must be longer than sequencer.timeout_ms (one store call), found {} s and {} ms",
+                    l.request_timeout_secs, self.sequencer.timeout_ms
+                ),
+            ));
+        }
+        Ok(limits)
+    }
+
+    /// How stores serve.
+    ///
+    /// # Errors
+    /// The field that is out of range.
+    pub fn serve_options(&self) -> Result<ServeOptions, ConfigError> {
+        let s = &self.sequencer;
+        let step = StepPolicy {
+            min: s.step_min,
+            max: s.step_max,
+            target: Duration::from_secs(s.step_target_secs),
+        };
+        step.validate().map_err(|e| {
+            let (field, rest) = e.split_once(':').unwrap_or(("step.min", &e));
+            let key = match field {
+                "step.max" => "sequencer.step_max",
+                "step.target" => "sequencer.step_target_secs",
+                _ => "sequencer.step_min",
+            };
+            bad(key, rest.trim())
+        })?;
+        if s.timeout_ms == 0 {
+            return Err(bad(
+                "sequencer.timeout_ms",
+                "expected a positive number of milliseconds, found 0",
+            ));
+        }
+        Ok(ServeOptions {
+            step,
+            timeout: Duration::from_millis(s.timeout_ms),
+        })
+    }
+
+    /// `bigger_than` by store: `(store or every store, key, N)`.
+    ///
+    /// # Errors
+    /// A key that is not a valid key.
+    pub fn floors(&self) -> Result<BTreeMap<String, BTreeMap<Key, i64>>, ConfigError> {
+        let names: Vec<String> = self.store_specs().into_keys().collect();
+        let mut floors: BTreeMap<String, BTreeMap<Key, i64>> = BTreeMap::new();
+        for (target, n) in &self.bigger_than {
+            let (store, key) = match target.split_once(':') {
+                Some((s, k)) if names.iter().any(|n| n == s) => (Some(s), k),
+                _ => (None, target.as_str()),
+            };
+            let key =
+                Key::new(key).map_err(|e| bad(&format!("bigger_than.{target}"), e.to_string()))?;
+            for name in names
+                .iter()
+                .filter(|n| store.is_none_or(|s| s == n.as_str()))
+            {
+                floors
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(key.clone(), *n);
+            }
+        }
+        Ok(floors)
+    }
+
+    /// Checks everything that can be checked without opening anything.
+    ///
+    /// # Errors
+    /// The first bad key, with what is wrong.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen.grpc == "off" && self.listen.http == "off" {
+            return Err(bad(
+                "listen",
+                "grpc and http are both off, so there is nothing to serve",
+            ));
+        }
+        self.limits()?;
+        if self.limits.max_batch == 0 || self.limits.max_batch > 1_000_000 {
+            return Err(bad(
+                "limits.max_batch",
+                format!("expected 1 to 1000000, found {}", self.limits.max_batch),
+            ));
+        }
+        self.serve_options()?;
+        floe_sequencer::KeyLimits {
+            idle: Duration::from_secs(self.sequencer.key_idle_secs),
+            max_keys: self.sequencer.max_keys,
+        }
+        .validate()
+        .map_err(|e| bad("sequencer.max_keys", e.to_string()))?;
+        for (name, url) in &self.store_specs() {
+            if !valid_store_name(name) {
+                return Err(bad(
+                    &format!("stores.{name}"),
+                    "a store name is 1 to 64 of A-Z a-z 0-9 - _ .",
+                ));
+            }
+            if url.is_empty() {
+                return Err(bad(
+                    &format!("stores.{name}"),
+                    "expected a store URL, found \"\"",
+                ));
+            }
+        }
+        let snowflake_stores = self
+            .store_specs()
+            .values()
+            .filter(|u| u.as_str() == "snowflake")
+            .count();
+        if snowflake_stores > 1 {
+            return Err(bad(
+                "stores",
+                "at most one snowflake store per server (it serves the server's one default Snowflake generator)",
+            ));
+        }
+        if let Some(leaf) = &self.sequencer.leaf_store {
+            if !self.store_specs().contains_key(leaf) {
+                return Err(bad(
+                    "sequencer.leaf_store",
+                    format!("no store is named {leaf:?}"),
+                ));
+            }
+        }
+        self.floors()?;
+        let layout = self
+            .snowflake
+            .default
+            .layout()
+            .map_err(|e| bad("snowflake.layout", e))?;
+        if snowflake_stores == 1 && !layout.fits_i64() {
+            return Err(bad(
+                "snowflake.layout",
+                format!(
+                    "a snowflake store needs at most 63 bits (next_id is an int64), found {}",
+                    layout.total_bits()
+                ),
+            ));
+        }
+        for (name, l) in &self.snowflake.named {
+            if !valid_store_name(name) || name == "default" {
+                return Err(bad(
+                    &format!("snowflake.named.{name}"),
+                    "a generator name is 1 to 64 of A-Z a-z 0-9 - _ . and not `default`",
+                ));
+            }
+            l.layout()
+                .map_err(|e| bad(&format!("snowflake.named.{name}.layout"), e))?;
+        }
+        if self.sno.sequence_min > self.sno.sequence_max {
+            return Err(bad(
+                "sno.sequence_min",
+                format!(
+                    "must not be above sno.sequence_max, found {} > {}",
+                    self.sno.sequence_min, self.sno.sequence_max
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_the_default() {
+        let c = ServerConfig::from_toml("").unwrap();
+        assert_eq!(c, ServerConfig::default());
+        c.validate().unwrap();
+        assert_eq!(c.leaf_store().as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn printed_configuration_reads_back_the_same() {
+        let mut c = ServerConfig::default();
+        c.stores.insert("orders".into(), "postgres://x/y".into());
+        c.snowflake.named.insert(
+            "tw".into(),
+            LayoutConfig {
+                layout: "twitter".into(),
+                ..LayoutConfig::default()
+            },
+        );
+        c.bigger_than.insert("orders:o".into(), 100);
+        let text = c.to_toml();
+        assert_eq!(ServerConfig::from_toml(&text).unwrap(), c, "{text}");
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_their_line() {
+        let e = ServerConfig::from_toml("[listen]\ngrpc = \"off\"\nhtpp = \"x\"\n").unwrap_err();
+        assert!(e.starts_with("line 3:"), "{e}");
+        assert!(e.contains("htpp"), "{e}");
+        let e = ServerConfig::from_toml("[limts]\n").unwrap_err();
+        assert!(e.contains("limts"), "{e}");
+        let e = ServerConfig::from_toml("[limits]\nmax_batch = -1\n").unwrap_err();
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let check = |text: &str, key: &str| {
+            let e = ServerConfig::from_toml(text)
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+        };
+        check("[limits]\nmax_batch = 0\n", "limits.max_batch");
+        check("[limits]\nmax_connections = 0\n", "limits.max_connections");
+        check("[sequencer]\nstep_min = 0\n", "sequencer.step_min");
+        check("[sequencer]\ntimeout_ms = 0\n", "sequencer.timeout_ms");
+        check("[snowflake]\nlayout = \"nope\"\n", "snowflake.layout");
+        check(
+            "[snowflake.named.x]\nlayout = \"1/2\"\n",
+            "snowflake.named.x.layout",
+        );
+        check("[stores]\n\"a b\" = \"memory\"\n", "stores.a b");
+        check("[stores]\na = \"snowflake\"\nb = \"snowflake\"\n", "stores");
+        check("[sequencer]\nleaf_store = \"x\"\n", "sequencer.leaf_store");
+        check("[listen]\ngrpc = \"off\"\nhttp = \"off\"\n", "listen");
+        check(
+            "[sno]\nsequence_min = 9\nsequence_max = 8\n",
+            "sno.sequence_min",
+        );
+        check("[bigger_than]\n\"\" = 5\n", "bigger_than.");
+        check(
+            "[limits]\nrequest_timeout_secs = 1\n",
+            "limits.request_timeout_secs",
+        );
+    }
+
+    #[test]
+    fn bigger_than_applies_to_the_named_store_or_every_store() {
+        let c = ServerConfig::from_toml(
+            "[stores]\na = \"memory\"\nb = \"memory\"\n[bigger_than]\n\"a:k\" = 5\nall = 7\n\"c:x\" = 1\n",
+        )
+        .unwrap();
+        let f = c.floors().unwrap();
+        assert_eq!(f["a"].len(), 3);
+        assert_eq!(f["b"].len(), 2, "{f:?}");
+        // `c` is no store, so `c:x` is a key of every store.
+        assert_eq!(f["b"][&Key::new("c:x").unwrap()], 1);
+    }
+}

@@ -1,0 +1,470 @@
+//! A server's ID generators, one of each kind, issuing single IDs and batches without blocking
+//! the async executor: a generator that must wait (a used-up time unit, a clock a little behind,
+//! a durable time bound not yet moved) is polled again after an async sleep.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_core::clock::{Clock, SystemClock};
+use floe_core::horizon::Horizon;
+use floe_core::lexical::{LexicalError, LexicalGenerator, LexicalUuid};
+use floe_core::sno::{SnoError, SnoGenerator, SnoId};
+use floe_core::snowflake::{Layout, SnowflakeError, SnowflakeGenerator};
+use floe_core::ulid::UlidGenerator;
+use floe_core::uuid7::{Uuid, Uuid7Generator};
+use floe_core::Poll;
+use floe_sequencer::{ErrorKind, SeqError};
+
+use crate::{echo, MAX_ECHO};
+
+/// The kinds of ID a server issues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IdKind {
+    /// 64-bit Snowflake, from a leased worker ID.
+    Snowflake,
+    /// 10-byte sno, from a leased partition.
+    Sno,
+    /// 128-bit Cassie LexicalUUID.
+    Lexical,
+    /// UUID version 7.
+    Uuid7,
+    /// ULID.
+    Ulid,
+}
+
+impl IdKind {
+    /// Every kind, in the order of the docs.
+    pub const ALL: [IdKind; 5] = [
+        IdKind::Snowflake,
+        IdKind::Sno,
+        IdKind::Lexical,
+        IdKind::Uuid7,
+        IdKind::Ulid,
+    ];
+
+    /// The kind's name in routes: `snowflake`, `sno`, `lexical`, `uuid7`, `ulid`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            IdKind::Snowflake => "snowflake",
+            IdKind::Sno => "sno",
+            IdKind::Lexical => "lexical",
+            IdKind::Uuid7 => "uuid7",
+            IdKind::Ulid => "ulid",
+        }
+    }
+
+    /// The kind a route names.
+    ///
+    /// # Errors
+    /// `InvalidArgument` listing the kinds.
+    pub fn parse(name: &str) -> Result<IdKind, SeqError> {
+        IdKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                SeqError::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "kind: expected snowflake, sno, lexical, uuid7 or ulid, found \"{}\"",
+                        echo(name, MAX_ECHO)
+                    ),
+                )
+            })
+    }
+}
+
+/// IDs issued by one request, in the order issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ids {
+    /// Snowflake IDs.
+    Snowflake(Vec<u64>),
+    /// sno IDs.
+    Sno(Vec<SnoId>),
+    /// LexicalUUIDs.
+    Lexical(Vec<LexicalUuid>),
+    /// UUIDv7s.
+    Uuid7(Vec<Uuid>),
+    /// ULIDs.
+    Ulid(Vec<ulid::Ulid>),
+}
+
+impl Ids {
+    /// How many.
+    pub fn len(&self) -> usize {
+        match self {
+            Ids::Snowflake(v) => v.len(),
+            Ids::Sno(v) => v.len(),
+            Ids::Lexical(v) => v.len(),
+            Ids::Uuid7(v) => v.len(),
+            Ids::Ulid(v) => v.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the text of ID `i` (its format's usual text: decimal for Snowflake) to `out`.
+    ///
+    /// # Panics
+    /// When `i` is out of range.
+    pub fn write_text(&self, i: usize, out: &mut String) {
+        // Writing to a String cannot fail.
+        let _ = match self {
+            Ids::Snowflake(v) => write!(out, "{}", v[i]),
+            Ids::Sno(v) => {
+                out.push_str(std::str::from_utf8(&v[i].encode()).unwrap_or_default());
+                Ok(())
+            }
+            Ids::Lexical(v) => {
+                out.push_str(std::str::from_utf8(&v[i].encode()).unwrap_or_default());
+                Ok(())
+            }
+            Ids::Uuid7(v) => {
+                let mut buf = Uuid::encode_buffer();
+                out.push_str(v[i].as_hyphenated().encode_lower(&mut buf));
+                Ok(())
+            }
+            Ids::Ulid(v) => {
+                let mut buf = [0u8; 26];
+                out.push_str(v[i].array_to_str(&mut buf));
+                Ok(())
+            }
+        };
+    }
+
+    /// The text of every ID.
+    pub fn texts(&self) -> Vec<String> {
+        (0..self.len())
+            .map(|i| {
+                let mut s = String::new();
+                self.write_text(i, &mut s);
+                s
+            })
+            .collect()
+    }
+
+    /// The big-endian bytes of every ID (8 for Snowflake, 10 for sno, 16 for the others).
+    pub fn bytes(&self) -> Vec<Vec<u8>> {
+        match self {
+            Ids::Snowflake(v) => v.iter().map(|id| id.to_be_bytes().to_vec()).collect(),
+            Ids::Sno(v) => v.iter().map(|id| id.to_bytes().to_vec()).collect(),
+            Ids::Lexical(v) => v.iter().map(|id| id.to_bytes().to_vec()).collect(),
+            Ids::Uuid7(v) => v.iter().map(|id| id.as_bytes().to_vec()).collect(),
+            Ids::Ulid(v) => v.iter().map(|id| id.to_bytes().to_vec()).collect(),
+        }
+    }
+}
+
+/// What a request may ask of a kind besides the count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdOptions {
+    /// Snowflake: the configured generator by name (`layout`), the default one when `None`.
+    pub generator: Option<String>,
+    /// sno: the metabyte (the configured default when `None`).
+    pub meta: Option<u8>,
+}
+
+/// A named Snowflake generator.
+pub type Snowflake = Arc<SnowflakeGenerator<SystemClock>>;
+
+/// The generators of a server.
+#[derive(Debug)]
+pub struct Generators {
+    /// The default Snowflake generator first, then the named ones.
+    snowflake: Vec<(String, Snowflake)>,
+    sno: Arc<SnoGenerator<SystemClock>>,
+    sno_meta: u8,
+    lexical: LexicalGenerator<SystemClock>,
+    lexical_horizon: Option<Arc<Horizon>>,
+    uuid7: Uuid7Generator<SystemClock>,
+    ulid: UlidGenerator<SystemClock>,
+}
+
+/// The name of the default Snowflake generator.
+pub const DEFAULT_GENERATOR: &str = "default";
+
+impl Generators {
+    /// Generators built elsewhere (the server's assembly leases their numbers): `snowflake`
+    /// holds the default generator first.
+    pub fn new(
+        snowflake: Vec<(String, Snowflake)>,
+        sno: Arc<SnoGenerator<SystemClock>>,
+        sno_meta: u8,
+        lexical: LexicalGenerator<SystemClock>,
+        lexical_horizon: Option<Arc<Horizon>>,
+    ) -> Generators {
+        Generators {
+            snowflake,
+            sno,
+            sno_meta,
+            lexical,
+            lexical_horizon,
+            uuid7: Uuid7Generator::new(SystemClock),
+            ulid: UlidGenerator::new(SystemClock),
+        }
+    }
+
+    /// The Snowflake generator of a name (`None`: the default one).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the generators there are.
+    pub fn snowflake(&self, name: Option<&str>) -> Result<&Snowflake, SeqError> {
+        let name = name.unwrap_or(DEFAULT_GENERATOR);
+        self.snowflake
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, g)| g)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.snowflake.iter().map(|(n, _)| n.as_str()).collect();
+                SeqError::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "layout: no Snowflake generator is named \"{}\": expected one of {}",
+                        echo(name, MAX_ECHO),
+                        names.join(", ")
+                    ),
+                )
+            })
+    }
+
+    /// Every Snowflake generator, the default one first.
+    pub fn snowflakes(&self) -> impl Iterator<Item = (&str, &Snowflake)> {
+        self.snowflake.iter().map(|(n, g)| (n.as_str(), g))
+    }
+
+    /// The sno generator.
+    pub fn sno(&self) -> &Arc<SnoGenerator<SystemClock>> {
+        &self.sno
+    }
+
+    /// The LexicalUUID generator.
+    pub fn lexical(&self) -> &LexicalGenerator<SystemClock> {
+        &self.lexical
+    }
+
+    /// `count` IDs of `kind` (at least 1; the caller bounds it), in the order issued. A
+    /// generator that must wait is polled again after an async sleep, at most `max_wait`
+    /// in all (then `Unavailable`).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for options that do not apply; `Unavailable` for a lease lost, a
+    /// clock too far behind or a stalled time bound; `Exhausted` when a layout ran out of time.
+    pub async fn issue(
+        &self,
+        kind: IdKind,
+        count: u32,
+        options: &IdOptions,
+        max_wait: Duration,
+    ) -> Result<Ids, SeqError> {
+        let n = count as usize;
+        if options.generator.is_some() && kind != IdKind::Snowflake {
+            return Err(SeqError::new(
+                ErrorKind::InvalidArgument,
+                format!("layout: applies to snowflake IDs only, not {}", kind.name()),
+            ));
+        }
+        if options.meta.is_some() && kind != IdKind::Sno {
+            return Err(SeqError::new(
+                ErrorKind::InvalidArgument,
+                format!("meta: applies to sno IDs only, not {}", kind.name()),
+            ));
+        }
+        let deadline = tokio::time::Instant::now() + max_wait;
+        Ok(match kind {
+            IdKind::Snowflake => {
+                let g = self.snowflake(options.generator.as_deref())?;
+                let mut out = Vec::with_capacity(n);
+                while out.len() < n {
+                    match g.poll_next() {
+                        Ok(Poll::Ready(id)) => out.push(id),
+                        Ok(Poll::Pending { until_nanos, .. }) => {
+                            pause(g.clock(), until_nanos, deadline, || {
+                                snowflake_error(SnowflakeError::ClockMovedBackwards {
+                                    by: Duration::from_nanos(
+                                        until_nanos.saturating_sub(g.clock().now_nanos()),
+                                    ),
+                                })
+                            })
+                            .await?;
+                        }
+                        Err(SnowflakeError::HorizonStalled(stalled)) => {
+                            let then = g.clock().now_nanos().saturating_add(1_000_000);
+                            pause(g.clock(), then, deadline, || {
+                                snowflake_error(SnowflakeError::HorizonStalled(stalled))
+                            })
+                            .await?;
+                        }
+                        Err(e) => return Err(snowflake_error(e)),
+                    }
+                }
+                Ids::Snowflake(out)
+            }
+            IdKind::Sno => {
+                let meta = options.meta.unwrap_or(self.sno_meta);
+                let g = &self.sno;
+                let mut out = Vec::with_capacity(n);
+                while out.len() < n {
+                    match g.poll_new(meta) {
+                        Ok(Poll::Ready(id)) => out.push(id),
+                        Ok(Poll::Pending { until_nanos, .. }) => {
+                            pause(g.clock(), until_nanos, deadline, || {
+                                SeqError::unavailable(
+                                    "sno: the clock is behind the last issued time: retry later",
+                                )
+                            })
+                            .await?;
+                        }
+                        Err(SnoError::HorizonStalled(stalled)) => {
+                            let then = g.clock().now_nanos().saturating_add(1_000_000);
+                            pause(g.clock(), then, deadline, || {
+                                sno_error(SnoError::HorizonStalled(stalled))
+                            })
+                            .await?;
+                        }
+                        Err(e) => return Err(sno_error(e)),
+                    }
+                }
+                Ids::Sno(out)
+            }
+            IdKind::Lexical => {
+                // The generator waits for its time bound itself (a blocking wait): make sure
+                // the bound covers the whole batch before asking, so that it never does here.
+                if let Some(h) = &self.lexical_horizon {
+                    let clock = SystemClock;
+                    loop {
+                        let now_us = clock.now_nanos() / 1_000;
+                        let last_us =
+                            u64::try_from(self.lexical.last_timestamp_micros()).unwrap_or(0);
+                        let until_us = now_us.max(last_us).saturating_add(u64::from(count));
+                        if h.allows_nanos(until_us.saturating_mul(1_000)) {
+                            break;
+                        }
+                        let then = clock.now_nanos().saturating_add(1_000_000);
+                        pause(&clock, then, deadline, || {
+                            SeqError::unavailable(
+                                "lexical: the durable time bound is not moving (a slow or full disk): retry later",
+                            )
+                        })
+                        .await?;
+                    }
+                }
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    out.push(self.lexical.next_id().map_err(lexical_error)?);
+                }
+                Ids::Lexical(out)
+            }
+            IdKind::Uuid7 => Ids::Uuid7((0..n).map(|_| self.uuid7.generate()).collect()),
+            IdKind::Ulid => {
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    out.push(self.ulid.generate().map_err(|e| {
+                        SeqError::unavailable(format!("ulid: {e}: retry in the next millisecond"))
+                    })?);
+                }
+                Ids::Ulid(out)
+            }
+        })
+    }
+}
+
+/// Waits until the clock reads `until_nanos` (at most 5 ms at a time, and at least a
+/// scheduler turn), or fails with `timeout()` when that is past `deadline`.
+async fn pause(
+    clock: &impl Clock,
+    until_nanos: u64,
+    deadline: tokio::time::Instant,
+    timeout: impl FnOnce() -> SeqError,
+) -> Result<(), SeqError> {
+    let wait = Duration::from_nanos(until_nanos.saturating_sub(clock.now_nanos()));
+    let now = tokio::time::Instant::now();
+    if now + wait > deadline {
+        return Err(timeout());
+    }
+    if wait < Duration::from_micros(1500) {
+        // tokio's timer has millisecond ticks: for the rest of a time unit, yield instead, so
+        // that a batch at the generator's cap loses no unit.
+        tokio::task::yield_now().await;
+    } else {
+        tokio::time::sleep(wait.min(Duration::from_millis(5))).await;
+    }
+    Ok(())
+}
+
+/// A Snowflake generator's error, as the server answers it.
+pub fn snowflake_error(e: SnowflakeError) -> SeqError {
+    match e {
+        SnowflakeError::TimestampOverflow { .. } => {
+            SeqError::new(ErrorKind::Exhausted, format!("snowflake: {e}"))
+        }
+        SnowflakeError::ClockBeforeEpoch { .. } => SeqError::config(format!("snowflake: {e}")),
+        SnowflakeError::LeaseLost => SeqError::unavailable(
+            "snowflake: this server's worker lease is lost (fenced): retry on another server",
+        ),
+        SnowflakeError::ClockMovedBackwards { .. } | SnowflakeError::HorizonStalled(_) => {
+            SeqError::unavailable(format!("snowflake: {e}: retry later"))
+        }
+        other => {
+            crate::log(format_args!(
+                "an error this server does not map: snowflake: {other}"
+            ));
+            SeqError::new(ErrorKind::Corrupt, format!("snowflake: {other}"))
+        }
+    }
+}
+
+/// A sno generator's error, as the server answers it.
+pub fn sno_error(e: SnoError) -> SeqError {
+    match e {
+        SnoError::TimeOutOfRange { .. } => SeqError::config(format!("sno: {e}")),
+        SnoError::LeaseLost => SeqError::unavailable(
+            "sno: this server's partition lease is lost (fenced): retry on another server",
+        ),
+        SnoError::HorizonStalled(_) => SeqError::unavailable(format!("sno: {e}: retry later")),
+        other => {
+            crate::log(format_args!(
+                "an error this server does not map: sno: {other}"
+            ));
+            SeqError::new(ErrorKind::Corrupt, format!("sno: {other}"))
+        }
+    }
+}
+
+fn lexical_error(e: LexicalError) -> SeqError {
+    match e {
+        LexicalError::TimestampOverflow => SeqError::new(ErrorKind::Exhausted, e.to_string()),
+        LexicalError::HorizonStalled(_) => {
+            SeqError::unavailable(format!("lexical: {e}: retry later"))
+        }
+        other => {
+            crate::log(format_args!(
+                "an error this server does not map: lexical: {other}"
+            ));
+            SeqError::new(ErrorKind::Corrupt, format!("lexical: {other}"))
+        }
+    }
+}
+
+/// The parts of a Snowflake ID in a layout, as Leaf's `/decodeSnowflakeId` shows them.
+pub fn decode_snowflake(layout: &Layout, id: u64) -> Result<serde_json::Value, String> {
+    let parts = layout.try_decode(id).map_err(|e| e.to_string())?;
+    let ms = parts.timestamp_ms;
+    let when = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(time::macros::format_description!(
+                "[year]-[month]-[day] [hour]:[minute]:[second].[subsecond digits:3]"
+            ))
+            .ok()
+        })
+        .unwrap_or_default();
+    Ok(serde_json::json!({
+        "timestamp": format!("{ms}({when})"),
+        "datacenterId": parts.datacenter.to_string(),
+        "workerId": parts.worker.to_string(),
+        "sequenceId": parts.sequence.to_string(),
+    }))
+}

@@ -1,0 +1,149 @@
+//! Leaf's HTTP routes, unchanged for Leaf's clients (Meituan Leaf's `LeafController` and
+//! `MonitorController`):
+//!
+//! - `GET|POST /api/segment/get/{key}`: the key's next WEAK ID from the Leaf store
+//!   (`sequencer.leaf_store`: the only store, or `default`), as a bare decimal number
+//!   (`text/plain`), as Leaf answers.
+//! - `GET|POST /api/snowflake/get/{key}`: the server's default Snowflake generator's next ID
+//!   (Leaf's 41/10/12 layout on the 2023 epoch by default); the key is not used, as in Leaf.
+//! - `GET /decodeSnowflakeId?snowflakeId=N`: the parts of an ID of the default layout as JSON
+//!   strings, `{"timestamp":"MS(yyyy-MM-dd HH:mm:ss.SSS)","workerId":..,"sequenceId":..}`
+//!   (UTC; `datacenterId` too), as Leaf's decode answers; an ID that is not a number of the
+//!   layout is 400 with `{"errorMsg": ...}`.
+//! - `GET /cache`: each key's WEAK segment buffers, a JSON view of Leaf's `/cache` page.
+//!
+//! **Errors.** Leaf answers every failure of its two ID routes with HTTP 500 (its
+//! `LeafServerException` and `NoKeyException` carry `@ResponseStatus(INTERNAL_SERVER_ERROR)`),
+//! and its clients treat any answer but 200 as a failure. floe does the same on these routes:
+//! 500 with a one-line `text/plain` message, so no Leaf client reads an error as an ID; the
+//! error's kind (`invalid_argument`, `unavailable`, ...) is in the `x-floe-error` header, for
+//! operators. floe's own routes (`/v1/...`) answer proper statuses.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use floe_sequencer::{Mode, SeqError};
+use serde_json::json;
+
+use crate::app::App;
+use crate::http::{head_refused, HttpError};
+use crate::ids::{decode_snowflake, IdKind, IdOptions, Ids};
+use crate::{echo, MAX_ECHO};
+
+/// A failure as Leaf answers it: 500, the message as text, the kind in `x-floe-error`.
+fn leaf_error(e: SeqError) -> Response {
+    let e = HttpError::from(e);
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            ),
+            (
+                header::HeaderName::from_static("x-floe-error"),
+                HeaderValue::from_static(e.error),
+            ),
+        ],
+        e.message,
+    )
+        .into_response()
+}
+
+fn number(id: impl std::fmt::Display) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        )],
+        id.to_string(),
+    )
+        .into_response()
+}
+
+async fn segment_id(
+    State(app): State<Arc<App>>,
+    key: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Response {
+    let Ok(Path(key)) = key else {
+        return leaf_error(SeqError::new(
+            floe_sequencer::ErrorKind::InvalidArgument,
+            "path: the key must be percent-encoded UTF-8",
+        ));
+    };
+    let store = app.leaf_store.clone().unwrap_or_default();
+    match app.sequence(&store, &key, Ok(Mode::Weak), 1).await {
+        Ok(ids) => number(ids[0]),
+        Err(e) => leaf_error(e),
+    }
+}
+
+async fn snowflake_id(State(app): State<Arc<App>>) -> Response {
+    match app.issue(IdKind::Snowflake, 1, &IdOptions::default()).await {
+        Ok(Ids::Snowflake(ids)) => number(ids[0]),
+        Ok(_) => leaf_error(SeqError::new(
+            floe_sequencer::ErrorKind::Corrupt,
+            "internal: the Snowflake generator issued another kind",
+        )),
+        Err(e) => leaf_error(e),
+    }
+}
+
+async fn decode(
+    State(app): State<Arc<App>>,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let refuse = |message: String| {
+        (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "errorMsg": message })),
+        )
+            .into_response()
+    };
+    let Ok(Query(params)) = query else {
+        return refuse("query: expected snowflakeId=N".into());
+    };
+    let Some(text) = params.get("snowflakeId") else {
+        return refuse("snowflakeId: required, e.g. /decodeSnowflakeId?snowflakeId=123".into());
+    };
+    let Some(generators) = app.ids.as_deref() else {
+        return refuse("this server has no Snowflake generator".into());
+    };
+    let layout = match generators.snowflake(None) {
+        Ok(g) => g.layout(),
+        Err(e) => return refuse(e.message),
+    };
+    let id = match text.trim().parse::<u64>() {
+        Ok(id) => id,
+        Err(_) => {
+            return refuse(format!(
+                "snowflakeId: expected a decimal number of 0 to {}, found \"{}\"",
+                u64::MAX,
+                echo(text, MAX_ECHO)
+            ))
+        }
+    };
+    match decode_snowflake(&layout, id) {
+        Ok(parts) => Json(parts).into_response(),
+        Err(e) => refuse(format!("snowflakeId: {e}")),
+    }
+}
+
+/// The routes (merged into the HTTP router, behind its host and origin checks).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route(
+            "/api/segment/get/{key}",
+            get(segment_id).post(segment_id).head(head_refused),
+        )
+        .route(
+            "/api/snowflake/get/{key}",
+            get(snowflake_id).post(snowflake_id).head(head_refused),
+        )
+        .route("/decodeSnowflakeId", get(decode))
+}
