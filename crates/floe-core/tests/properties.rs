@@ -1,7 +1,9 @@
 //! Property tests: every encode/decode pair round-trips and keeps order; no parser panics.
 
 use floe_core::lexical::LexicalUuid;
-use floe_core::sno::{Partition, SnoId, MAX_TIMESTAMP};
+use floe_core::sno::{
+    unix_ms_of_wall, wall_of_unix_ms, Partition, SnoId, EPOCH_MS, MAX_TIMESTAMP, TIME_UNIT_MS,
+};
 use floe_core::snowflake::{Layout, SnowflakeParts};
 use proptest::prelude::*;
 
@@ -97,6 +99,28 @@ proptest! {
         prop_assert_eq!(id.meta(), meta);
         prop_assert_eq!(id.partition().as_u16(), partition);
         prop_assert_eq!(id.sequence(), sequence);
+    }
+
+    #[test]
+    fn sno_unit_times_round_trip(units in 0..=MAX_TIMESTAMP) {
+        let ms = unix_ms_of_wall(units as i64);
+        prop_assert_eq!(wall_of_unix_ms(ms), units as i64);
+        prop_assert_eq!(wall_of_unix_ms(ms + TIME_UNIT_MS - 1), units as i64);
+        let id = SnoId::from_parts(units, false, 0, Partition::from_u16(0), 0);
+        prop_assert_eq!(u128::from(ms) * 1_000_000, u128::from(id.timestamp_unix_ns()));
+    }
+
+    #[test]
+    fn sno_unit_of_any_ms_is_in_range_and_holds_it(ms in any::<u64>()) {
+        let units = wall_of_unix_ms(ms);
+        prop_assert!((0..=MAX_TIMESTAMP as i64).contains(&units));
+        let start = unix_ms_of_wall(units);
+        let in_range = ms >= EPOCH_MS && ms < unix_ms_of_wall(MAX_TIMESTAMP as i64) + TIME_UNIT_MS;
+        if in_range {
+            prop_assert!(start <= ms && ms < start + TIME_UNIT_MS);
+        } else {
+            prop_assert!(units == 0 || units == MAX_TIMESTAMP as i64);
+        }
     }
 
     #[test]

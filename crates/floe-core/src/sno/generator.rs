@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
-    Partition, SnoError, SnoId, EPOCH_NANOS, MAX_SEQUENCE, MAX_TIMESTAMP, MIN_SEQUENCE_POOL,
-    TIME_UNIT_NANOS,
+    unix_ms_of_wall, wall_of_unix_ms, Partition, SnoError, SnoId, EPOCH_MS, EPOCH_NANOS,
+    MAX_SEQUENCE, MAX_TIMESTAMP, MIN_SEQUENCE_POOL, TIME_UNIT_NANOS,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::fence::Fence;
@@ -56,6 +56,47 @@ pub struct SnoSnapshot {
     pub wall_safe: i64,
     /// Clock regressions tick-tocked at so far; the low bit is the current tick-tock bit.
     pub drifts: u32,
+}
+
+impl SnoSnapshot {
+    /// The configuration of a generator that starts after `not_before_ms` (Unix ms): the last
+    /// time a previous run with this partition may have issued IDs at, such as its durable
+    /// time bound ([`crate::horizon`]), a lease's last time, or a previous run's
+    /// [`SnoGenerator::last_time_ms`].
+    ///
+    /// Both tick-tock timelines count as used up to and including the 4 ms unit of
+    /// `not_before_ms`, so the generator's first ID is in a later unit (a clock at or behind
+    /// that unit waits for the next one): nothing of the previous run's time is issued again.
+    /// A `not_before_ms` before sno's epoch (such as 0, no previous run) gives a fresh
+    /// generator; one past sno's range gives a generator that issues nothing before 2079.
+    ///
+    /// The sequence bounds are as in the fields of the same names (either order; `sequence_max`
+    /// 0 means 65535), checked by [`SnoGenerator::from_snapshot`].
+    pub fn starting_after(
+        partition: Partition,
+        not_before_ms: u64,
+        sequence_min: u16,
+        sequence_max: u16,
+    ) -> Self {
+        let fresh = SnoSnapshot {
+            partition,
+            sequence_min,
+            sequence_max,
+            ..SnoSnapshot::default()
+        };
+        if not_before_ms < EPOCH_MS {
+            return fresh;
+        }
+        let wall = wall_of_unix_ms(not_before_ms);
+        SnoSnapshot {
+            wall_hi: wall,
+            wall_safe: wall,
+            // The unit's whole pool is used up (at or above any sequence_max, and never below
+            // sequence_min); also not 0, so even unit 0 is not taken for a fresh start.
+            sequence: u32::from(MAX_SEQUENCE),
+            ..fresh
+        }
+    }
 }
 
 /// What a generator reports while callers stall on a used-up sequence pool, at most once
@@ -295,6 +336,24 @@ impl<C: Clock> SnoGenerator<C> {
     /// The clock the generator reads.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+
+    /// Unix milliseconds of the start of the latest 4 ms time unit this generator has used:
+    /// the unit of its last ID or, after a clock regression, the later unit the other
+    /// tick-tock timeline reached before it, whichever is later (IDs of
+    /// [`new_with_time`](Self::new_with_time) do not count). For a generator that has issued
+    /// nothing, the unit it was restored at ([`EPOCH_MS`] when fresh).
+    ///
+    /// This is the not-before time of a next run:
+    /// [`SnoSnapshot::starting_after`]`(partition, last_time_ms, ..)` issues none of this run's
+    /// IDs again, even with a clock still behind. (Snowflake's counterpart is
+    /// [`SnowflakeGenerator::last_timestamp_ms`](crate::snowflake::SnowflakeGenerator::last_timestamp_ms).)
+    pub fn last_time_ms(&self) -> u64 {
+        // Under the lock, as `regress` moves the word and `wall_safe` together.
+        let wall_safe = *lock(&self.regression);
+        let hi = self.word.load(Ordering::Acquire) >> UNIT_SHIFT;
+        // Both are at most MAX_TIMESTAMP (2^39 - 1): the cast is exact.
+        unix_ms_of_wall(hi.max(wall_safe) as i64)
     }
 
     /// A copy of the bookkeeping, to restore the generator later (take it once the generator
@@ -909,6 +968,91 @@ mod tests {
         // Missing fields default, as in Go.
         let d: SnoSnapshot = serde_json::from_str(r#"{"partition":[1,2]}"#).unwrap();
         assert_eq!(d.partition, Partition([1, 2]));
+    }
+
+    #[test]
+    fn starting_after_issues_after_the_not_before_unit_only() {
+        let clock = ManualClock::from_millis(T0_MS);
+        let start = |nb| {
+            let s = SnoSnapshot::starting_after(Partition(*b"AB"), nb, 3, 9);
+            SnoGenerator::from_snapshot(&s, clock.clone()).unwrap()
+        };
+        // Not before 2 ms into the clock's unit: that unit counts as used, so the first ID
+        // waits for the next one (on tick 0, from sequence_min).
+        let g = start(T0_MS + 2);
+        assert_eq!(g.last_time_ms(), T0_MS);
+        let a = g.new_id(0).unwrap();
+        assert_eq!(clock.waited(), UNIT);
+        assert_eq!(
+            (a.timestamp_units(), a.tick_tock(), a.sequence()),
+            (t0_units() + 1, false, 3)
+        );
+        assert_eq!(g.last_time_ms(), T0_MS + 4);
+        // A not-before time behind the clock: the clock's unit at once.
+        let g = start(T0_MS - 400);
+        let b = g.new_id(0).unwrap();
+        assert_eq!(clock.waits(), 1);
+        assert_eq!((b.timestamp_units(), b.sequence()), (t0_units() + 1, 3));
+        // Before sno's epoch (0: no previous run): fresh.
+        for nb in [0, EPOCH_MS - 1] {
+            assert_eq!(
+                SnoSnapshot::starting_after(Partition(*b"AB"), nb, 3, 9),
+                SnoSnapshot {
+                    partition: Partition(*b"AB"),
+                    sequence_min: 3,
+                    sequence_max: 9,
+                    ..SnoSnapshot::default()
+                }
+            );
+        }
+        // Unit 0 itself, if used, is not fresh: it is not issued again.
+        let s = SnoSnapshot::starting_after(Partition(*b"AB"), EPOCH_MS + 3, 0, 0);
+        let early = ManualClock::from_millis(EPOCH_MS + 1);
+        let g = SnoGenerator::from_snapshot(&s, early.clone()).unwrap();
+        assert_eq!(g.new_id(0).unwrap().timestamp_units(), 1);
+        assert_eq!(early.waited(), Duration::from_millis(3));
+        // Past sno's range: clamped to its last unit, never wrapped.
+        let s = SnoSnapshot::starting_after(Partition(*b"AB"), u64::MAX, 0, 0);
+        assert_eq!(
+            (s.wall_hi, s.wall_safe),
+            (MAX_TIMESTAMP as i64, MAX_TIMESTAMP as i64)
+        );
+        // Bounds in either order, any bounds: the pool of the not-before unit (the clock's,
+        // t0 + 1, by now) is used up.
+        let s = SnoSnapshot::starting_after(Partition(*b"AB"), T0_MS + 4, 9, 3);
+        let g = SnoGenerator::from_snapshot(&s, clock.clone()).unwrap();
+        assert_eq!((g.sequence_min(), g.sequence_max()), (3, 9));
+        assert!(g.poll_new(0).unwrap().ready().is_none());
+    }
+
+    #[test]
+    fn last_time_ms_counts_the_timeline_left_behind_by_a_regression() {
+        let clock = ManualClock::from_millis(T0_MS);
+        let g = gen(&clock, 0, 3);
+        assert_eq!(g.last_time_ms(), EPOCH_MS);
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            seen.push(g.new_id(0).unwrap());
+            clock.advance(UNIT);
+        }
+        assert_eq!(g.last_time_ms(), T0_MS + 4 * 9);
+        // The clock goes back 20 units: the generator tick-tocks and issues there.
+        clock.rewind(UNIT * 20);
+        seen.push(g.new_id(0).unwrap());
+        assert_eq!(g.drifts(), 1);
+        assert_eq!(g.snapshot().wall_hi as u64, t0_units() - 10);
+        // The last ID's unit is 19 units back, but the other timeline used up to t0+9.
+        assert_eq!(g.last_time_ms(), T0_MS + 4 * 9);
+        // A restart after it, with the clock still behind, repeats nothing of either.
+        let s = SnoSnapshot::starting_after(g.partition(), g.last_time_ms(), 0, 3);
+        let r = SnoGenerator::from_snapshot(&s, clock.clone()).unwrap();
+        for _ in 0..40 {
+            seen.push(r.new_id(0).unwrap());
+        }
+        let n = seen.len();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), n);
     }
 
     #[test]

@@ -38,8 +38,12 @@ pub const SIZE_ENCODED: usize = 16;
 pub const EPOCH: u64 = 1_262_304_000;
 /// sno's epoch, in nanoseconds since the Unix epoch.
 pub const EPOCH_NANOS: u64 = EPOCH * 1_000_000_000;
+/// sno's epoch, in milliseconds since the Unix epoch.
+pub const EPOCH_MS: u64 = EPOCH * 1000;
 /// The time unit, 4 ms, in nanoseconds.
 pub const TIME_UNIT_NANOS: u64 = 4_000_000;
+/// The time unit, in milliseconds.
+pub const TIME_UNIT_MS: u64 = 4;
 /// The largest timestamp, in time units (2079-09-07T15:47:35.548Z).
 pub const MAX_TIMESTAMP: u64 = (1 << 39) - 1;
 /// The largest partition as a `u16`.
@@ -48,6 +52,54 @@ pub const MAX_PARTITION: u16 = u16::MAX;
 pub const MAX_SEQUENCE: u16 = u16::MAX;
 /// The smallest sequence pool a generator accepts (`sequence_max - sequence_min + 1`).
 pub const MIN_SEQUENCE_POOL: u32 = 4;
+
+/// Unix milliseconds of the start of time unit `wall` (4 ms units since sno's epoch, as in
+/// [`SnoSnapshot::wall_hi`]).
+///
+/// Saturating, never overflowing: `wall` is first clamped to sno's range, `0..=`[`MAX_TIMESTAMP`],
+/// as [`SnoGenerator::from_snapshot`] clamps a snapshot's units. So a negative `wall` gives
+/// [`EPOCH_MS`] (2010-01-01T00:00:00Z) and anything past `MAX_TIMESTAMP` gives the start of the
+/// last unit, 3_461_327_255_548 ms (2079-09-07T15:47:35.548Z).
+///
+/// ```
+/// use floe_core::sno::{unix_ms_of_wall, EPOCH_MS};
+/// assert_eq!(unix_ms_of_wall(0), EPOCH_MS);
+/// assert_eq!(unix_ms_of_wall(10), EPOCH_MS + 40);
+/// assert_eq!(unix_ms_of_wall(-1), EPOCH_MS);
+/// ```
+pub const fn unix_ms_of_wall(wall: i64) -> u64 {
+    let units = if wall <= 0 {
+        0
+    } else if wall as u64 > MAX_TIMESTAMP {
+        MAX_TIMESTAMP
+    } else {
+        wall as u64
+    };
+    // At most (2^39 - 1) * 4 + EPOCH_MS, about 3.5e12: no overflow.
+    EPOCH_MS + units * TIME_UNIT_MS
+}
+
+/// The time unit (4 ms units since sno's epoch, as in [`SnoSnapshot::wall_hi`]) that Unix
+/// millisecond `unix_ms` falls in: rounds down to the unit's start.
+///
+/// Saturating, never overflowing: a time before sno's epoch gives 0, a time past sno's range
+/// (after 2079-09-07T15:47:35.551Z) gives [`MAX_TIMESTAMP`]. The inverse of
+/// [`unix_ms_of_wall`] on sno's range.
+///
+/// ```
+/// use floe_core::sno::{unix_ms_of_wall, wall_of_unix_ms, EPOCH_MS};
+/// assert_eq!(wall_of_unix_ms(EPOCH_MS + 43), 10);
+/// assert_eq!(unix_ms_of_wall(wall_of_unix_ms(EPOCH_MS + 43)), EPOCH_MS + 40);
+/// assert_eq!(wall_of_unix_ms(0), 0);
+/// ```
+pub const fn wall_of_unix_ms(unix_ms: u64) -> i64 {
+    let units = unix_ms.saturating_sub(EPOCH_MS) / TIME_UNIT_MS;
+    if units > MAX_TIMESTAMP {
+        MAX_TIMESTAMP as i64
+    } else {
+        units as i64
+    }
+}
 
 /// Why a text or byte string is not a sno ID. Small and `Copy`: no allocation on failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,4 +237,55 @@ pub fn new(meta: u8) -> Result<SnoId, SnoError> {
 /// As [`new`], for the time given.
 pub fn new_with_time(meta: u8, time: SystemTime) -> Result<SnoId, SnoError> {
     default_generator()?.new_with_time(meta, time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_times_round_trip_on_snos_range() {
+        for wall in [
+            0,
+            1,
+            2,
+            1_000_000,
+            MAX_TIMESTAMP as i64 - 1,
+            MAX_TIMESTAMP as i64,
+        ] {
+            let ms = unix_ms_of_wall(wall);
+            assert_eq!(wall_of_unix_ms(ms), wall);
+            // Every millisecond of the unit maps back to it.
+            assert_eq!(wall_of_unix_ms(ms + TIME_UNIT_MS - 1), wall);
+            assert_eq!(ms, EPOCH_MS + wall as u64 * 4);
+        }
+        // The units agree with the IDs' own timestamps.
+        let id = SnoId::from_parts(12_345, false, 0, Partition([0, 0]), 0);
+        assert_eq!(
+            u128::from(unix_ms_of_wall(12_345)) * 1_000_000,
+            u128::from(id.timestamp_unix_ns())
+        );
+        assert_eq!(wall_of_unix_ms(EPOCH_MS + 43), 10);
+        assert_eq!(unix_ms_of_wall(10), EPOCH_MS + 40);
+    }
+
+    #[test]
+    fn unit_times_saturate_at_snos_bounds() {
+        // The last unit starts at 2079-09-07T15:47:35.548Z.
+        let last_ms = 3_461_327_255_548;
+        assert_eq!(unix_ms_of_wall(MAX_TIMESTAMP as i64), last_ms);
+        for wall in [MAX_TIMESTAMP as i64 + 1, i64::MAX] {
+            assert_eq!(unix_ms_of_wall(wall), last_ms);
+        }
+        for wall in [-1, i64::MIN] {
+            assert_eq!(unix_ms_of_wall(wall), EPOCH_MS);
+        }
+        for ms in [0, 1, EPOCH_MS - 1] {
+            assert_eq!(wall_of_unix_ms(ms), 0);
+        }
+        assert_eq!(wall_of_unix_ms(last_ms + 3), MAX_TIMESTAMP as i64);
+        for ms in [last_ms + 4, u64::MAX] {
+            assert_eq!(wall_of_unix_ms(ms), MAX_TIMESTAMP as i64);
+        }
+    }
 }
