@@ -218,18 +218,12 @@ fn sno_generator(
             l.id
         )
     })?;
-    // (Until floe-core has sno's time helpers.) Units of 4 ms since sno's epoch: both
-    // timelines count as used up to the not-before time.
-    let wall_hi = (l.not_before_ms.saturating_sub(floe_core::sno::EPOCH * 1000) / 4) as i64;
-    let snapshot = SnoSnapshot {
+    let snapshot = SnoSnapshot::starting_after(
         partition,
-        wall_hi,
-        wall_safe: wall_hi,
-        sequence: if wall_hi > 0 { u32::from(u16::MAX) } else { 0 },
-        sequence_min: config.sequence_min,
-        sequence_max: config.sequence_max,
-        ..SnoSnapshot::default()
-    };
+        l.not_before_ms,
+        config.sequence_min,
+        config.sequence_max,
+    );
     let mut g = SnoGenerator::from_snapshot(&snapshot, SystemClock)
         .map_err(|e| format!("sno: {e}"))?
         .with_fence(l.fence.clone());
@@ -237,13 +231,6 @@ fn sno_generator(
         g = g.with_horizon(h);
     }
     Ok(g)
-}
-
-fn sno_last_ms(g: &SnoGenerator<SystemClock>) -> u64 {
-    u64::try_from(g.snapshot().wall_hi)
-        .unwrap_or(0)
-        .saturating_mul(4)
-        .saturating_add(floe_core::sno::EPOCH * 1000)
 }
 
 impl Server {
@@ -362,11 +349,11 @@ impl Server {
         let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
         described.push(format!("sno: partition {}", sno_lease.lease.id));
         let beat = Arc::clone(&sno);
-        sno_lease.start_heartbeats(move || sno_last_ms(&beat));
+        sno_lease.start_heartbeats(move || beat.last_time_ms());
         let last = Arc::clone(&sno);
         leases.push(LeasedDebug((
             sno_lease,
-            Box::new(move || sno_last_ms(&last)),
+            Box::new(move || last.last_time_ms()),
         )));
 
         // LexicalUUID: a worker ID of its host and port, and a durable time bound.
