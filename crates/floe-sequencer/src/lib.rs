@@ -28,6 +28,7 @@
 //! [`ErrorKind::Exhausted`] and never wraps.
 #![deny(missing_docs)]
 
+pub mod batch;
 mod error;
 mod keys;
 mod sequencer;
@@ -36,6 +37,7 @@ pub mod stores;
 pub mod strong;
 pub mod weak;
 
+pub use batch::{Batch, MAX_BATCH};
 pub use error::{ErrorKind, SeqError};
 pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle};

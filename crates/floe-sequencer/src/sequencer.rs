@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
+use crate::batch::{check_count, Batch};
 use crate::keys::{KeyLimits, Keys};
 use crate::strong::StrongKey;
 use crate::weak::WeakKey;
@@ -137,15 +138,51 @@ impl StoreHandle {
                     .await
             }
             Mode::Strong if caps.strong => self.strong(key).next().await,
-            Mode::Strong => Err(SeqError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "store {} ({}) cannot serve STRONG: its IDs do not strictly increase across processes; use WEAK",
-                    self.name,
-                    self.store.kind()
-                ),
-            )),
+            Mode::Strong => Err(self.no_strong()),
         }
+    }
+
+    /// `count` IDs of `key` (1 to [`MAX_BATCH`](crate::MAX_BATCH)) in one call: see [`crate::batch`] for what a
+    /// batch is in each mode. Whole or an error, never cut short.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `count` and its bounds, or the key; then as
+    /// [`next_id`](Self::next_id).
+    pub async fn next_ids(&self, key: &str, mode: Mode, count: u32) -> Result<Batch, SeqError> {
+        Key::check(key)?;
+        check_count(count)?;
+        let caps = self.store.capabilities();
+        match mode {
+            Mode::Weak if caps.segments => self.weak(key).next_batch(count).await,
+            Mode::Weak => {
+                // A store without segments (Snowflake): its own next_id, `count` times.
+                let key = Key::new(key)?;
+                let mut batch = Batch::new();
+                for _ in 0..count {
+                    let id = self
+                        .bounded("get the next ID of", &key, self.store.next_id(&key))
+                        .await?;
+                    batch.push(id);
+                }
+                Ok(batch)
+            }
+            Mode::Strong if caps.strong => {
+                let (first, last) = self.strong(key).next_run(count).await?;
+                Ok(Batch::run(first, last))
+            }
+            Mode::Strong => Err(self.no_strong()),
+        }
+    }
+
+    fn no_strong(&self) -> SeqError {
+        SeqError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "store {} ({}) cannot serve STRONG: its IDs do not strictly increase across processes; use WEAK",
+                self.name,
+                self.store.kind()
+            ),
+        )
     }
 
     /// `size` IDs straight from the store (seed 002's `GetSegment`), for callers that cache.
@@ -234,6 +271,17 @@ impl Sequencer {
     /// The next ID of `key` in store `store`.
     pub async fn next_id(&self, store: &str, key: &str, mode: Mode) -> Result<i64, SeqError> {
         self.store(store)?.next_id(key, mode).await
+    }
+
+    /// `count` IDs of `key` in store `store` ([`StoreHandle::next_ids`]).
+    pub async fn next_ids(
+        &self,
+        store: &str,
+        key: &str,
+        mode: Mode,
+        count: u32,
+    ) -> Result<Batch, SeqError> {
+        self.store(store)?.next_ids(key, mode, count).await
     }
 
     /// Closes every store.

@@ -32,6 +32,7 @@ use floe_core::sequence::{Key, Segment, StepPolicy};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::batch::{check_count, Batch};
 use crate::{within, ErrorKind, SeqError, Store};
 
 /// How long prefetches wait after a failed fetch before trying again.
@@ -241,6 +242,27 @@ impl WeakKey {
     /// The next ID, in call order within this process.
     pub async fn next(self: &Arc<Self>) -> Result<i64, SeqError> {
         self.take(1).await.map(|(id, _)| id)
+    }
+
+    /// `count` IDs (1 to [`MAX_BATCH`](crate::MAX_BATCH)) from the shared buffer: the rest of the current segment
+    /// and on into the next ones until the batch is whole (see [`crate::batch`]). Whole or an
+    /// error: IDs taken before an error are gaps.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a `count` out of bounds; the errors of a fetch otherwise.
+    pub async fn next_batch(self: &Arc<Self>, count: u32) -> Result<Batch, SeqError> {
+        check_count(count)?;
+        let mut batch = Batch::new();
+        let mut left = count;
+        while left > 0 {
+            let (first, (last, _)) = self.take(left).await?;
+            batch.push_run(first, last);
+            // `take` hands out 1 to `left` IDs: `last - first` is below `left`.
+            let taken = u32::try_from(i128::from(last) - i128::from(first) + 1)
+                .expect("a run of take is at most the count asked for");
+            left -= taken;
+        }
+        Ok(batch)
     }
 
     /// The next ID from this thread's block, without waiting: `None` when the thread has no
