@@ -35,6 +35,7 @@ mod sequencer;
 mod store;
 pub mod stores;
 pub mod strong;
+pub mod tails;
 pub mod weak;
 
 pub use batch::{Batch, MAX_BATCH};
@@ -43,6 +44,7 @@ pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle};
 pub(crate) use store::within;
 pub use store::{Capabilities, Store};
+pub use tails::{store_identity, SavedTails, TailDir};
 
 pub use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 

@@ -383,6 +383,42 @@ impl WeakKey {
         }
     }
 
+    /// Loads a saved tail ([`crate::tails`]) into an empty buffer, before it serves: the first
+    /// segment becomes the current one, the second the next one; any more are dropped (gaps).
+    /// Segments must ascend and lie below every segment the store reserves from now on.
+    pub(crate) fn preload(&self, tail: Vec<Segment>) {
+        let mut st = self.state();
+        let mut tail = tail.into_iter().filter(|s| s.start <= s.end);
+        if st.cur.1 != 0 || st.next.is_some() || st.fetching {
+            return; // already serving: a tail loaded now could follow newer IDs
+        }
+        if let Some(first) = tail.next() {
+            st.cur = (first.start, crate::tails::ids_in(first));
+            st.cur_len = st.cur.1;
+            st.next = tail.next();
+            self.gen.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Empties the buffer and returns what it held: the rest of the current segment and the
+    /// next one. No ID of them is served by this buffer afterwards (a later call fetches a new
+    /// segment); a fetch under way still ends as usual.
+    pub(crate) fn drain_tail(&self) -> Vec<Segment> {
+        let mut st = self.state();
+        let mut tail = Vec::new();
+        let (next, left) = st.cur;
+        if left > 0 {
+            // `left` IDs from `next` were reserved, so `next + left - 1` fits an i64.
+            let end = i64::try_from(i128::from(next) + i128::from(left) - 1).unwrap_or(i64::MAX);
+            tail.push(Segment { start: next, end });
+        }
+        tail.extend(st.next.take());
+        st.cur = (1, 0);
+        st.cur_len = 0;
+        self.gen.fetch_add(1, Ordering::Release);
+        tail
+    }
+
     /// Makes `segment` the current one; threads' blocks of the one before are dropped.
     fn install(&self, st: &mut State, segment: Segment) {
         st.cur = (segment.start, segment.len());
