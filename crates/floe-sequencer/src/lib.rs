@@ -23,6 +23,14 @@
 //!
 //! A Snowflake store ([`stores::snowflake`]) serves WEAK IDs from a leased worker's generator.
 //!
+//! **Batches**: [`StoreHandle::next_ids`] serves 1 to [`MAX_BATCH`] IDs of a key in one call,
+//! as ascending runs ([`Batch`]); WEAK slices the key's buffer, STRONG takes one consecutive run
+//! from a shared increment; whole or an error ([`batch`]).
+//!
+//! **Restart without waste**: a graceful stop ([`Sequencer::close_keeping`]) keeps the unused
+//! tails of WEAK segments in the state directory, and the next start serves them first
+//! ([`TailDir`], [`StoreHandle::with_tails`]); after a crash nothing is reused ([`tails`]).
+//!
 //! Keys are [`floe_core::sequence::Key`]s: 1 to 255 bytes of UTF-8. A key never used starts at
 //! 1, or just above its `bigger_than`; a sequence that would pass `i64::MAX` fails with
 //! [`ErrorKind::Exhausted`] and never wraps.
