@@ -28,7 +28,7 @@ async fn start(url: &str, state: &std::path::Path, keep: bool) -> (Sequencer, Op
         match floe_sequencer::open(url, state).await {
             Ok(store) => break store,
             // The embedded file of the sequencer just closed, held by a fetch still ending.
-            Err(e) if e.message.contains("is held") => {
+            Err(e) if e.message.contains("is held") || e.message.contains("already open") => {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await
             }
             Err(e) => panic!("open {url}: {e}"),

@@ -388,7 +388,9 @@ impl WeakKey {
     /// Segments must ascend and lie below every segment the store reserves from now on.
     pub(crate) fn preload(&self, tail: Vec<Segment>) {
         let mut st = self.state();
-        let mut tail = tail.into_iter().filter(|s| s.start <= s.end);
+        let mut tail: Vec<Segment> = tail.into_iter().filter(|s| s.start <= s.end).collect();
+        tail.sort_by_key(|s| s.start);
+        let mut tail = tail.into_iter();
         if st.cur.1 != 0 || st.next.is_some() || st.fetching {
             return; // already serving: a tail loaded now could follow newer IDs
         }
