@@ -36,7 +36,7 @@ async fn start(url: &str, state: &std::path::Path, keep: bool) -> (Sequencer, Op
     };
     let mut handle = StoreHandle::new("main", store, ServeOptions::default());
     if keep {
-        handle = handle.with_tails(url, &mut saved);
+        handle = handle.with_tails(url, state, &mut saved);
     }
     let mut seq = Sequencer::new();
     seq.add(handle);
@@ -109,7 +109,7 @@ async fn main() {
         .unwrap_or(25_000);
     println!(
         "store {}, {TASKS} tasks x {per_task} WEAK IDs over 3 keys",
-        floe_sequencer::store_identity(&url)
+        url.split(':').next().unwrap_or("?")
     );
     for (label, keep) in [("close (before)", false), ("close_keeping (after)", true)] {
         let rows = round(&url, per_task, keep).await;

@@ -69,15 +69,9 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
     let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
     match scheme {
         "memory" => Ok(Arc::new(stores::memory::MemoryStore::new())),
-        "embedded" => {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            let path = if path.is_empty() {
-                state_dir.join("sequences.redb")
-            } else {
-                path.into()
-            };
-            Ok(Arc::new(stores::embedded::EmbeddedStore::open(path)?))
-        }
+        "embedded" => Ok(Arc::new(stores::embedded::EmbeddedStore::open(
+            embedded_path(rest, state_dir),
+        )?)),
         #[cfg(feature = "redis")]
         "redis" => Ok(Arc::new(stores::redis::RedisStore::connect(url).await?)),
         #[cfg(feature = "postgres")]
@@ -99,6 +93,16 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         _ => Err(SeqError::config(format!(
             "store: expected embedded[:PATH], memory, redis://, postgres://, mysql://, etcd:// or zk://, found {url:?}"
         ))),
+    }
+}
+
+/// The file of an `embedded[:PATH]` URL (`rest` is what follows `embedded:`).
+pub(crate) fn embedded_path(rest: &str, state_dir: &Path) -> std::path::PathBuf {
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        state_dir.join("sequences.redb")
+    } else {
+        path.into()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Named stores, each with its WEAK buffers: what the server and the CLI call.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,13 +78,14 @@ impl StoreHandle {
     }
 
     /// The same handle, serving the tails `saved` holds for this store first, and keeping its
-    /// own at [`Sequencer::close_keeping`] (see [`crate::tails`]). `url` is the URL the store
-    /// was opened from: its identity (without a password) must match the one the tails were
-    /// saved under. Call it before serving. The store's tails are taken out of `saved` in any
+    /// own at [`Sequencer::close_keeping`] (see [`crate::tails`]). `url` and `state_dir` are
+    /// what the store was opened with ([`open`](crate::open)): its identity
+    /// ([`store_identity`](crate::store_identity): no password; the file's path for
+    /// `embedded`) must match the one the tails were saved under. Call it before serving. The store's tails are taken out of `saved` in any
     /// case; on a store that is not durable or has no segments (`memory`, Snowflake) they are
     /// dropped and nothing is kept at close.
-    pub fn with_tails(mut self, url: &str, saved: &mut SavedTails) -> Self {
-        let identity = store_identity(url);
+    pub fn with_tails(mut self, url: &str, state_dir: &Path, saved: &mut SavedTails) -> Self {
+        let identity = store_identity(url, state_dir);
         let mut pending = saved.take_store(&self.name, &identity);
         let caps = self.store.capabilities();
         if !(caps.segments && caps.durable) {

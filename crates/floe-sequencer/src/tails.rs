@@ -10,9 +10,9 @@
 //!    directory) before any ID is served: whatever happens after, a crash included, those tails
 //!    are never found again.
 //! 2. Each store that may use them gets its own with [`StoreHandle::with_tails`] (by its name
-//!    *and* its identity, the URL it was opened from without a password: a tail saved for
-//!    `postgres://a/db` is never served from a store of the same name that now points
-//!    elsewhere). A key's tail is served first, when the key is first asked for, then the key
+//!    *and* its identity, [`store_identity`]: the URL it was opened from without a password, or
+//!    the absolute path of an embedded store's file; a tail saved for `postgres://a/db` is
+//!    never served from a store of the same name that now points elsewhere). A key's tail is served first, when the key is first asked for, then the key
 //!    goes on with fresh segments as usual. A tail at or below the key's `bigger_than`
 //!    ([`StoreHandle::init`]) is cut above it, or dropped.
 //! 3. **At a graceful stop** [`Sequencer::close_keeping`] empties every key's buffer (so no ID
@@ -200,8 +200,15 @@ fn unhex(s: &str) -> Option<String> {
 }
 
 /// A store's identity for its tails: its URL without a password (`scheme://user:pass@host`
-/// becomes `scheme://user@host`), so none is written to the state directory.
-pub fn store_identity(url: &str) -> String {
+/// becomes `scheme://user@host`), so none is written to the state directory; for `embedded`,
+/// its file's absolute path (`state_dir` is the one the store was opened with, as for
+/// [`open`](crate::open)).
+pub fn store_identity(url: &str, state_dir: &Path) -> String {
+    if let Some(("embedded", rest)) = url.split_once(':').or(Some((url, ""))) {
+        let path = crate::embedded_path(rest, state_dir);
+        let path = std::path::absolute(&path).unwrap_or(path);
+        return format!("embedded:{}", path.display());
+    }
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -394,16 +401,35 @@ mod tests {
 
     #[test]
     fn identities_hold_no_password() {
+        let dir = Path::new("/var/floe");
         assert_eq!(
-            store_identity("postgres://u:secret@h:5432/db"),
+            store_identity("postgres://u:secret@h:5432/db", dir),
             "postgres://u@h:5432/db"
         );
-        assert_eq!(store_identity("mysql://root@h/db"), "mysql://root@h/db");
-        assert_eq!(store_identity("redis://:pw@h/0"), "redis://@h/0");
-        assert_eq!(store_identity("embedded"), "embedded");
+        assert_eq!(
+            store_identity("mysql://root@h/db", dir),
+            "mysql://root@h/db"
+        );
+        assert_eq!(store_identity("redis://:pw@h/0", dir), "redis://@h/0");
         assert_ne!(
-            store_identity("postgres://u@a/db"),
-            store_identity("postgres://u@b/db")
+            store_identity("postgres://u@a/db", dir),
+            store_identity("postgres://u@b/db", dir)
+        );
+        assert_eq!(
+            store_identity("embedded", dir),
+            "embedded:/var/floe/sequences.redb"
+        );
+        assert_eq!(
+            store_identity("embedded:", dir),
+            "embedded:/var/floe/sequences.redb"
+        );
+        assert_eq!(
+            store_identity("embedded:/x/y.redb", dir),
+            "embedded:/x/y.redb"
+        );
+        assert_ne!(
+            store_identity("embedded", dir),
+            store_identity("embedded", Path::new("/var/other"))
         );
     }
 

@@ -59,7 +59,7 @@ async fn start(url: &str, state: &Path) -> Process {
     };
     let mut handle = StoreHandle::new("main", store, options());
     if tails.is_some() {
-        handle = handle.with_tails(url, &mut saved);
+        handle = handle.with_tails(url, state, &mut saved);
     }
     let mut sequencer = Sequencer::new();
     sequencer.add(handle);
@@ -245,14 +245,25 @@ async fn tails_follow_the_store_identity() {
     let mut saved = dir.take().unwrap();
     let store = floe_sequencer::open(&url, state.path()).await.unwrap();
     let elsewhere = format!("{url}_elsewhere");
-    let h =
-        StoreHandle::new("main", Arc::clone(&store), options()).with_tails(&elsewhere, &mut saved);
+    let h = StoreHandle::new("main", Arc::clone(&store), options()).with_tails(
+        &elsewhere,
+        state.path(),
+        &mut saved,
+    );
     assert_eq!(h.tails_pending(), 0, "another identity");
-    let h = StoreHandle::new("other", Arc::clone(&store), options()).with_tails(&url, &mut saved);
+    let h = StoreHandle::new("other", Arc::clone(&store), options()).with_tails(
+        &url,
+        state.path(),
+        &mut saved,
+    );
     assert_eq!(h.tails_pending(), 0, "another name");
     let with_password = url.replacen("postgres@", "postgres:secret@", 1);
     assert_ne!(with_password, url);
-    let h = StoreHandle::new("main", store, options()).with_tails(&with_password, &mut saved);
+    let h = StoreHandle::new("main", store, options()).with_tails(
+        &with_password,
+        state.path(),
+        &mut saved,
+    );
     assert_eq!(h.tails_pending(), 170);
     assert_eq!(h.next_id(a.as_str(), Mode::Weak).await.unwrap(), last + 1);
     assert_eq!(saved.ids(), 0, "taken out");
@@ -280,7 +291,7 @@ async fn bigger_than_cuts_tails() {
         .init(&BTreeMap::from([(a.clone(), last_a + 50)]))
         .await
         .unwrap();
-    let h = before.with_tails("embedded", &mut saved);
+    let h = before.with_tails("embedded", state.path(), &mut saved);
     // Floor on b: past both its tail segments, applied after.
     h.init(&BTreeMap::from([(b.clone(), last_b + 1000)]))
         .await
