@@ -182,6 +182,14 @@ impl Keys {
         self.read().len()
     }
 
+    /// The WEAK buffers held now.
+    pub fn weak_keys(&self) -> Vec<Arc<WeakKey>> {
+        self.read()
+            .values()
+            .filter_map(|e| e.weak.get().cloned())
+            .collect()
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, HashMap<Key, Entry>> {
         // A panic while the lock was held leaves a map of whole entries.
         self.map.read().unwrap_or_else(|p| p.into_inner())

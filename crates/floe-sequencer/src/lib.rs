@@ -23,24 +23,36 @@
 //!
 //! A Snowflake store ([`stores::snowflake`]) serves WEAK IDs from a leased worker's generator.
 //!
+//! **Batches**: [`StoreHandle::next_ids`] serves 1 to [`MAX_BATCH`] IDs of a key in one call,
+//! as ascending runs ([`Batch`]); WEAK slices the key's buffer, STRONG takes one consecutive run
+//! from a shared increment; whole or an error ([`batch`]).
+//!
+//! **Restart without waste**: a graceful stop ([`Sequencer::close_keeping`]) keeps the unused
+//! tails of WEAK segments in the state directory, and the next start serves them first
+//! ([`TailDir`], [`StoreHandle::with_tails`]); after a crash nothing is reused ([`tails`]).
+//!
 //! Keys are [`floe_core::sequence::Key`]s: 1 to 255 bytes of UTF-8. A key never used starts at
 //! 1, or just above its `bigger_than`; a sequence that would pass `i64::MAX` fails with
 //! [`ErrorKind::Exhausted`] and never wraps.
 #![deny(missing_docs)]
 
+pub mod batch;
 mod error;
 mod keys;
 mod sequencer;
 mod store;
 pub mod stores;
 pub mod strong;
+pub mod tails;
 pub mod weak;
 
+pub use batch::{Batch, MAX_BATCH};
 pub use error::{ErrorKind, SeqError};
 pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle};
 pub(crate) use store::within;
 pub use store::{Capabilities, Store};
+pub use tails::{store_identity, SavedTails, TailDir};
 
 pub use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
@@ -57,15 +69,9 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
     let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
     match scheme {
         "memory" => Ok(Arc::new(stores::memory::MemoryStore::new())),
-        "embedded" => {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            let path = if path.is_empty() {
-                state_dir.join("sequences.redb")
-            } else {
-                path.into()
-            };
-            Ok(Arc::new(stores::embedded::EmbeddedStore::open(path)?))
-        }
+        "embedded" => Ok(Arc::new(stores::embedded::EmbeddedStore::open(
+            embedded_path(rest, state_dir),
+        )?)),
         #[cfg(feature = "redis")]
         "redis" => Ok(Arc::new(stores::redis::RedisStore::connect(url).await?)),
         #[cfg(feature = "postgres")]
@@ -87,6 +93,16 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         _ => Err(SeqError::config(format!(
             "store: expected embedded[:PATH], memory, redis://, postgres://, mysql://, etcd:// or zk://, found {url:?}"
         ))),
+    }
+}
+
+/// The file of an `embedded[:PATH]` URL (`rest` is what follows `embedded:`).
+pub(crate) fn embedded_path(rest: &str, state_dir: &Path) -> std::path::PathBuf {
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        state_dir.join("sequences.redb")
+    } else {
+        path.into()
     }
 }
 

@@ -1,13 +1,16 @@
 //! Named stores, each with its WEAK buffers: what the server and the CLI call.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
+use crate::batch::{check_count, Batch};
 use crate::keys::{KeyLimits, Keys};
 use crate::strong::StrongKey;
+use crate::tails::{above, store_identity, SavedTails, TailDir};
 use crate::weak::WeakKey;
 use crate::{within, ErrorKind, SeqError, Store};
 
@@ -43,6 +46,22 @@ pub struct StoreHandle {
     store: Arc<dyn Store>,
     options: ServeOptions,
     keys: Arc<Keys>,
+    /// Set by [`with_tails`](Self::with_tails): the store's identity and the saved tails no
+    /// key has taken yet.
+    tails: Option<Tails>,
+    /// The `bigger_than` floors [`init`](Self::init) applied, for tails loaded after it.
+    floors: Mutex<HashMap<Key, i64>>,
+}
+
+/// A handle's tails (see [`crate::tails`]).
+#[derive(Debug)]
+struct Tails {
+    identity: String,
+    pending: Mutex<HashMap<Key, Vec<Segment>>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl StoreHandle {
@@ -53,6 +72,64 @@ impl StoreHandle {
             store,
             options,
             keys: Arc::new(Keys::new(KeyLimits::default())),
+            tails: None,
+            floors: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The same handle, serving the tails `saved` holds for this store first, and keeping its
+    /// own at [`Sequencer::close_keeping`] (see [`crate::tails`]). `url` and `state_dir` are
+    /// what the store was opened with ([`open`](crate::open)): its identity
+    /// ([`store_identity`](crate::store_identity): no password; the file's path for
+    /// `embedded`) must match the one the tails were saved under. Call it before serving. The store's tails are taken out of `saved` in any
+    /// case; on a store that is not durable or has no segments (`memory`, Snowflake) they are
+    /// dropped and nothing is kept at close.
+    pub fn with_tails(mut self, url: &str, state_dir: &Path, saved: &mut SavedTails) -> Self {
+        let identity = store_identity(url, state_dir);
+        let mut pending = saved.take_store(&self.name, &identity);
+        let caps = self.store.capabilities();
+        if !(caps.segments && caps.durable) {
+            return self;
+        }
+        {
+            let floors = locked(&self.floors);
+            for (key, tail) in pending.iter_mut() {
+                if let Some(&floor) = floors.get(key) {
+                    *tail = above(std::mem::take(tail), floor);
+                }
+            }
+        }
+        pending.retain(|_, tail| !tail.is_empty());
+        self.tails = Some(Tails {
+            identity,
+            pending: Mutex::new(pending),
+        });
+        self
+    }
+
+    /// How many IDs of saved tails no key has taken yet.
+    pub fn tails_pending(&self) -> u64 {
+        self.tails.as_ref().map_or(0, |t| {
+            locked(&t.pending)
+                .values()
+                .flatten()
+                .map(|s| crate::tails::ids_in(*s))
+                .fold(0, u64::saturating_add)
+        })
+    }
+
+    /// Empties every key's WEAK buffer and the tails no key took, into `saved` (nothing
+    /// without [`with_tails`](Self::with_tails)). No ID of them is served afterwards.
+    fn drain_tails(&self, saved: &mut SavedTails) {
+        let Some(tails) = &self.tails else {
+            return;
+        };
+        for weak in self.keys.weak_keys() {
+            let tail = weak.drain_tail();
+            saved.add(&self.name, &tails.identity, weak.key().clone(), tail);
+        }
+        for (key, tail) in locked(&tails.pending).drain() {
+            saved.add(&self.name, &tails.identity, key, tail);
         }
     }
 
@@ -82,11 +159,24 @@ impl StoreHandle {
         &self.store
     }
 
-    /// Applies `bigger_than` (seed 002's `Init`), bounded by the call timeout per key.
+    /// Applies `bigger_than` (seed 002's `Init`), bounded by the call timeout per key. Saved
+    /// tails ([`with_tails`](Self::with_tails), before or after this) are cut above the floors.
     pub async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
         for (key, floor) in bigger_than {
             self.bounded("apply bigger_than to", key, self.store.raise(key, *floor))
                 .await?;
+            let mut floors = locked(&self.floors);
+            let kept = floors.entry(key.clone()).or_insert(*floor);
+            *kept = (*kept).max(*floor);
+            if let Some(tails) = &self.tails {
+                let mut pending = locked(&tails.pending);
+                if let Some(tail) = pending.remove(key) {
+                    let tail = above(tail, *kept);
+                    if !tail.is_empty() {
+                        pending.insert(key.clone(), tail);
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -106,12 +196,20 @@ impl StoreHandle {
     /// [`weak_key`](Self::weak_key) by the key's text, which the caller has checked.
     fn weak(&self, key: &str) -> Arc<WeakKey> {
         self.keys.get(key, |key| {
-            WeakKey::new(
+            let tail = self
+                .tails
+                .as_ref()
+                .and_then(|t| locked(&t.pending).remove(&key));
+            let weak = WeakKey::new(
                 Arc::clone(&self.store),
                 key,
                 self.options.step,
                 self.options.timeout,
-            )
+            );
+            if let Some(tail) = tail {
+                weak.preload(tail);
+            }
+            weak
         })
     }
 
@@ -137,15 +235,51 @@ impl StoreHandle {
                     .await
             }
             Mode::Strong if caps.strong => self.strong(key).next().await,
-            Mode::Strong => Err(SeqError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "store {} ({}) cannot serve STRONG: its IDs do not strictly increase across processes; use WEAK",
-                    self.name,
-                    self.store.kind()
-                ),
-            )),
+            Mode::Strong => Err(self.no_strong()),
         }
+    }
+
+    /// `count` IDs of `key` (1 to [`MAX_BATCH`](crate::MAX_BATCH)) in one call: see [`crate::batch`] for what a
+    /// batch is in each mode. Whole or an error, never cut short.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `count` and its bounds, or the key; then as
+    /// [`next_id`](Self::next_id).
+    pub async fn next_ids(&self, key: &str, mode: Mode, count: u32) -> Result<Batch, SeqError> {
+        Key::check(key)?;
+        check_count(count)?;
+        let caps = self.store.capabilities();
+        match mode {
+            Mode::Weak if caps.segments => self.weak(key).next_batch(count).await,
+            Mode::Weak => {
+                // A store without segments (Snowflake): its own next_id, `count` times.
+                let key = Key::new(key)?;
+                let mut batch = Batch::new();
+                for _ in 0..count {
+                    let id = self
+                        .bounded("get the next ID of", &key, self.store.next_id(&key))
+                        .await?;
+                    batch.push(id);
+                }
+                Ok(batch)
+            }
+            Mode::Strong if caps.strong => {
+                let (first, last) = self.strong(key).next_run(count).await?;
+                Ok(Batch::run(first, last))
+            }
+            Mode::Strong => Err(self.no_strong()),
+        }
+    }
+
+    fn no_strong(&self) -> SeqError {
+        SeqError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "store {} ({}) cannot serve STRONG: its IDs do not strictly increase across processes; use WEAK",
+                self.name,
+                self.store.kind()
+            ),
+        )
     }
 
     /// `size` IDs straight from the store (seed 002's `GetSegment`), for callers that cache.
@@ -234,6 +368,45 @@ impl Sequencer {
     /// The next ID of `key` in store `store`.
     pub async fn next_id(&self, store: &str, key: &str, mode: Mode) -> Result<i64, SeqError> {
         self.store(store)?.next_id(key, mode).await
+    }
+
+    /// `count` IDs of `key` in store `store` ([`StoreHandle::next_ids`]).
+    pub async fn next_ids(
+        &self,
+        store: &str,
+        key: &str,
+        mode: Mode,
+        count: u32,
+    ) -> Result<Batch, SeqError> {
+        self.store(store)?.next_ids(key, mode, count).await
+    }
+
+    /// Closes every store after keeping the unused tails of their WEAK segments in `dir`
+    /// (see [`crate::tails`]): every key's buffer is emptied (none of its IDs is served
+    /// afterwards), the tails of the stores given [`StoreHandle::with_tails`] are written
+    /// atomically while `dir` is locked, and the stores are closed. Call it once, when no more
+    /// requests are served. How many IDs were kept.
+    ///
+    /// # Errors
+    /// `Unavailable` naming the path when the file cannot be written (the tails are then gaps;
+    /// the stores are closed all the same).
+    pub async fn close_keeping(&self, dir: &TailDir) -> Result<u64, SeqError> {
+        let mut saved = SavedTails::new();
+        for handle in self.stores.values() {
+            handle.drain_tails(&mut saved);
+        }
+        let ids = saved.ids();
+        // `dir` is borrowed until the write ends: its lock is held meanwhile.
+        let path = dir.dir().to_path_buf();
+        let written = tokio::task::spawn_blocking(move || crate::tails::save(&path, &saved))
+            .await
+            .unwrap_or_else(|e| {
+                Err(SeqError::unavailable(format!(
+                    "tails: the write stopped: {e}"
+                )))
+            });
+        self.close().await;
+        written.map(|()| ids)
     }
 
     /// Closes every store.

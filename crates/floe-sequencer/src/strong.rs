@@ -11,6 +11,12 @@
 //! (`IN_FLIGHT`); the task serving a queue lets the callers it just answered ask again before
 //! it takes the next batch, so batches stay full.
 //!
+//! **Batches.** A request may ask for several values ([`StrongKey::next_run`]): the group's one
+//! increment reserves the sum of what its requests ask for (at most `u32::MAX`, the most one
+//! [`Store::reserve`] takes: a request that would pass it waits for the next increment), and
+//! each request gets its own run of consecutive values, in arrival order. So a batch's IDs are
+//! consecutive, and above every ID returned before it was asked for.
+//!
 //! A request whose caller gave up before its increment started takes no value. The caller that
 //! finds the key idle makes the increment itself, so a lone request costs the store's round trip
 //! and nothing more.
@@ -30,9 +36,35 @@ use crate::{within, ErrorKind, SeqError, Store};
 const IN_FLIGHT: usize = 1;
 
 /// The most requests one increment serves.
-const MAX_BATCH: usize = 4096;
+const MAX_WAITERS: usize = 4096;
 
-type Reply = oneshot::Sender<Result<i64, SeqError>>;
+/// A waiting request: how many values it asks for, and where its run `(first, last)` goes.
+struct Reply {
+    n: u32,
+    tx: oneshot::Sender<Result<(i64, i64), SeqError>>,
+}
+
+impl Reply {
+    fn send(self, run: Result<(i64, i64), SeqError>) {
+        let _ = self.tx.send(run);
+    }
+}
+
+/// The requests at the front of `waiting` one increment serves: at most [`MAX_WAITERS`], and
+/// as many as keep the sum of their counts within `u32::MAX` (at least one).
+fn group_len(waiting: &[Reply]) -> usize {
+    let mut sum: u32 = 0;
+    let mut n = 0;
+    for r in waiting.iter().take(MAX_WAITERS) {
+        match sum.checked_add(r.n) {
+            Some(s) => sum = s,
+            None if n > 0 => break,
+            None => {}
+        }
+        n += 1;
+    }
+    n
+}
 
 #[derive(Default)]
 struct Queue {
@@ -76,10 +108,18 @@ impl StrongKey {
     /// another task when requests come one at a time), and hands whoever queued meanwhile to a
     /// task of its own.
     pub async fn next(self: &Arc<Self>) -> Result<i64, SeqError> {
+        self.next_run(1).await.map(|(first, _)| first)
+    }
+
+    /// `n` consecutive values (`n` at least 1) as `(first, last)`: all of them after every ID
+    /// returned before this call started, from one increment shared with the requests waiting
+    /// with it (see the module docs).
+    pub async fn next_run(self: &Arc<Self>, n: u32) -> Result<(i64, i64), SeqError> {
+        let n = n.max(1);
         let (tx, rx) = oneshot::channel();
         let lead = {
             let mut q = self.queue();
-            q.waiting.push(tx);
+            q.waiting.push(Reply { n, tx });
             let lead = q.in_flight < IN_FLIGHT;
             if lead {
                 q.in_flight += 1;
@@ -117,7 +157,7 @@ impl StrongKey {
     /// The next batch of waiting requests, if any.
     fn take_batch(&self) -> Option<Vec<Reply>> {
         let mut q = self.queue();
-        let n = q.waiting.len().min(MAX_BATCH);
+        let n = group_len(&q.waiting);
         (n > 0).then(|| q.waiting.drain(..n).collect())
     }
 
@@ -142,7 +182,7 @@ impl StrongKey {
                     q.in_flight -= 1;
                     return;
                 }
-                let n = q.waiting.len().min(MAX_BATCH);
+                let n = group_len(&q.waiting);
                 q.waiting.drain(..n).collect::<Vec<_>>()
             };
             self.serve(&mut batch).await;
@@ -156,31 +196,69 @@ impl StrongKey {
     /// keeps them until the increment is done, so a caller that drops this future mid-way
     /// leaves them for [`Leading`] to queue again.
     async fn serve(&self, batch: &mut Vec<Reply>) {
-        batch.retain(|tx| !tx.is_closed());
+        batch.retain(|r| !r.tx.is_closed());
         if batch.is_empty() {
             return;
         }
-        let result = self.reserve(batch.len() as u32).await;
+        // `group_len` keeps the sum within u32; a group put back by `Leading` was one already.
+        let total = batch
+            .iter()
+            .try_fold(0u32, |sum, r| sum.checked_add(r.n))
+            .expect("a group's counts fit a u32");
+        let result = self.reserve(total).await;
         let batch = std::mem::take(batch);
         match result {
             Ok(last) => {
-                let first = last - batch.len() as i64 + 1;
-                for (i, tx) in batch.into_iter().enumerate() {
-                    let _ = tx.send(Ok(first + i as i64));
+                let mut next = self.first_of(last, total);
+                for r in batch {
+                    let run = next.and_then(|first| Ok((first, self.last_of(first, r.n)?)));
+                    next = run.as_ref().map_err(Clone::clone).and_then(|&(_, last)| {
+                        last.checked_add(1).ok_or_else(|| {
+                            SeqError::exhausted(self.store.kind(), self.key.as_str())
+                        })
+                    });
+                    r.send(run);
                 }
             }
-            // Near the end of the sequence a batch may not fit while single IDs still do.
+            // Near the end of the sequence a group may not fit while its requests alone still
+            // do: each is served on its own, in order (each whole, or Exhausted).
             Err(e) if e.kind == ErrorKind::Exhausted && batch.len() > 1 => {
-                for tx in batch {
-                    let _ = tx.send(self.reserve(1).await);
+                for r in batch {
+                    let n = r.n;
+                    let run = match self.reserve(n).await {
+                        Ok(last) => self.first_of(last, n).map(|first| (first, last)),
+                        Err(e) => Err(e),
+                    };
+                    r.send(run);
                 }
             }
             Err(e) => {
-                for tx in batch {
-                    let _ = tx.send(Err(e.clone()));
+                for r in batch {
+                    r.send(Err(e.clone()));
                 }
             }
         }
+    }
+
+    /// The first of the `n` values an increment ending at `last` reserved.
+    fn first_of(&self, last: i64, n: u32) -> Result<i64, SeqError> {
+        last.checked_sub(i64::from(n) - 1).ok_or_else(|| {
+            SeqError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "{}: key {:?} answered {last} to an increment by {n}",
+                    self.store.kind(),
+                    self.key.as_str()
+                ),
+            )
+        })
+    }
+
+    /// The last of `n` values from `first` (within what the increment reserved, so it fits).
+    fn last_of(&self, first: i64, n: u32) -> Result<i64, SeqError> {
+        first
+            .checked_add(i64::from(n) - 1)
+            .ok_or_else(|| SeqError::exhausted(self.store.kind(), self.key.as_str()))
     }
 
     async fn reserve(&self, n: u32) -> Result<i64, SeqError> {
@@ -211,5 +289,33 @@ impl Drop for Leading<'_> {
         }
         let key = Arc::clone(self.key);
         tokio::spawn(async move { key.drain().await });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(counts: &[u32]) -> Vec<Reply> {
+        counts
+            .iter()
+            .map(|&n| Reply {
+                n,
+                tx: oneshot::channel().0,
+            })
+            .collect()
+    }
+
+    /// A group's sum fits the u32 of `Store::reserve`: a request that would pass it waits for
+    /// the next increment; a group is at least one request and at most MAX_WAITERS.
+    #[test]
+    fn groups_fit_one_reserve() {
+        assert_eq!(group_len(&waiting(&[])), 0);
+        assert_eq!(group_len(&waiting(&[u32::MAX])), 1);
+        assert_eq!(group_len(&waiting(&[u32::MAX, 1])), 1);
+        assert_eq!(group_len(&waiting(&[u32::MAX - 3, 3, 1])), 2);
+        assert_eq!(group_len(&waiting(&[5, u32::MAX - 4, 1])), 1);
+        assert_eq!(group_len(&waiting(&[4, u32::MAX - 4, 1])), 2);
+        assert_eq!(group_len(&waiting(&[1; MAX_WAITERS + 5])), MAX_WAITERS);
     }
 }

@@ -32,6 +32,7 @@ use floe_core::sequence::{Key, Segment, StepPolicy};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::batch::{check_count, Batch};
 use crate::{within, ErrorKind, SeqError, Store};
 
 /// How long prefetches wait after a failed fetch before trying again.
@@ -243,6 +244,27 @@ impl WeakKey {
         self.take(1).await.map(|(id, _)| id)
     }
 
+    /// `count` IDs (1 to [`MAX_BATCH`](crate::MAX_BATCH)) from the shared buffer: the rest of the current segment
+    /// and on into the next ones until the batch is whole (see [`crate::batch`]). Whole or an
+    /// error: IDs taken before an error are gaps.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a `count` out of bounds; the errors of a fetch otherwise.
+    pub async fn next_batch(self: &Arc<Self>, count: u32) -> Result<Batch, SeqError> {
+        check_count(count)?;
+        let mut batch = Batch::new();
+        let mut left = count;
+        while left > 0 {
+            let (first, (last, _)) = self.take(left).await?;
+            batch.push_run(first, last);
+            // `take` hands out 1 to `left` IDs: `last - first` is below `left`.
+            let taken = u32::try_from(i128::from(last) - i128::from(first) + 1)
+                .expect("a run of take is at most the count asked for");
+            left -= taken;
+        }
+        Ok(batch)
+    }
+
     /// The next ID from this thread's block, without waiting: `None` when the thread has no
     /// block of the key's current segment left (then [`next_local`](Self::next_local) refills).
     #[inline]
@@ -359,6 +381,44 @@ impl WeakKey {
             };
             fetched.await;
         }
+    }
+
+    /// Loads a saved tail ([`crate::tails`]) into an empty buffer, before it serves: the first
+    /// segment becomes the current one, the second the next one; any more are dropped (gaps).
+    /// Segments must ascend and lie below every segment the store reserves from now on.
+    pub(crate) fn preload(&self, tail: Vec<Segment>) {
+        let mut st = self.state();
+        let mut tail: Vec<Segment> = tail.into_iter().filter(|s| s.start <= s.end).collect();
+        tail.sort_by_key(|s| s.start);
+        let mut tail = tail.into_iter();
+        if st.cur.1 != 0 || st.next.is_some() || st.fetching {
+            return; // already serving: a tail loaded now could follow newer IDs
+        }
+        if let Some(first) = tail.next() {
+            st.cur = (first.start, crate::tails::ids_in(first));
+            st.cur_len = st.cur.1;
+            st.next = tail.next();
+            self.gen.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Empties the buffer and returns what it held: the rest of the current segment and the
+    /// next one. No ID of them is served by this buffer afterwards (a later call fetches a new
+    /// segment); a fetch under way still ends as usual.
+    pub(crate) fn drain_tail(&self) -> Vec<Segment> {
+        let mut st = self.state();
+        let mut tail = Vec::new();
+        let (next, left) = st.cur;
+        if left > 0 {
+            // `left` IDs from `next` were reserved, so `next + left - 1` fits an i64.
+            let end = i64::try_from(i128::from(next) + i128::from(left) - 1).unwrap_or(i64::MAX);
+            tail.push(Segment { start: next, end });
+        }
+        tail.extend(st.next.take());
+        st.cur = (1, 0);
+        st.cur_len = 0;
+        self.gen.fetch_add(1, Ordering::Release);
+        tail
     }
 
     /// Makes `segment` the current one; threads' blocks of the one before are dropped.

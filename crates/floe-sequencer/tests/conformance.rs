@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::{fixture, key, Fixture};
-use floe_sequencer::{ErrorKind, KeyLimits, Mode, Segment, ServeOptions, StepPolicy, StoreHandle};
+use floe_sequencer::{
+    ErrorKind, KeyLimits, Mode, Segment, ServeOptions, StepPolicy, StoreHandle, MAX_BATCH,
+};
 
 /// Unknown keys start at 1; STRONG counts up by one; a segment follows on.
 async fn first_ids_start_at_one(f: Fixture) {
@@ -296,6 +298,174 @@ async fn dropped_keys_never_reissue(f: Fixture, per_task: usize) {
     }
 }
 
+/// WEAK batches (some larger than a segment) and single IDs, mixed, from 8 tasks on two
+/// handles ("processes"): every batch is whole, its runs ascend one after the other, and no ID
+/// is issued twice.
+async fn weak_batches_never_repeat(f: Fixture, per_task: usize) {
+    let k = key("wbatch");
+    let small = ServeOptions {
+        step: StepPolicy {
+            min: 50,
+            max: 400,
+            ..StepPolicy::default()
+        },
+        ..ServeOptions::default()
+    };
+    let handles = [
+        Arc::new(StoreHandle::new("a", Arc::clone(&f.store), small)),
+        Arc::new(StoreHandle::new("b", Arc::clone(&f.second), small)),
+    ];
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let h = Arc::clone(&handles[t % 2]);
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            let mut multi_run = 0;
+            for i in 0..per_task {
+                if i % 3 == 0 {
+                    ids.push(h.next_id(k.as_str(), Mode::Weak).await.unwrap());
+                    continue;
+                }
+                let count = 1 + ((i * 37 + t * 11) % 700) as u32;
+                let batch = h.next_ids(k.as_str(), Mode::Weak, count).await.unwrap();
+                assert_eq!(batch.len(), u64::from(count), "a batch is whole");
+                for w in batch.runs().windows(2) {
+                    assert!(w[0].1 < w[1].0, "runs ascend: {:?}", batch.runs());
+                }
+                multi_run += usize::from(batch.runs().len() > 1);
+                ids.extend(batch.iter());
+            }
+            (ids, multi_run)
+        }));
+    }
+    let mut seen = HashSet::new();
+    let mut multi_run = 0;
+    for t in tasks {
+        let (ids, m) = t.await.unwrap();
+        multi_run += m;
+        for id in ids {
+            assert!(id >= 1);
+            assert!(seen.insert(id), "{id} issued twice");
+        }
+    }
+    assert!(multi_run > 0, "some batch spanned two segments");
+}
+
+/// STRONG batches and single IDs from 6 tasks on two handles: a batch is one run of `count`
+/// consecutive IDs, and every ID of a call is above every ID of every call that returned before
+/// it started (real-time order), across the two handles.
+async fn strong_batches_follow_real_time(f: Fixture, per_task: usize) {
+    let k = key("sbatch");
+    let handles = [
+        Arc::new(StoreHandle::new(
+            "a",
+            Arc::clone(&f.store),
+            ServeOptions::default(),
+        )),
+        Arc::new(StoreHandle::new(
+            "b",
+            Arc::clone(&f.second),
+            ServeOptions::default(),
+        )),
+    ];
+    let epoch = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..6 {
+        let h = Arc::clone(&handles[t % 2]);
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut calls = Vec::new();
+            for i in 0..per_task {
+                let count = if i % 4 == 0 {
+                    1
+                } else {
+                    1 + ((i * 13 + t * 7) % 60) as u32
+                };
+                let start = epoch.elapsed();
+                let (first, last) = if count == 1 && t % 2 == 0 {
+                    let id = h.next_id(k.as_str(), Mode::Strong).await.unwrap();
+                    (id, id)
+                } else {
+                    let batch = h.next_ids(k.as_str(), Mode::Strong, count).await.unwrap();
+                    assert_eq!(batch.runs().len(), 1, "one run: {:?}", batch.runs());
+                    assert_eq!(batch.len(), u64::from(count));
+                    (batch.first().unwrap(), batch.last().unwrap())
+                };
+                let end = epoch.elapsed();
+                calls.push((start, end, first, last));
+            }
+            calls
+        }));
+    }
+    let mut calls = Vec::new();
+    for t in tasks {
+        calls.extend(t.await.unwrap());
+    }
+    let mut runs: Vec<_> = calls.iter().map(|c| (c.2, c.3)).collect();
+    runs.sort_unstable();
+    for w in runs.windows(2) {
+        assert!(w[0].1 < w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
+    }
+    let mut by_end = calls.clone();
+    by_end.sort_by_key(|c| c.1);
+    calls.sort_by_key(|c| c.0);
+    let (mut i, mut max_before) = (0, 0);
+    for (start, _, first, _) in &calls {
+        while i < by_end.len() && by_end[i].1 < *start {
+            max_before = max_before.max(by_end[i].3);
+            i += 1;
+        }
+        assert!(
+            max_before < *first,
+            "batch from {first} started after a call returned {max_before}"
+        );
+    }
+}
+
+/// `count` is 1 to MAX_BATCH in both modes (else InvalidArgument naming it); MAX_BATCH itself
+/// is served whole; near i64::MAX a batch that does not fit fails as Exhausted, never short, and
+/// a STRONG one changes nothing.
+async fn batch_bounds(f: Fixture) {
+    let k = key("bbounds");
+    let h = StoreHandle::new("s", Arc::clone(&f.store), ServeOptions::default());
+    for mode in [Mode::Weak, Mode::Strong] {
+        for bad in [0, MAX_BATCH + 1, u32::MAX] {
+            let e = h.next_ids(k.as_str(), mode, bad).await.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+            assert!(e.message.contains("count"), "{e}");
+            assert!(e.message.contains(&MAX_BATCH.to_string()), "{e}");
+        }
+        let all = h.next_ids(k.as_str(), mode, MAX_BATCH).await.unwrap();
+        assert_eq!(all.len(), u64::from(MAX_BATCH));
+        assert_eq!(all.iter().collect::<HashSet<_>>().len(), MAX_BATCH as usize);
+    }
+    let e = h.next_ids("", Mode::Weak, 1).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+
+    let end = key("bbounds-max");
+    f.store
+        .init(&BTreeMap::from([(end.clone(), i64::MAX - 12)]))
+        .await
+        .unwrap();
+    let e = h
+        .next_ids(end.as_str(), Mode::Strong, 20)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Exhausted, "{e}");
+    let b = h.next_ids(end.as_str(), Mode::Strong, 2).await.unwrap();
+    assert_eq!(
+        b.runs(),
+        &[(i64::MAX - 11, i64::MAX - 10)],
+        "nothing changed"
+    );
+    // WEAK: the 10 left are taken by the batch, which still fails whole.
+    let e = h.next_ids(end.as_str(), Mode::Weak, 20).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Exhausted, "{e}");
+    let e = h.next_id(end.as_str(), Mode::Weak).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Exhausted, "{e}");
+}
+
 macro_rules! conformance {
     ($($store:ident: $url:expr, strong_per_task = $n:expr;)*) => {$(
         mod $store {
@@ -338,6 +508,21 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn dropped_keys_never_reissue() {
                 super::dropped_keys_never_reissue(open().await, $n).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn weak_batches_never_repeat() {
+                super::weak_batches_never_repeat(open().await, $n).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn strong_batches_follow_real_time() {
+                super::strong_batches_follow_real_time(open().await, $n).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn batch_bounds() {
+                super::batch_bounds(open().await).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
