@@ -149,6 +149,18 @@ impl StoreHandle {
         self.keys.len()
     }
 
+    /// Each WEAK key held in memory and what its buffer holds (Leaf's `/cache`), by key.
+    pub fn weak_buffers(&self) -> Vec<(Key, crate::weak::BufferInfo)> {
+        let mut all: Vec<_> = self
+            .keys
+            .weak_keys()
+            .into_iter()
+            .map(|k| (k.key().clone(), k.info()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     /// Its name.
     pub fn name(&self) -> &str {
         &self.name

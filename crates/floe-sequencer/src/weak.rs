@@ -183,8 +183,12 @@ impl std::future::Future for NextLocal<'_> {
 /// What a key's buffer holds now, for tests and operators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferInfo {
+    /// The current segment's next ID (meaningless when `left` is 0).
+    pub next_id: i64,
     /// IDs left in the current segment.
     pub left: u64,
+    /// Size of the current segment (0 before the first fetch).
+    pub current_len: u64,
     /// The next segment, if fetched.
     pub next: Option<Segment>,
     /// The step of the next fetch.
@@ -232,7 +236,9 @@ impl WeakKey {
     pub fn info(&self) -> BufferInfo {
         let st = self.state();
         BufferInfo {
+            next_id: st.cur.0,
             left: st.left(),
+            current_len: st.cur_len,
             next: st.next,
             step: st.step,
             fetching: st.fetching,

@@ -13,7 +13,9 @@ use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_registry::horizon::{DurableHorizon, HorizonConfig, HorizonFile};
 use floe_registry::{IdSpace, Identity};
 use floe_sequencer::stores::snowflake::SnowflakeStore;
-use floe_sequencer::{ErrorKind, KeyLimits, Mode, SeqError, Sequencer, Store, StoreHandle};
+use floe_sequencer::{
+    ErrorKind, KeyLimits, Mode, SavedTails, SeqError, Sequencer, Store, StoreHandle, TailDir,
+};
 use tokio::net::TcpListener;
 
 use crate::config::{LayoutConfig, ServerConfig};
@@ -115,22 +117,10 @@ impl App {
         let result = if count == 1 {
             handle.next_id(key, mode).await.map(|id| vec![id])
         } else {
-            // (Until floe-sequencer serves batches.)
-            let mut ids = Vec::with_capacity(count as usize);
-            let mut failed = None;
-            for _ in 0..count {
-                match handle.next_id(key, mode).await {
-                    Ok(id) => ids.push(id),
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            match failed {
-                Some(e) => Err(e),
-                None => Ok(ids),
-            }
+            handle
+                .next_ids(key, mode, count)
+                .await
+                .map(|batch| batch.iter().collect())
         };
         result.map_err(|e| crate::public(e, handle, key, Asked::NextId(mode)))
     }
@@ -151,6 +141,8 @@ pub struct Server {
     limits: Limits,
     leases: Vec<LeasedDebug>,
     bounds: Vec<BoundDebug>,
+    /// The state directory's tails lock, when this process holds it (WEAK tails are kept).
+    tails: Option<TailDir>,
     /// What happened while starting (a clock waited for, a registry unreachable), for the log.
     pub notes: Vec<String>,
     /// One line per generator and store: what the start-up line names.
@@ -235,7 +227,7 @@ fn sno_generator(
 
 impl Server {
     /// Binds the listeners, leases the Snowflake and sno numbers (identity: the registry's
-    /// service, this host, and the gRPC port, else the HTTP port), starts the LexicalUUID time
+    /// service, this host, and [`ServerConfig::identity_port`]), starts the LexicalUUID time
     /// bound, opens the stores and applies `bigger_than`.
     ///
     /// # Errors
@@ -257,12 +249,10 @@ impl Server {
 
         let grpc = bind(&config.listen.grpc, "listen.grpc").await?;
         let http = bind(&config.listen.http, "listen.http").await?;
-        let port = config.registry.port.unwrap_or_else(|| {
-            grpc.as_ref()
-                .or(http.as_ref())
-                .and_then(|l| l.local_addr().ok())
-                .map_or(0, |a| a.port())
-        });
+        let port = config
+            .registry
+            .port
+            .unwrap_or_else(|| config.identity_port());
         let host = config
             .registry
             .host
@@ -398,6 +388,32 @@ impl Server {
             }),
         ))];
 
+        // The unused WEAK tails a graceful stop kept, read and removed before anything is
+        // served (only by the process holding the state directory's tails lock).
+        let (tails, mut saved) = if config.sequencer.keep_tails {
+            let dir = state_dir.to_path_buf();
+            tokio::task::spawn_blocking(move || -> Result<_, SeqError> {
+                match TailDir::lock(&dir)? {
+                    Some(lock) => {
+                        let saved = lock.take()?;
+                        Ok((Some(lock), saved))
+                    }
+                    None => Ok((None, SavedTails::new())),
+                }
+            })
+            .await
+            .map_err(|e| format!("sequencer: tails: {e}"))?
+            .map_err(|e| format!("sequencer: tails: {e}"))?
+        } else {
+            (None, SavedTails::new())
+        };
+        if config.sequencer.keep_tails && tails.is_none() {
+            notes.push(format!(
+                "sequencer: another process holds {}'s tails lock: WEAK tails are neither used nor kept",
+                state_dir.display()
+            ));
+        }
+
         // Stores.
         let mut sequencer = Sequencer::new();
         for (name, url) in &config.store_specs() {
@@ -417,6 +433,13 @@ impl Server {
                     max_keys: config.sequencer.max_keys,
                 })
                 .map_err(|e| format!("sequencer.max_keys: {e}"))?;
+            let handle = handle.with_tails(url, state_dir, &mut saved);
+            if handle.tails_pending() > 0 {
+                notes.push(format!(
+                    "store {name}: {} WEAK IDs kept by the last graceful stop are served first",
+                    handle.tails_pending()
+                ));
+            }
             if let Some(f) = floors.get(name) {
                 handle
                     .init(f)
@@ -442,6 +465,7 @@ impl Server {
             limits,
             leases,
             bounds,
+            tails,
             notes,
             described,
         })
@@ -463,7 +487,8 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then: connections end (or are dropped at the
-    /// shutdown deadline), the stores close, each lease records its generator's last time and
+    /// shutdown deadline), the unused tails of WEAK segments are kept (when this process
+    /// holds the state directory's tails lock), the stores close, each lease records its generator's last time and
     /// is released, and the time bounds come back to the last issued times.
     ///
     /// # Errors
@@ -479,13 +504,25 @@ impl Server {
             limits,
             leases,
             bounds,
+            tails,
             ..
         } = self;
         let served = crate::serve_app(Arc::clone(&app), grpc, http, limits, shutdown)
             .await
             .map_err(|e| format!("server: {e}"));
-        app.sequencer.close().await;
         let mut result = served;
+        match &tails {
+            // Closes the stores too, even when the tails cannot be written.
+            Some(dir) => {
+                if let Err(e) = app.sequencer.close_keeping(dir).await {
+                    if result.is_ok() {
+                        result = Err(format!("sequencer: keeping WEAK tails: {e}"));
+                    }
+                }
+            }
+            None => app.sequencer.close().await,
+        }
+        drop(tails);
         for LeasedDebug((lease, last)) in leases {
             let finished = lease.finish(last()).await;
             if result.is_ok() {

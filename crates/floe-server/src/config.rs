@@ -135,7 +135,9 @@ pub struct RegistryConfig {
     pub service: String,
     /// Host of the identity (default: this machine's host name).
     pub host: Option<String>,
-    /// Port of the identity (default: the gRPC listener's port, else the HTTP one's).
+    /// Port of the identity (default: the port of the gRPC address, else the HTTP address,
+    /// as configured: an address on port 0 gives 0). Keep it stable across restarts: a restart
+    /// with another identity leases another worker ID.
     pub port: Option<u16>,
     /// When neither registry nor cache answers, use worker ID = port % IDs (seed 000's
     /// fallback; two hosts on one port may then share an ID).
@@ -380,6 +382,20 @@ impl ServerConfig {
             return specs.keys().next().cloned();
         }
         specs.contains_key("default").then(|| "default".to_string())
+    }
+
+    /// The port of this server's identity: `registry.port`, else the port written in the gRPC
+    /// address, else in the HTTP address (not the port bound: an address on port 0 gives 0,
+    /// the same at every restart).
+    pub fn identity_port(&self) -> u16 {
+        if let Some(p) = self.registry.port {
+            return p;
+        }
+        [&self.listen.grpc, &self.listen.http]
+            .into_iter()
+            .filter(|a| a.as_str() != "off")
+            .find_map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()))
+            .unwrap_or(0)
     }
 
     /// The connection limits.

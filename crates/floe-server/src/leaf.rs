@@ -134,6 +134,42 @@ async fn decode(
     }
 }
 
+/// `GET /cache`: per store, each WEAK key's buffers (Leaf's `SegmentBufferView`: the key,
+/// whether it was initialised, whether the next segment is ready, the current segment and the
+/// step), numbers as strings.
+async fn cache(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+    let stores: Vec<_> = app
+        .sequencer
+        .stores()
+        .map(|h| {
+            let keys: Vec<_> = h
+                .weak_buffers()
+                .into_iter()
+                .map(|(key, b)| {
+                    json!({
+                        "key": key.as_str(),
+                        "initOk": b.current_len > 0,
+                        "nextReady": b.next.is_some(),
+                        "fetching": b.fetching,
+                        "step": b.step,
+                        "current": {
+                            "nextId": (b.left > 0).then(|| b.next_id.to_string()),
+                            "left": b.left.to_string(),
+                            "size": b.current_len.to_string(),
+                        },
+                        "next": b.next.map(|s| json!({
+                            "start": s.start.to_string(),
+                            "end": s.end.to_string(),
+                        })),
+                    })
+                })
+                .collect();
+            json!({ "store": h.name(), "kind": h.store().kind(), "keys": keys })
+        })
+        .collect();
+    Json(json!({ "stores": stores }))
+}
+
 /// The routes (merged into the HTTP router, behind its host and origin checks).
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
@@ -146,4 +182,5 @@ pub fn routes() -> Router<Arc<App>> {
             get(snowflake_id).post(snowflake_id).head(head_refused),
         )
         .route("/decodeSnowflakeId", get(decode))
+        .route("/cache", get(cache))
 }

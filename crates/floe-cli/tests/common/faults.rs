@@ -238,14 +238,14 @@ pub fn dec(line: &str) -> Option<u128> {
 pub const BEHIND: [&str; 3] = ["-0.5s", "-1.4s", "-2.9s"];
 
 /// The time bound (Unix ms) in a state directory's `horizon-*.json` files (0 if none).
-pub fn bound_on_disk(state: &std::path::Path) -> u64 {
+pub fn bound_on_disk(state: &std::path::Path, slot_prefix: &str) -> u64 {
     let Ok(dir) = std::fs::read_dir(state) else {
         return 0;
     };
     dir.filter_map(|e| {
         let path = e.ok()?.path();
         let name = path.file_name()?.to_string_lossy().into_owned();
-        (name.starts_with("horizon-") && name.ends_with(".json")).then_some(path)
+        (name.starts_with(slot_prefix) && name.ends_with(".json")).then_some(path)
     })
     .filter_map(|p| {
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
@@ -302,7 +302,7 @@ pub fn gen_clock_steps(kind: &str, extra: &[&str], rounds: usize) -> Row {
         let (ids, _) = run_and_kill(&args, None, 100, 500, hex);
         runs.push(ids);
         for offset in BEHIND {
-            let bound = bound_on_disk(&state);
+            let bound = bound_on_disk(&state, "horizon-");
             let (ids, err) = run_and_kill(&args, Some(offset), 100, 500, hex);
             if err.contains("behind the last recorded time") && err.contains("waited") {
                 waited += 1;
@@ -480,14 +480,24 @@ pub fn wait_listening(child: &mut Child, port: u16) {
 pub fn serve_snowflake_clock_steps(rounds: usize) -> Row {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let args = ["--store", "ids=snowflake", "--state-dir", &state];
+    // Each restart listens on another port: the identity's port is pinned, so that the
+    // restart leases the same worker ID and meets its time bound.
+    let args = [
+        "--store",
+        "ids=snowflake",
+        "--state-dir",
+        &state,
+        "--port",
+        "1",
+    ];
     let mut tally = Tally::default();
     tally.row.scenario =
         "kill -9 `floe serve --store ids=snowflake` under load, restart 0.5/1.4/2.9 s behind, then 1 h behind"
             .into();
     let state_dir = dir.path().to_path_buf();
     let mut one = |offset: Option<&str>| -> String {
-        let bound = bound_on_disk(&state_dir);
+        // The Snowflake generator's own bound (the server keeps sno's and LexicalUUID's too).
+        let bound = bound_on_disk(&state_dir, "horizon-snowflake-");
         let port = free_port();
         let mut child = serve(&args, port, offset);
         wait_listening(&mut child, port);
