@@ -36,7 +36,8 @@ enum Command {
     Inspect(InspectArgs),
     /// Worker IDs in a registry: list, register, release.
     Worker(worker::WorkerArgs),
-    /// Serve per-key sequences over gRPC (Layotto's GetNextId) and HTTP.
+    /// Serve every ID kind and per-key sequences over gRPC (floe.v1, Layotto's GetNextId) and
+    /// HTTP (floe's routes and Leaf's).
     Serve(serve::ServeArgs),
     /// Print a key's sequence IDs (or segments) from a store.
     Seq(serve::SeqArgs),

@@ -149,16 +149,34 @@ async fn http_issues_every_kind_singly_and_in_batches() {
     assert!(parts.timestamp_ms.abs_diff(now) < 60_000, "{parts:?}");
     // Bad requests: 400, in the server's words.
     for (path, words) in [
-        ("/v1/ids/snowflake?count=0", "count: expected 1 to 10000, found 0"),
-        ("/v1/ids/snowflake?count=10001", "count: expected 1 to 10000, found 10001"),
+        (
+            "/v1/ids/snowflake?count=0",
+            "count: expected 1 to 10000, found 0",
+        ),
+        (
+            "/v1/ids/snowflake?count=10001",
+            "count: expected 1 to 10000, found 10001",
+        ),
         ("/v1/ids/snowflake?count=x", "count: expected 1 to 10000"),
-        ("/v1/ids/guid", "kind: expected snowflake, sno, lexical, uuid7 or ulid"),
-        ("/v1/ids/snowflake?layout=nope", "no Snowflake generator is named \"nope\""),
+        (
+            "/v1/ids/guid",
+            "kind: expected snowflake, sno, lexical, uuid7 or ulid",
+        ),
+        (
+            "/v1/ids/snowflake?layout=nope",
+            "no Snowflake generator is named \"nope\"",
+        ),
         ("/v1/ids/sno?meta=256", "meta: expected 0 to 255"),
         ("/v1/ids/ulid?meta=1", "meta: applies to sno IDs only"),
-        ("/v1/ids/uuid7?layout=tw", "layout: applies to snowflake IDs only"),
+        (
+            "/v1/ids/uuid7?layout=tw",
+            "layout: applies to snowflake IDs only",
+        ),
         ("/v1/ids/ulid?cuont=2", "unknown parameter \"cuont\""),
-        ("/v1/sequencer/main/k?count=10001", "count: expected 1 to 10000"),
+        (
+            "/v1/sequencer/main/k?count=10001",
+            "count: expected 1 to 10000",
+        ),
     ] {
         let (code, body) = http(&node.http, "GET", path).await;
         assert_eq!(code, 400, "{path}: {body}");
@@ -180,9 +198,19 @@ async fn sequence_batches_over_http() {
     let (_, body) = http(&node.http, "GET", "/v1/sequencer/main/k").await;
     assert_eq!(body["next_id"], "6", "a single ID keeps Layotto's JSON");
     // STRONG: one increment by N, a run of consecutive IDs.
-    let (_, body) = http(&node.http, "POST", "/v1/sequencer/main/s?increment=strong&count=4").await;
+    let (_, body) = http(
+        &node.http,
+        "POST",
+        "/v1/sequencer/main/s?increment=strong&count=4",
+    )
+    .await;
     let first: Vec<i64> = texts(&body).iter().map(|t| t.parse().unwrap()).collect();
-    let (_, body) = http(&node.http, "POST", "/v1/sequencer/main/s?increment=strong&count=3").await;
+    let (_, body) = http(
+        &node.http,
+        "POST",
+        "/v1/sequencer/main/s?increment=strong&count=3",
+    )
+    .await;
     let second: Vec<i64> = texts(&body).iter().map(|t| t.parse().unwrap()).collect();
     assert!(first.windows(2).all(|w| w[1] == w[0] + 1), "{first:?}");
     assert!(second.windows(2).all(|w| w[1] == w[0] + 1), "{second:?}");
@@ -206,10 +234,17 @@ async fn leaf_routes_answer_as_leaf() {
     assert_eq!((code, body), (200, serde_json::json!(2)));
     let (code, _, body) = http_with(&node.http, "GET", "/api/snowflake/get/anything", &[]).await;
     assert_eq!(code, 200);
-    let id = body.as_u64().unwrap_or_else(|| panic!("not a number: {body}"));
+    let id = body
+        .as_u64()
+        .unwrap_or_else(|| panic!("not a number: {body}"));
     // Leaf's 41/10/12 layout on the 2023 epoch, and the decode route reads it back.
     let parts = Layout::LEAF.try_decode(id).unwrap();
-    let (code, decoded) = http(&node.http, "GET", &format!("/decodeSnowflakeId?snowflakeId={id}")).await;
+    let (code, decoded) = http(
+        &node.http,
+        "GET",
+        &format!("/decodeSnowflakeId?snowflakeId={id}"),
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(decoded["workerId"], parts.worker.to_string());
     assert_eq!(decoded["sequenceId"], parts.sequence.to_string());
@@ -217,7 +252,10 @@ async fn leaf_routes_answer_as_leaf() {
     assert!(ts.starts_with(&format!("{}(", parts.timestamp_ms)), "{ts}");
     let (code, decoded) = http(&node.http, "GET", "/decodeSnowflakeId?snowflakeId=-1").await;
     assert_eq!(code, 400);
-    assert!(decoded["errorMsg"].as_str().unwrap().contains("snowflakeId"));
+    assert!(decoded["errorMsg"]
+        .as_str()
+        .unwrap()
+        .contains("snowflakeId"));
     // Errors: 500 as Leaf answers them, the kind in a header.
     let long = "k".repeat(300);
     let (code, head, _) =
@@ -233,7 +271,12 @@ async fn leaf_routes_answer_as_leaf() {
         .iter()
         .find(|s| s["store"] == "main")
         .unwrap();
-    let key = main["keys"].as_array().unwrap().iter().find(|k| k["key"] == "orders").unwrap();
+    let key = main["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key"] == "orders")
+        .unwrap();
     assert_eq!(key["initOk"], true);
     assert_eq!(key["current"]["nextId"], "3");
     node.stop().await;

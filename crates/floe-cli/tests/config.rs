@@ -1,0 +1,147 @@
+//! `floe serve --config FILE`: the file, `FLOE_*` variables and flags, in that order of
+//! precedence; unknown keys and bad values refuse to start naming the file and the key; the
+//! shipped example (docs/floe.toml) is valid and starts a server.
+
+mod common;
+mod serving;
+
+use common::{cmd, ok, run};
+use serving::Serve;
+
+fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn printed(out: std::process::Output) -> toml::Table {
+    toml::from_str(&ok(out)).unwrap()
+}
+
+#[test]
+fn flags_win_over_variables_which_win_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "floe.toml",
+        "[listen]\nhttp = \"127.0.0.1:1\"\ngrpc = \"127.0.0.1:2\"\n[snowflake]\nlayout = \"twitter\"\n[stores]\norders = \"memory\"\n",
+    );
+    let t = printed(run(&["serve", "--config", &file, "--print-config"]));
+    assert_eq!(t["listen"]["http"].as_str(), Some("127.0.0.1:1"));
+    assert_eq!(t["snowflake"]["layout"].as_str(), Some("twitter"));
+    assert_eq!(t["stores"]["orders"].as_str(), Some("memory"));
+    let out = cmd()
+        .args([
+            "serve",
+            "--config",
+            &file,
+            "--print-config",
+            "--grpc",
+            "off",
+        ])
+        .env("FLOE_HTTP", "127.0.0.1:3")
+        .env("FLOE_GRPC", "127.0.0.1:4")
+        .env("FLOE_LAYOUT", "flake-idgen")
+        .output()
+        .unwrap();
+    let t = printed(out);
+    assert_eq!(
+        t["listen"]["http"].as_str(),
+        Some("127.0.0.1:3"),
+        "variable over file"
+    );
+    assert_eq!(
+        t["listen"]["grpc"].as_str(),
+        Some("off"),
+        "flag over variable"
+    );
+    assert_eq!(t["snowflake"]["layout"].as_str(), Some("flake-idgen"));
+    // --store replaces the file's stores; --bigger-than adds.
+    let t = printed(run(&[
+        "serve",
+        "--config",
+        &file,
+        "--print-config",
+        "--store",
+        "a=memory",
+        "--bigger-than",
+        "a:k=5",
+    ]));
+    let stores = t["stores"].as_table().unwrap();
+    assert_eq!(stores.keys().collect::<Vec<_>>(), ["a"]);
+    assert_eq!(t["bigger_than"]["a:k"].as_integer(), Some(5));
+    // The configuration file can come from FLOE_CONFIG.
+    let out = cmd()
+        .args(["serve", "--print-config"])
+        .env("FLOE_CONFIG", &file)
+        .output()
+        .unwrap();
+    assert_eq!(printed(out)["stores"]["orders"].as_str(), Some("memory"));
+}
+
+#[test]
+fn bad_files_refuse_to_start_naming_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, words) in [
+        (
+            "[listen]\ngrpc = \"off\"\nhtpp = \"x\"\n",
+            "line 3: unknown field `htpp`",
+        ),
+        ("[limts]\n", "unknown field `limts`"),
+        ("[limits]\nmax_batch = \"many\"\n", "line 2"),
+        (
+            "[limits]\nmax_batch = 0\n",
+            "limits.max_batch: expected 1 to 1000000, found 0",
+        ),
+        ("[sequencer]\nstep_min = 0\n", "sequencer.step_min"),
+        (
+            "[snowflake]\nlayout = \"22/10/12\"\nepoch_ms = 0\n",
+            "snowflake.layout",
+        ),
+        ("[stores]\na = \"cassandra://x\"\n", "stores.a"),
+        ("[stores]\n\"a b\" = \"memory\"\n", "stores.a b"),
+        (
+            "[registry]\nurl = \"ftp://x\"\n",
+            "registry: unknown scheme \"ftp\"",
+        ),
+        ("state_dir = 5\n", "line 1"),
+        ("not toml at all", "line 1"),
+    ] {
+        let file = write(dir.path(), "bad.toml", text);
+        let out = run(&[
+            "serve",
+            "--config",
+            &file,
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{text:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&file) || !words.starts_with("line"),
+            "{text:?}: {err}"
+        );
+        assert!(err.contains(words), "{text:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+    let out = run(&["serve", "--config", "/nonexistent/floe.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/floe.toml: cannot read"));
+}
+
+#[test]
+fn the_shipped_example_is_valid_and_serves() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/floe.toml");
+    let t = printed(run(&["serve", "--config", example, "--print-config"]));
+    assert_eq!(t["snowflake"]["layout"].as_str(), Some("leaf"));
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let server = Serve::start(&["--config", example, "--state-dir", &state]);
+    let (code, body) = serving::http(&server.http, "GET", "/v1/ids/snowflake").unwrap();
+    assert_eq!(code, 200, "{body}");
+    server.term();
+    let (status, _, _) = server.wait(std::time::Duration::from_secs(20));
+    assert!(status.success());
+}
