@@ -182,6 +182,13 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The time a heartbeat records: the later of the generator's last issued time and the clock,
+/// as Leaf's heartbeat records the clock. A restart must start after it either way; an idle
+/// server then shows as alive in `floe worker list` rather than as last seen at the epoch.
+fn alive_at(last_issued_ms: u64) -> u64 {
+    last_issued_ms.max(now_ms())
+}
+
 /// A layout checked against the clock: one that cannot issue now fails naming its key.
 fn layout_now(config: &LayoutConfig, key: &str) -> Result<Layout, String> {
     let layout = config.layout().map_err(|e| format!("{key}: {e}"))?;
@@ -316,11 +323,11 @@ impl Server {
                 layout.cap_per_second()
             ));
             let beat = Arc::clone(&g);
-            lease.start_heartbeats(move || beat.last_timestamp_ms());
+            lease.start_heartbeats(move || alive_at(beat.last_timestamp_ms()));
             let last = Arc::clone(&g);
             leases.push(LeasedDebug((
                 lease,
-                Box::new(move || last.last_timestamp_ms()),
+                Box::new(move || alive_at(last.last_timestamp_ms())),
             )));
             snowflakes.push((name, g));
         }
@@ -339,11 +346,11 @@ impl Server {
         let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
         described.push(format!("sno: partition {}", sno_lease.lease.id));
         let beat = Arc::clone(&sno);
-        sno_lease.start_heartbeats(move || beat.last_time_ms());
+        sno_lease.start_heartbeats(move || alive_at(beat.last_time_ms()));
         let last = Arc::clone(&sno);
         leases.push(LeasedDebug((
             sno_lease,
-            Box::new(move || last.last_time_ms()),
+            Box::new(move || alive_at(last.last_time_ms())),
         )));
 
         // LexicalUUID: a worker ID of its host and port, and a durable time bound.
