@@ -8,10 +8,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::{Args, Subcommand};
 use floe_core::clock::SystemClock;
 use floe_core::snowflake::Layout;
-use floe_registry::cache::LocalCache;
 use floe_registry::horizon::{HorizonConfig, HorizonFile, Started};
-use floe_registry::lease::{acquire, run_heartbeats, Lease, LeaseConfig, HEARTBEAT_INTERVAL};
-use floe_registry::{IdSpace, Identity, Registry, RegistryError};
+use floe_registry::lease::Lease;
+use floe_registry::{IdSpace, Identity, Registry};
+use floe_server::config::RegistryConfig;
+use floe_server::lease::WorkerLease;
 use serde_json::json;
 
 /// Where worker IDs come from (shared by `floe worker` and `floe gen`).
@@ -136,15 +137,12 @@ fn identity(args: &RegistryArgs, host: &Option<String>) -> Identity {
     Identity::new(args.service.clone(), host, args.port)
 }
 
-/// A worker lease for `floe gen`, heartbeating in the background while IDs are generated.
+/// A worker lease for `floe gen`, heartbeating in the background while IDs are generated: the
+/// server's lease ([`WorkerLease`]) on this process's runtime.
 pub struct GenLease {
+    /// The lease (ID, not-before time, fence, time bound).
     pub lease: Arc<Lease>,
-    registry: Arc<dyn Registry>,
-    cache: Arc<LocalCache>,
-    beats: Option<(
-        tokio::sync::oneshot::Sender<()>,
-        tokio::task::JoinHandle<()>,
-    )>,
+    inner: WorkerLease,
 }
 
 impl GenLease {
@@ -157,73 +155,46 @@ impl GenLease {
         space: IdSpace,
         kind: &str,
     ) -> Result<Self, String> {
-        let registry: Arc<dyn Registry> =
-            block_on(floe_registry::open_or_unreachable(registry_url(args)?))?
-                .map_err(|e| e.to_string())?
-                .into();
-        let cache = LocalCache::new(&args.state_dir).map_err(|e| e.to_string())?;
-        let mut config = LeaseConfig::new(identity(args, host), space);
-        config.port_fallback = args.port_fallback;
-        config.reclaim_after = args.reclaim_after.map(std::time::Duration::from_secs);
-        config.horizon_kind = Some(kind.to_string());
-        config.horizon = args.horizon_config();
-        let lease = block_on(acquire(registry.as_ref(), &cache, &config, &SystemClock))?
-            .map_err(|e: RegistryError| e.to_string())?;
-        for note in &lease.notes {
+        let config = RegistryConfig {
+            url: Some(registry_url(args)?.to_string()),
+            service: args.service.clone(),
+            host: host.clone(),
+            port: Some(args.port),
+            port_fallback: args.port_fallback,
+            reclaim_after_secs: args.reclaim_after,
+            max_clock_wait_ms: args.max_clock_wait_ms,
+        };
+        let inner = block_on(WorkerLease::acquire(
+            &config,
+            &args.state_dir,
+            identity(args, host),
+            space,
+            kind,
+        ))??;
+        for note in &inner.lease.notes {
             eprintln!("floe: {note}");
         }
         Ok(GenLease {
-            lease: Arc::new(lease),
-            registry,
-            cache: Arc::new(cache),
-            beats: None,
+            lease: Arc::clone(&inner.lease),
+            inner,
         })
     }
 
     /// Heartbeats every 3 s (seed 000) with the time `last_time_ms` gives, until `finish`, so
     /// that a run that dies leaves a recent last time behind.
     pub fn start_heartbeats(&mut self, last_time_ms: impl Fn() -> u64 + Send + Sync + 'static) {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (lease, registry, cache) = (
-            self.lease.clone(),
-            self.registry.clone(),
-            self.cache.clone(),
-        );
-        let task = async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            run_heartbeats(
-                &lease,
-                registry.as_ref(),
-                &cache,
-                HEARTBEAT_INTERVAL,
-                last_time_ms,
-                shutdown,
-            )
-            .await;
-        };
-        if let Ok(handle) = runtime().map(|rt| rt.spawn(task)) {
-            self.beats = Some((stop, handle));
+        if let Ok(rt) = runtime() {
+            let _on = rt.enter();
+            self.inner.start_heartbeats(last_time_ms);
         }
     }
 
     /// Stops the heartbeats, records the last issued time in the registry and the cache, and
     /// ends this process's hold on the ID so that the next run finds it free at once.
-    pub fn finish(mut self, last_time_ms: u64) -> Result<(), String> {
-        if let Some((stop, handle)) = self.beats.take() {
-            let _ = stop.send(());
-            let _ = block_on(handle);
-        }
-        let GenLease {
-            lease,
-            registry,
-            cache,
-            ..
-        } = self;
-        let lease = Arc::try_unwrap(lease)
-            .map_err(|_| "internal: the lease is still shared".to_string())?;
-        block_on(lease.close(registry.as_ref(), &cache, last_time_ms))?.map_err(|e| e.to_string())
+    pub fn finish(self, last_time_ms: u64) -> Result<(), String> {
+        let GenLease { lease, inner } = self;
+        drop(lease);
+        block_on(inner.finish(last_time_ms))?
     }
 }
 

@@ -238,7 +238,7 @@ fn serve_runs_until_sigterm() {
         .read_line(&mut first)
         .unwrap();
     assert!(
-        first.contains("stores=main=embedded,ids=snowflake,scratch=memory"),
+        first.contains("stores=ids=snowflake,main=embedded,scratch=memory"),
         "{first}"
     );
     let http = first

@@ -206,7 +206,7 @@ impl LayoutConfig {
 
 /// The Snowflake generators: the default one (`[snowflake]`) and more by name
 /// (`[snowflake.named.NAME]`, picked with `?layout=NAME`), each with a worker ID of its own.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SnowflakeSection {
     /// The default generator's layout.
@@ -214,15 +214,6 @@ pub struct SnowflakeSection {
     pub default: LayoutConfig,
     /// More generators, by name.
     pub named: BTreeMap<String, LayoutConfig>,
-}
-
-impl Default for SnowflakeSection {
-    fn default() -> Self {
-        SnowflakeSection {
-            default: LayoutConfig::default(),
-            named: BTreeMap::new(),
-        }
-    }
 }
 
 /// The sno generator (its partition is leased from the registry).

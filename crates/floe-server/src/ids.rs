@@ -276,58 +276,31 @@ impl Generators {
         Ok(match kind {
             IdKind::Snowflake => {
                 let g = self.snowflake(options.generator.as_deref())?;
-                let mut out = Vec::with_capacity(n);
-                while out.len() < n {
-                    match g.poll_next() {
-                        Ok(Poll::Ready(id)) => out.push(id),
-                        Ok(Poll::Pending { until_nanos, .. }) => {
-                            pause(g.clock(), until_nanos, deadline, || {
-                                snowflake_error(SnowflakeError::ClockMovedBackwards {
-                                    by: Duration::from_nanos(
-                                        until_nanos.saturating_sub(g.clock().now_nanos()),
-                                    ),
-                                })
-                            })
-                            .await?;
-                        }
-                        Err(SnowflakeError::HorizonStalled(stalled)) => {
-                            let then = g.clock().now_nanos().saturating_add(1_000_000);
-                            pause(g.clock(), then, deadline, || {
-                                snowflake_error(SnowflakeError::HorizonStalled(stalled))
-                            })
-                            .await?;
-                        }
-                        Err(e) => return Err(snowflake_error(e)),
-                    }
-                }
-                Ids::Snowflake(out)
+                Ids::Snowflake(
+                    polled(
+                        n,
+                        deadline,
+                        || g.poll_next(),
+                        |e| matches!(e, SnowflakeError::HorizonStalled(_)),
+                        snowflake_error,
+                        "snowflake",
+                    )
+                    .await?,
+                )
             }
             IdKind::Sno => {
                 let meta = options.meta.unwrap_or(self.sno_meta);
-                let g = &self.sno;
-                let mut out = Vec::with_capacity(n);
-                while out.len() < n {
-                    match g.poll_new(meta) {
-                        Ok(Poll::Ready(id)) => out.push(id),
-                        Ok(Poll::Pending { until_nanos, .. }) => {
-                            pause(g.clock(), until_nanos, deadline, || {
-                                SeqError::unavailable(
-                                    "sno: the clock is behind the last issued time: retry later",
-                                )
-                            })
-                            .await?;
-                        }
-                        Err(SnoError::HorizonStalled(stalled)) => {
-                            let then = g.clock().now_nanos().saturating_add(1_000_000);
-                            pause(g.clock(), then, deadline, || {
-                                sno_error(SnoError::HorizonStalled(stalled))
-                            })
-                            .await?;
-                        }
-                        Err(e) => return Err(sno_error(e)),
-                    }
-                }
-                Ids::Sno(out)
+                Ids::Sno(
+                    polled(
+                        n,
+                        deadline,
+                        || self.sno.poll_new(meta),
+                        |e| matches!(e, SnoError::HorizonStalled(_)),
+                        sno_error,
+                        "sno",
+                    )
+                    .await?,
+                )
             }
             IdKind::Lexical => {
                 // The generator waits for its time bound itself (a blocking wait): make sure
@@ -369,6 +342,40 @@ impl Generators {
             }
         })
     }
+}
+
+/// `n` IDs from a generator's poll method, waiting (asynchronously) for what it asks to wait
+/// for: the next time unit, a clock a little behind, or a durable time bound that has not moved
+/// yet (`stalled`), until `deadline`; then `Unavailable`. Any other error ends the batch.
+async fn polled<T, E: Clone>(
+    n: usize,
+    deadline: tokio::time::Instant,
+    mut poll: impl FnMut() -> Result<Poll<T>, E>,
+    stalled: impl Fn(&E) -> bool,
+    error: impl Fn(E) -> SeqError,
+    kind: &str,
+) -> Result<Vec<T>, SeqError> {
+    let clock = SystemClock;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        match poll() {
+            Ok(Poll::Ready(id)) => out.push(id),
+            Ok(Poll::Pending { until_nanos, .. }) => {
+                pause(&clock, until_nanos, deadline, || {
+                    SeqError::unavailable(format!(
+                        "{kind}: the clock is behind the last issued time for longer than a request waits: retry later"
+                    ))
+                })
+                .await?;
+            }
+            Err(e) if stalled(&e) => {
+                let then = clock.now_nanos().saturating_add(1_000_000);
+                pause(&clock, then, deadline, || error(e.clone())).await?;
+            }
+            Err(e) => return Err(error(e)),
+        }
+    }
+    Ok(out)
 }
 
 /// Waits until the clock reads `until_nanos` (at most 5 ms at a time, and at least a

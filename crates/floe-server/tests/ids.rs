@@ -55,8 +55,10 @@ impl Node {
 }
 
 fn config(state: &std::path::Path) -> ServerConfig {
-    let mut c = ServerConfig::default();
-    c.state_dir = state.to_path_buf();
+    let mut c = ServerConfig {
+        state_dir: state.to_path_buf(),
+        ..ServerConfig::default()
+    };
     c.listen.grpc = "127.0.0.1:0".into();
     c.listen.http = "127.0.0.1:0".into();
     // The requests of tests/common name the host "floe".
