@@ -1,15 +1,27 @@
-//! floe's sequencer server: Layotto's gRPC `spec.proto.runtime.v1.Runtime/GetNextId`, wire
-//! compatible, and the same over HTTP/JSON.
+//! floe's server: every ID kind and per-key sequences, over gRPC (floe.v1, and Layotto's
+//! `spec.proto.runtime.v1.Runtime/GetNextId`, wire compatible) and HTTP (floe's routes and
+//! Leaf's).
 //!
-//! [`serve`] takes listeners already bound and a shutdown future (as mini-redis does), so tests
-//! bind `127.0.0.1:0` and drive it in-process; the `floe serve` binary only reads its options.
-//! Connections live within [`Limits`] ([`conn`]): a cap per listener, header, idle and request
-//! timeouts, and a shutdown deadline after which open connections are dropped.
+//! A server is assembled from its configuration ([`config::ServerConfig`], what `floe serve
+//! --config floe.toml` reads) by [`Server::start`]: listeners bound, Snowflake worker IDs and
+//! the sno partition leased ([`lease`]), the generators built ([`ids`]), the stores opened;
+//! [`Server::run`] serves until a shutdown future completes and closes everything in order.
+//! [`serve_app`] takes listeners already bound and a shutdown future (as mini-redis does), so
+//! tests bind `127.0.0.1:0` and drive it in-process; [`serve`] serves a sequencer alone. The
+//! `floe serve` binary only fills the configuration. Connections live within [`Limits`]
+//! ([`conn`]): a cap per listener, header, idle and request timeouts, and a shutdown deadline
+//! after which open connections are dropped.
 //!
-//! **gRPC** (`proto/runtime.proto`, Layotto's messages): `store_name` picks a configured store
-//! (an empty name picks the only one, when there is one), `key` is a sequence key, an absent
-//! `options` or `increment = WEAK` asks for WEAK, `STRONG` for STRONG; `metadata` is accepted
-//! and not used. Errors, checked in Layotto's order:
+//! **gRPC**: [`grpc`] (`floe.v1.Floe`: batches as packed repeated fields, server streams),
+//! Layotto's `Runtime` (below), `grpc.health.v1.Health` and server reflection (v1, v1alpha).
+//! **HTTP**: [`http`] (`/v1/ids/{kind}`, `/v1/sequencer/...`, `/v1/stores`, `/healthz`) and
+//! [`leaf`] (Leaf's `/api/segment/get/{key}`, `/api/snowflake/get/{key}`,
+//! `/decodeSnowflakeId`, `/cache`).
+//!
+//! **Layotto's GetNextId** (`proto/runtime.proto`, Layotto's messages): `store_name` picks a
+//! configured store (an empty name picks the only one, when there is one), `key` is a sequence
+//! key, an absent `options` or `increment = WEAK` asks for WEAK, `STRONG` for STRONG;
+//! `metadata` is accepted and not used. Errors, checked in Layotto's order:
 //!
 //! | case | gRPC status | HTTP |
 //! |---|---|---|
@@ -21,18 +33,14 @@
 //! | malformed message | `INVALID_ARGUMENT` (tonic: `INTERNAL`) | - |
 //! | STRONG on a store that cannot | `FAILED_PRECONDITION` | 409 |
 //! | sequence past `i64::MAX` | `OUT_OF_RANGE` | 409 |
-//! | store unreachable or slow | `UNAVAILABLE` (retry) | 503 |
+//! | store unreachable or slow, a lease lost (fenced), a clock behind | `UNAVAILABLE` (retry) | 503 |
 //! | request slower than the request timeout | `DEADLINE_EXCEEDED` | 503 |
+//! | a `count` above the largest batch, an unknown kind or option | `INVALID_ARGUMENT` | 400 |
 //! | cross-site browser request | - | 403 |
 //!
 //! Error messages are the server's own words: text from the request is echoed cut to
 //! [`MAX_ECHO`] characters (with an ellipsis), the configured stores are not listed, and what a
 //! store reports (file paths, server addresses) goes to standard error, not to the client.
-//!
-//! **HTTP** ([`http`]): `GET` or `POST /v1/sequencer/{store}/{key}?increment=weak|strong` answers
-//! `{"next_id":"42"}` (a string, as proto3's JSON mapping writes an int64);
-//! `/v1/sequencer/{store}/{key}/segment?size=N` answers `{"start":"43","end":"142"}`;
-//! `GET /v1/stores` lists the stores; `GET /healthz` answers `ok`.
 #![deny(missing_docs)]
 
 use std::future::Future;
