@@ -338,8 +338,44 @@ struct Tracked<S, B> {
     answer: fn(Response<B>) -> Response<B>,
 }
 
-/// One request under way, until dropped.
+/// One request under way, until dropped: with its answer's body, so that a stream (a gRPC
+/// server stream) counts as under way until its last frame is sent, and its connection is
+/// not closed as idle meanwhile.
 struct UnderWay(Arc<watch::Sender<usize>>);
+
+pin_project_lite::pin_project! {
+    /// An answer's body, holding its request's [`UnderWay`] until the body ends or is dropped.
+    pub(crate) struct Counted<B> {
+        #[pin]
+        body: B,
+        under_way: Option<UnderWay>,
+    }
+}
+
+impl<B: Body> Body for Counted<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let frame = this.body.poll_frame(cx);
+        if let std::task::Poll::Ready(None | Some(Err(_))) = frame {
+            this.under_way.take();
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
 
 impl Drop for UnderWay {
     fn drop(&mut self) {
@@ -356,9 +392,9 @@ where
     S::Future: Send + 'static,
     B: Send + 'static,
 {
-    type Response = Response<B>;
+    type Response = Response<Counted<B>>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<B>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Counted<B>>, Infallible>> + Send>>;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         self.in_flight.send_modify(|n| *n += 1);
@@ -371,8 +407,11 @@ where
                 Ok(Err(never)) => match never {},
                 Err(_) => too_slow(),
             };
-            drop(under_way);
-            Ok(response)
+            // The request is under way until its body is sent (or dropped with its stream).
+            Ok(response.map(|body| Counted {
+                body,
+                under_way: Some(under_way),
+            }))
         })
     }
 }

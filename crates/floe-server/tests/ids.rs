@@ -564,3 +564,36 @@ async fn graceful_restart_skips_no_weak_id() {
     assert_eq!(body["next_id"], "8", "the restart continues the segment");
     node.stop().await;
 }
+
+/// A stream read slowly for longer than the idle timeout is served to its end: a request is
+/// under way until its answer's last frame, so its connection is not idle meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_longer_than_the_idle_timeout_is_served_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.limits.idle_timeout_secs = 1;
+    c.limits.header_timeout_secs = 1;
+    let node = Node::start(&c).await;
+    let mut client = node.client().await;
+    let mut stream = client
+        .stream_ids(StreamIdsRequest {
+            // 7 MB in messages of 180 KB, more than the client's HTTP/2 windows (2 MB a
+            // stream): the server cannot send far ahead of the reader.
+            kind: Kind::Ulid as i32,
+            total: 400_000,
+            batch: 10_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let started = std::time::Instant::now();
+    let mut got = 0;
+    while let Some(m) = stream.message().await.unwrap() {
+        got += m.binary.len();
+        tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+    }
+    assert_eq!(got, 400_000);
+    assert!(started.elapsed() > std::time::Duration::from_secs(2));
+    node.stop().await;
+}
