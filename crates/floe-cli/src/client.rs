@@ -7,9 +7,10 @@
 //! limit works against any server configuration, and a million IDs never travel as one message.
 //!
 //! One current-thread runtime drives the connection. Each answer is awaited with `block_on`
-//! and written to standard output outside it (blocking I/O off the executor); while the
-//! output blocks, HTTP/2 flow control holds the server back. A closed output (`| head`) ends
-//! the command quietly; dropping the stream and the connection cancels it on the server.
+//! and written to standard output outside it (blocking I/O off the executor), flushed message
+//! by message; while the output blocks, HTTP/2 flow control holds the server back. A closed
+//! output (`| head`) ends the command quietly at the next message; dropping the stream and the
+//! connection cancels it on the server.
 
 use std::io::{self, BufWriter, Write};
 use std::time::Duration;
@@ -74,8 +75,12 @@ fn endpoint(url: &str) -> Result<Endpoint, String> {
 
 /// An error and its causes on one line, each said once.
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = vec![e.to_string()];
-    let mut source = e.source();
+    with_causes(e.to_string(), e.source())
+}
+
+/// `first`, then each cause in `source`'s chain that it does not already say.
+fn with_causes(first: String, mut source: Option<&dyn std::error::Error>) -> String {
+    let mut parts: Vec<String> = vec![first];
     while let Some(s) = source {
         let text = s.to_string();
         if !parts.iter().any(|p| p.contains(&text)) {
@@ -116,24 +121,13 @@ fn code_name(code: Code) -> &'static str {
 /// A status as one line: `server: CODE: message` (exit 2), with its cause when the status was
 /// made on this side (a connection that broke, an answer that is not gRPC).
 fn status(s: Status) -> Failure {
-    let mut message = if s.message().is_empty() {
+    let message = if s.message().is_empty() {
         s.code().description().to_string()
     } else {
         s.message().to_string()
     };
-    if let Some(cause) = std::error::Error::source(&s) {
-        let cause = chain(cause);
-        if cause.starts_with(&message) {
-            message = cause;
-        } else if !message.contains(&cause) {
-            message = format!("{message}: {cause}");
-        }
-    }
-    Failure::Usage(format!(
-        "server: {}: {}",
-        code_name(s.code()),
-        one_line(&message)
-    ))
+    let message = with_causes(message, std::error::Error::source(&s));
+    Failure::Usage(format!("server: {}: {message}", code_name(s.code())))
 }
 
 /// A connection to a server, and the runtime that drives it.
@@ -210,7 +204,11 @@ pub(crate) fn gen<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<()
             count,
             answer.numbers.len().max(answer.binary.len()),
         )?;
-        gen::write_answer(out, args.kind, args.output, answer)
+        gen::write_answer(out, args.kind, args.output, answer)?;
+        // Each message as it comes: a slow stream shows its progress, and a closed output
+        // (`| head`) is noticed at the next message.
+        out.flush()?;
+        Ok(())
     };
     match count {
         0 => {}
@@ -271,6 +269,7 @@ pub(crate) fn seq(url: &str, args: &SeqArgs) -> Result<(), Failure> {
             for id in &answer.ids {
                 writeln!(out, "{id}")?;
             }
+            out.flush()?;
             Ok(())
         };
     match count {
