@@ -104,7 +104,8 @@ impl SnowflakeArgs {
 struct GenArgs {
     /// The kind of ID.
     kind: Kind,
-    /// How many IDs.
+    /// How many IDs. With --server: more than one are streamed in messages of the server's
+    /// --max-batch, at most 1,000,000,000 in all.
     #[arg(short = 'n', long = "count", default_value_t = 1)]
     count: u64,
     /// Output form.

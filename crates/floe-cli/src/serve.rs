@@ -256,11 +256,11 @@ impl ServeArgs {
 pub struct SeqArgs {
     /// The sequence key.
     pub(crate) key: String,
-    /// How many IDs.
+    /// How many IDs. With --server: more than one are streamed in messages of the server's
+    /// --max-batch, at most 1,000,000,000 in all.
     #[arg(short = 'n', long = "count", default_value_t = 1)]
     pub(crate) count: u64,
-    /// weak (from cached segments) or strong (one store increment per ID; with --server, one
-    /// per message of the stream, so each message is a run of consecutive IDs).
+    /// weak (from cached segments) or strong (one store increment per ID).
     #[arg(long, default_value = "weak")]
     pub(crate) increment: String,
     /// Store URL (see `floe serve --help`) [default: embedded, a file in --state-dir]. With

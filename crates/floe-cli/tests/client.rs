@@ -520,3 +520,14 @@ fn a_server_gone_mid_stream_is_an_error() {
         assert!(parses("uuid7", l), "{l}");
     }
 }
+
+/// The local `floe seq` closed early (`| head -1`) exits 0 quietly as well (it used to report
+/// the broken pipe as an error, exit 2).
+#[test]
+fn local_seq_early_close_exits_0_quietly() {
+    let (status, line, err) =
+        read_one_line_then_close(&["seq", "k", "--store", "memory", "-n", "100000000"]);
+    assert!(status.success(), "{status:?}: {err}");
+    assert_eq!(err, "");
+    assert_eq!(line, "1\n");
+}
