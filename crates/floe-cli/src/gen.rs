@@ -5,12 +5,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use floe_core::clock::{Clock, SystemClock};
-use floe_core::lexical::{worker_id_for_host, LexicalGenerator};
-use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
+use floe_core::lexical::{worker_id_for_host, LexicalGenerator, LexicalUuid};
+use floe_core::sno::{Partition, SnoGenerator, SnoId, SnoSnapshot};
 use floe_core::snowflake::{Layout, SnowflakeConfig};
-use floe_core::ulid::UlidGenerator;
+use floe_core::ulid::{Ulid, UlidGenerator};
 use floe_core::uuid7::{Uuid, Uuid7Generator};
 use floe_registry::IdSpace;
+use floe_server::proto_floe::NextIdsResponse;
 
 use crate::describe::{hex, Described};
 use crate::{host_name, parse_partition, worker, Failure, GenArgs, Kind, Output};
@@ -24,6 +25,11 @@ pub(crate) fn run(args: &GenArgs) -> Result<ExitCode, Failure> {
     }
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    if let Some(url) = &args.server {
+        crate::client::gen(url, args, &mut out)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     match args.kind {
         Kind::Snowflake => snowflake(args, &mut out)?,
         Kind::Sno => sno(args, &mut out)?,
@@ -52,6 +58,93 @@ fn emit<W: Write>(
         Output::Hex => writeln!(out, "{}", hex(bytes.as_ref())),
         Output::Json => writeln!(out, "{}", describe().json_line()),
     }
+}
+
+/// Whether a server's IDs of `kind` can be written in `output`: a Snowflake ID's parts depend on
+/// its layout, which the server does not tell.
+pub(crate) fn check_answerable(kind: Kind, output: Output) -> Result<(), Failure> {
+    if kind == Kind::Snowflake && output == Output::Json {
+        return Err(Failure::Usage(
+            "--output json: the server does not say its Snowflake layout, so the parts cannot be decoded here; use -o dec and `floe inspect --json --layout LAYOUT -`".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// One of a server's IDs as its bytes: exactly `N`, or an error naming the kind.
+fn answered_bytes<const N: usize>(kind: &str, bytes: &[u8]) -> Result<[u8; N], Failure> {
+    bytes.try_into().map_err(|_| {
+        Failure::Usage(format!(
+            "server: answered a {kind} ID of {} bytes, expected {N}",
+            bytes.len()
+        ))
+    })
+}
+
+/// Writes the IDs of a server's answer (`floe gen --server`) as the local generators write
+/// theirs: the same text, hex and JSON, decoded from the answer's numbers (Snowflake) or bytes
+/// (the other kinds).
+pub(crate) fn write_answer<W: Write>(
+    out: &mut W,
+    kind: Kind,
+    output: Output,
+    answer: &NextIdsResponse,
+) -> Result<(), Failure> {
+    let wrong_field = |field: &str| {
+        Failure::Usage(format!(
+            "server: answered {} IDs in `{field}`, which is not that kind's field",
+            format!("{kind:?}").to_lowercase()
+        ))
+    };
+    if kind == Kind::Snowflake {
+        if !answer.binary.is_empty() {
+            return Err(wrong_field("binary"));
+        }
+        check_answerable(kind, output)?;
+        for &id in &answer.numbers {
+            match output {
+                Output::Text | Output::Dec => writeln!(out, "{id}")?,
+                Output::Hex => writeln!(out, "{}", hex(&id.to_be_bytes()))?,
+                // Refused above: the layout is not known.
+                Output::Json => {}
+            }
+        }
+        return Ok(());
+    }
+    if !answer.numbers.is_empty() {
+        return Err(wrong_field("numbers"));
+    }
+    let mut uuid_buf = Uuid::encode_buffer();
+    let mut ulid_buf = [0u8; 26];
+    for bytes in &answer.binary {
+        match kind {
+            Kind::Sno => {
+                let id = SnoId::from_bytes(answered_bytes("sno", bytes)?);
+                let text = |o: &mut _| Write::write_all(o, &id.encode());
+                emit(out, output, text, id.to_bytes(), || Described::Sno(id))?;
+            }
+            Kind::Lexical => {
+                let id = LexicalUuid::from_bytes(answered_bytes("lexical", bytes)?);
+                let text = |o: &mut _| Write::write_all(o, &id.encode());
+                emit(out, output, text, id.to_bytes(), || Described::Lexical(id))?;
+            }
+            Kind::Uuid7 => {
+                let id = Uuid::from_bytes(answered_bytes("uuid7", bytes)?);
+                let text = |o: &mut _| {
+                    Write::write_all(o, id.as_hyphenated().encode_lower(&mut uuid_buf).as_bytes())
+                };
+                emit(out, output, text, id.as_bytes(), || Described::uuid7(id))?;
+            }
+            Kind::Ulid => {
+                let id = Ulid::from_bytes(answered_bytes("ulid", bytes)?);
+                let text =
+                    |o: &mut _| Write::write_all(o, id.array_to_str(&mut ulid_buf).as_bytes());
+                emit(out, output, text, id.to_bytes(), || Described::Ulid(id))?;
+            }
+            Kind::Snowflake => return Err(wrong_field("binary")),
+        }
+    }
+    Ok(())
 }
 
 /// Whether `layout` can issue IDs at this clock's time: its epoch is not in the future and its
@@ -224,7 +317,9 @@ fn sno<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         l.start_heartbeats(move || g.last_time_ms());
     }
     for _ in 0..args.count {
-        let id = g.new_id(args.meta).map_err(|e| e.to_string())?;
+        let id = g
+            .new_id(args.meta.unwrap_or(0))
+            .map_err(|e| e.to_string())?;
         let text = |o: &mut _| Write::write_all(o, &id.encode());
         emit(out, args.output, text, id.to_bytes(), || Described::Sno(id))?;
     }

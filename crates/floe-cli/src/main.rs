@@ -1,6 +1,7 @@
 //! `floe`: generate and inspect IDs, and serve per-key sequences. A thin shell over `floe-core`: argument parsing,
 //! formatting, and exit codes (0 ok, 2 bad input or a refused generation).
 
+mod client;
 mod describe;
 mod gen;
 mod inspect;
@@ -10,7 +11,8 @@ mod worker;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use floe_core::sno::Partition;
 use floe_core::snowflake::Layout;
 
@@ -30,7 +32,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Generate IDs to standard output, one per line.
+    /// Generate IDs to standard output, one per line (here, or by a `floe serve` with --server).
     Gen(GenArgs),
     /// Decode IDs into their parts (format detected from the text).
     Inspect(InspectArgs),
@@ -39,7 +41,8 @@ enum Command {
     /// Serve every ID kind and per-key sequences over gRPC (floe.v1, Layotto's GetNextId) and
     /// HTTP (floe's routes and Leaf's).
     Serve(serve::ServeArgs),
-    /// Print a key's sequence IDs (or segments) from a store.
+    /// Print a key's sequence IDs (or segments) from a store, or from a `floe serve` with
+    /// --server.
     Seq(serve::SeqArgs),
 }
 
@@ -72,6 +75,8 @@ enum Output {
 #[derive(Debug, Args)]
 struct SnowflakeArgs {
     /// Layout: leaf, twitter, flake-idgen, or bit widths TS/WORKER/SEQ or TS/DC/WORKER/SEQ.
+    /// With `gen --server`: the name of one of the server's Snowflake generators (a named
+    /// layout of its configuration); when not given, the server's default generator.
     #[arg(long, default_value = "leaf")]
     layout: String,
     /// Epoch: Unix milliseconds or an RFC 3339 time (default: the layout's).
@@ -100,7 +105,8 @@ impl SnowflakeArgs {
 struct GenArgs {
     /// The kind of ID.
     kind: Kind,
-    /// How many IDs.
+    /// How many IDs. With --server: more than one are streamed in messages of the server's
+    /// --max-batch, at most 1,000,000,000 in all.
     #[arg(short = 'n', long = "count", default_value_t = 1)]
     count: u64,
     /// Output form.
@@ -117,9 +123,9 @@ struct GenArgs {
     /// Snowflake node number (datacenter = high bits, worker = low bits), as flake-idgen's id.
     #[arg(long)]
     id: Option<u64>,
-    /// sno metabyte.
-    #[arg(long, default_value_t = 0)]
-    meta: u8,
+    /// sno metabyte [default: 0; with --server, the server's default].
+    #[arg(long)]
+    meta: Option<u8>,
     /// sno partition: 0-65535, or 0x0000-0xffff (default: from the in-process pool).
     #[arg(long)]
     partition: Option<String>,
@@ -139,6 +145,23 @@ struct GenArgs {
     /// Snowflake worker ID / sno partition from a registry instead of the options above.
     #[command(flatten)]
     registry: worker::RegistryArgs,
+    /// Ask a running `floe serve` for the IDs over gRPC instead of generating them here:
+    /// http://HOST:PORT or HOST:PORT, its gRPC address (no TLS yet). The server's generators,
+    /// node numbers and time bounds are used; the options that set up a local generator are
+    /// refused with it.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = [
+            "epoch", "time_unit_ms", "datacenter", "worker", "id", "partition",
+            "sequence_min", "sequence_max", "worker_id", "host", "registry", "service", "port",
+            "state_dir", "port_fallback", "reclaim_after", "max_clock_wait_ms",
+        ]
+    )]
+    server: Option<String>,
+    /// Whether --layout was given (its default, leaf, is not a generator name on a server).
+    #[arg(skip)]
+    layout_given: bool,
 }
 
 #[derive(Debug, Args)]
@@ -157,7 +180,14 @@ struct InspectArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Command::Gen(args) = &mut cli.command {
+        args.layout_given = matches
+            .subcommand_matches("gen")
+            .and_then(|m| m.value_source("layout"))
+            == Some(ValueSource::CommandLine);
+    }
     let result = match cli.command {
         Command::Gen(args) => gen::run(&args),
         Command::Inspect(args) => inspect_all(&args),
@@ -167,9 +197,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(Failure::Usage),
-        Command::Seq(args) => serve::seq(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Failure::Usage),
+        Command::Seq(args) => serve::seq(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -255,16 +255,18 @@ impl ServeArgs {
 #[derive(Debug, Args)]
 pub struct SeqArgs {
     /// The sequence key.
-    key: String,
-    /// How many IDs.
+    pub(crate) key: String,
+    /// How many IDs. With --server: more than one are streamed in messages of the server's
+    /// --max-batch, at most 1,000,000,000 in all.
     #[arg(short = 'n', long = "count", default_value_t = 1)]
-    count: u64,
+    pub(crate) count: u64,
     /// weak (from cached segments) or strong (one store increment per ID).
     #[arg(long, default_value = "weak")]
-    increment: String,
-    /// Store URL (see `floe serve --help`). Default: embedded, a file in --state-dir.
-    #[arg(long, default_value = "embedded")]
-    store: String,
+    pub(crate) increment: String,
+    /// Store URL (see `floe serve --help`) [default: embedded, a file in --state-dir]. With
+    /// --server: the name of one of the server's stores [default: its only store].
+    #[arg(long)]
+    pub(crate) store: Option<String>,
     /// Every ID is greater than N.
     #[arg(long)]
     bigger_than: Option<i64>,
@@ -276,6 +278,18 @@ pub struct SeqArgs {
     state_dir: std::path::PathBuf,
     #[command(flatten)]
     tuning: TuningArgs,
+    /// Ask a running `floe serve` for the IDs over gRPC instead of opening the store here:
+    /// http://HOST:PORT or HOST:PORT, its gRPC address (no TLS yet). The options that open or
+    /// tune a local store are refused with it.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = [
+            "bigger_than", "segment", "state_dir", "step_min", "step_max", "step_target_secs",
+            "timeout_ms", "max_keys", "key_idle_secs",
+        ]
+    )]
+    pub(crate) server: Option<String>,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -373,17 +387,21 @@ async fn shutdown_signal() {
     eprintln!("floe: shutting down");
 }
 
-/// Prints a key's IDs (or segments).
-pub fn seq(args: &SeqArgs) -> Result<(), String> {
+/// Prints a key's IDs (or segments), from a store opened here or from a server (`--server`).
+pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
+    if let Some(url) = &args.server {
+        return crate::client::seq(url, args);
+    }
     let options = args.tuning.options()?;
     let mode: Mode = args.increment.parse()?;
     let key = Key::new(args.key.as_str()).map_err(|e| e.to_string())?;
     let rt = runtime()?;
     let stdout = std::io::stdout();
     rt.block_on(async {
-        let store = floe_sequencer::open(&args.store, &args.state_dir)
-            .await
-            .map_err(|e| e.to_string())?;
+        let store =
+            floe_sequencer::open(args.store.as_deref().unwrap_or("embedded"), &args.state_dir)
+                .await
+                .map_err(|e| e.to_string())?;
         let handle = args.tuning.handle("cli", store, options)?;
         if let Some(n) = args.bigger_than {
             handle
@@ -392,7 +410,6 @@ pub fn seq(args: &SeqArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
         let mut out = std::io::BufWriter::new(stdout.lock());
-        let io = |e: std::io::Error| e.to_string();
         for _ in 0..args.count {
             match args.segment {
                 Some(size) => {
@@ -400,18 +417,18 @@ pub fn seq(args: &SeqArgs) -> Result<(), String> {
                         .segment(key.as_str(), size)
                         .await
                         .map_err(|e| e.to_string())?;
-                    writeln!(out, "{} {}", s.start, s.end).map_err(io)?;
+                    writeln!(out, "{} {}", s.start, s.end)?;
                 }
                 None => {
                     let id = handle
                         .next_id(key.as_str(), mode)
                         .await
                         .map_err(|e| e.to_string())?;
-                    writeln!(out, "{id}").map_err(io)?;
+                    writeln!(out, "{id}")?;
                 }
             }
         }
-        out.flush().map_err(io)?;
+        out.flush()?;
         handle.store().close().await;
         Ok(())
     })

@@ -1,0 +1,373 @@
+//! `floe gen --server` and `floe seq --server`: the IDs of a running `floe serve`, asked for over
+//! gRPC (`floe.v1.Floe`) and written as the local commands write theirs.
+//!
+//! One ID is asked for with `NextIds` / `NextSequence`; more with `StreamIds` /
+//! `StreamSequence` and a batch of 0, so that the server cuts the stream into messages of its
+//! own `max_batch` (which the client does not know): every count from 1 to the server's stream
+//! limit works against any server configuration, and a million IDs never travel as one message.
+//!
+//! One current-thread runtime drives the connection. Each answer is awaited with `block_on`
+//! and written to standard output outside it (blocking I/O off the executor), flushed message
+//! by message; while the output blocks, HTTP/2 flow control holds the server back. A closed
+//! output (`| head`) ends the command quietly at the next message; dropping the stream and the
+//! connection cancels it on the server.
+
+use std::io::{self, BufWriter, Write};
+use std::time::Duration;
+
+use floe_sequencer::Mode;
+use floe_server::proto_floe::floe_client::FloeClient;
+use floe_server::proto_floe::{
+    self as pb, NextIdsRequest, NextIdsResponse, NextSequenceRequest, NextSequenceResponse,
+    StreamIdsRequest, StreamSequenceRequest,
+};
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{Code, Status, Streaming};
+
+use crate::serve::SeqArgs;
+use crate::{gen, inspect, Failure, GenArgs, Kind};
+
+/// How long connecting (TCP and the HTTP/2 handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest message the client reads: a server's largest batch (1,000,000 IDs, at most
+/// 18 bytes each on the wire) fits.
+const MAX_MESSAGE: usize = 64 << 20;
+
+/// The `--server` value as a gRPC endpoint: `http://HOST:PORT` or `HOST:PORT`.
+fn endpoint(url: &str) -> Result<Endpoint, String> {
+    let bad = |why: &str| {
+        format!(
+            "--server: {why}: expected http://HOST:PORT or HOST:PORT (the server's gRPC address), found {}",
+            inspect::shown(url)
+        )
+    };
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        return Err(format!(
+            "--server: https:// is not supported yet (no TLS in the client): use http://HOST:PORT, found {}",
+            inspect::shown(url)
+        ));
+    }
+    let full = match lower.find("://") {
+        Some(_) if lower.starts_with("http://") => url.to_string(),
+        Some(_) => return Err(bad("an unknown scheme")),
+        None => format!("http://{url}"),
+    };
+    let uri: Uri = full.parse().map_err(|_| bad("not a URL"))?;
+    let authority = uri.authority().ok_or_else(|| bad("no host"))?;
+    if authority.as_str().contains('@') {
+        return Err(bad("a user name"));
+    }
+    if authority.host().is_empty() {
+        return Err(bad("no host"));
+    }
+    if authority.port_u16().is_none() {
+        return Err(bad("no port"));
+    }
+    if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+        return Err(bad("a path"));
+    }
+    Endpoint::from_shared(full)
+        .map(|e| e.connect_timeout(CONNECT_TIMEOUT))
+        .map_err(|_| bad("not a URL"))
+}
+
+/// An error and its causes on one line, each said once.
+fn chain(e: &dyn std::error::Error) -> String {
+    with_causes(e.to_string(), e.source())
+}
+
+/// `first`, then each cause in `source`'s chain that it does not already say.
+fn with_causes(first: String, mut source: Option<&dyn std::error::Error>) -> String {
+    let mut parts: Vec<String> = vec![first];
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    one_line(&parts.join(": "))
+}
+
+fn one_line(text: &str) -> String {
+    text.replace(['\r', '\n'], " ")
+}
+
+/// gRPC's name of a status code.
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// A status as one line: `server: CODE: message` (exit 2), with its cause when the status was
+/// made on this side (a connection that broke, an answer that is not gRPC).
+fn status(s: Status) -> Failure {
+    let message = if s.message().is_empty() {
+        s.code().description().to_string()
+    } else {
+        s.message().to_string()
+    };
+    let message = with_causes(message, std::error::Error::source(&s));
+    Failure::Usage(format!("server: {}: {message}", code_name(s.code())))
+}
+
+/// A connection to a server, and the runtime that drives it.
+struct Client {
+    rt: tokio::runtime::Runtime,
+    floe: FloeClient<Channel>,
+}
+
+impl Client {
+    fn connect(url: &str) -> Result<Client, Failure> {
+        let endpoint = endpoint(url)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        let channel = rt
+            .block_on(endpoint.connect())
+            .map_err(|e| format!("cannot reach the server at {url}: {}", chain(&e)))?;
+        let floe = FloeClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
+        Ok(Client { rt, floe })
+    }
+
+    /// The next message of `stream`, or `None` at its end.
+    fn next<T>(&self, stream: &mut Streaming<T>) -> Result<Option<T>, Failure> {
+        self.rt.block_on(stream.message()).map_err(status)
+    }
+}
+
+/// How many more IDs a message brings, checked against what is still missing.
+fn take(got: &mut u64, count: u64, n: usize) -> Result<(), Failure> {
+    let total = u64::try_from(n)
+        .ok()
+        .and_then(|n| got.checked_add(n))
+        .filter(|&t| t <= count)
+        .ok_or_else(|| format!("server: answered more IDs than the {count} asked for"))?;
+    *got = total;
+    Ok(())
+}
+
+fn finished(got: u64, count: u64) -> Result<(), Failure> {
+    if got == count {
+        Ok(())
+    } else {
+        Err(format!("server: answered {got} of the {count} IDs asked for").into())
+    }
+}
+
+fn proto_kind(kind: Kind) -> pb::Kind {
+    match kind {
+        Kind::Snowflake => pb::Kind::Snowflake,
+        Kind::Sno => pb::Kind::Sno,
+        Kind::Lexical => pb::Kind::Lexical,
+        Kind::Uuid7 => pb::Kind::Uuid7,
+        Kind::Ulid => pb::Kind::Ulid,
+    }
+}
+
+/// `floe gen --server URL`: `args.count` IDs from the server, written by `gen::write_answer`.
+pub(crate) fn gen<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<(), Failure> {
+    gen::check_answerable(args.kind, args.output)?;
+    let layout = if args.layout_given {
+        args.snowflake.layout.clone()
+    } else {
+        String::new()
+    };
+    let meta = args.meta.map(u32::from);
+    let kind = proto_kind(args.kind) as i32;
+    let mut client = Client::connect(url)?;
+    let count = args.count;
+    let mut got = 0u64;
+    let mut write = |answer: &NextIdsResponse, out: &mut W| -> Result<(), Failure> {
+        take(
+            &mut got,
+            count,
+            answer.numbers.len().max(answer.binary.len()),
+        )?;
+        gen::write_answer(out, args.kind, args.output, answer)?;
+        // Each message as it comes: a slow stream shows its progress, and a closed output
+        // (`| head`) is noticed at the next message.
+        out.flush()?;
+        Ok(())
+    };
+    match count {
+        0 => {}
+        1 => {
+            let request = NextIdsRequest {
+                kind,
+                count: 1,
+                layout,
+                meta,
+                with_text: false,
+            };
+            let answer = client
+                .rt
+                .block_on(client.floe.next_ids(request))
+                .map_err(status)?
+                .into_inner();
+            write(&answer, out)?;
+        }
+        total => {
+            let request = StreamIdsRequest {
+                kind,
+                total,
+                batch: 0,
+                layout,
+                meta,
+                with_text: false,
+            };
+            let mut stream = client
+                .rt
+                .block_on(client.floe.stream_ids(request))
+                .map_err(status)?
+                .into_inner();
+            while let Some(answer) = client.next(&mut stream)? {
+                write(&answer, out)?;
+            }
+        }
+    }
+    finished(got, count)
+}
+
+/// `floe seq KEY --server URL`: `args.count` IDs of the key from the server, one a line.
+pub(crate) fn seq(url: &str, args: &SeqArgs) -> Result<(), Failure> {
+    let mode: Mode = args.increment.parse()?;
+    let increment = match mode {
+        Mode::Weak => pb::Increment::Weak,
+        Mode::Strong => pb::Increment::Strong,
+    } as i32;
+    let store = args.store.clone().unwrap_or_default();
+    let key = args.key.clone();
+    let mut client = Client::connect(url)?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let count = args.count;
+    let mut got = 0u64;
+    let mut write =
+        |answer: &NextSequenceResponse, out: &mut BufWriter<_>| -> Result<(), Failure> {
+            take(&mut got, count, answer.ids.len())?;
+            for id in &answer.ids {
+                writeln!(out, "{id}")?;
+            }
+            out.flush()?;
+            Ok(())
+        };
+    match count {
+        0 => {}
+        1 => {
+            let request = NextSequenceRequest {
+                store,
+                key,
+                increment,
+                count: 1,
+            };
+            let answer = client
+                .rt
+                .block_on(client.floe.next_sequence(request))
+                .map_err(status)?
+                .into_inner();
+            write(&answer, &mut out)?;
+        }
+        total => {
+            let request = StreamSequenceRequest {
+                store,
+                key,
+                increment,
+                total,
+                batch: 0,
+            };
+            let mut stream = client
+                .rt
+                .block_on(client.floe.stream_sequence(request))
+                .map_err(status)?
+                .into_inner();
+            while let Some(answer) = client.next(&mut stream)? {
+                write(&answer, &mut out)?;
+            }
+        }
+    }
+    out.flush()?;
+    finished(got, count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_urls() {
+        for ok in [
+            "http://127.0.0.1:34904",
+            "127.0.0.1:34904",
+            "localhost:1",
+            "HTTP://[::1]:34904",
+            "http://example.com:80/",
+        ] {
+            assert!(endpoint(ok).is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("https://127.0.0.1:34904", "https:// is not supported"),
+            ("HTTPS://h:1", "https:// is not supported"),
+            ("grpc://h:1", "unknown scheme"),
+            ("http://h", "no port"),
+            ("h", "no port"),
+            ("http://h:1/x", "a path"),
+            ("http://h:1?q", "a path"),
+            ("http://u@h:1", "user name"),
+            ("", "expected http://HOST:PORT"),
+            ("http://:1", "expected http://HOST:PORT"),
+            ("h:99999", "expected http://HOST:PORT"),
+            ("h 1:2", "expected http://HOST:PORT"),
+        ] {
+            let e = endpoint(bad).unwrap_err();
+            assert!(e.starts_with("--server: "), "{bad}: {e}");
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn statuses_are_one_line_with_grpc_names() {
+        let Failure::Usage(m) = status(Status::invalid_argument("count: bad\nsecond")) else {
+            panic!("not a usage failure");
+        };
+        assert_eq!(m, "server: INVALID_ARGUMENT: count: bad second");
+        let Failure::Usage(m) = status(Status::new(Code::NotFound, "")) else {
+            panic!("not a usage failure");
+        };
+        assert_eq!(m, "server: NOT_FOUND: Some requested entity was not found");
+    }
+
+    #[test]
+    fn counts_are_checked() {
+        let mut got = 0;
+        take(&mut got, 5, 3).unwrap();
+        take(&mut got, 5, 2).unwrap();
+        assert!(take(&mut got, 5, 1).is_err());
+        assert_eq!(got, 5);
+        finished(5, 5).unwrap();
+        assert!(finished(4, 5).is_err());
+        let mut got = u64::MAX - 1;
+        assert!(take(&mut got, u64::MAX, 2).is_err());
+    }
+}
