@@ -451,39 +451,6 @@ fn early_close_exits_0_quietly_and_cancels_the_stream() {
     );
 }
 
-/// A stream that lasts longer than the server's --idle-timeout-secs is served to its end.
-///
-/// Fails today: floe-server's connection tracking (conn.rs, `Tracked`) counts a request as
-/// under way only until its response's headers, so a streaming response leaves its connection
-/// "idle"; after the idle timeout (60 s by default) the server sends GOAWAY and drops the
-/// connection 250 ms later, cutting the stream (`floe gen uuid7 -n 100000000 --server` ends
-/// after a minute with `server: UNKNOWN: h2 protocol error: ... broken pipe`).
-#[test]
-#[ignore = "floe-server bug: a streaming response does not count as a request under way, so the idle timeout cuts long streams"]
-fn a_stream_longer_than_the_idle_timeout_is_served_to_its_end() {
-    let server = Server::with(&["--idle-timeout-secs", "1", "--max-batch", "10"]);
-    let url = server.url();
-    let started = Instant::now();
-    // STRONG, one store increment per ID: this stream takes longer than a second.
-    let out = run(&[
-        "seq",
-        "k",
-        "--server",
-        &url,
-        "--increment",
-        "strong",
-        "-n",
-        "3000",
-    ]);
-    assert!(
-        started.elapsed() > Duration::from_secs(1),
-        "too quick to show it"
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ids: Vec<i64> = stdout(&out).lines().map(|l| l.parse().unwrap()).collect();
-    assert_eq!(ids, (1..=3000).collect::<Vec<i64>>());
-}
-
 /// A server that dies under a stream: what came is written, then one line and exit 2.
 #[test]
 fn a_server_gone_mid_stream_is_an_error() {
