@@ -134,17 +134,44 @@ async fn decode(
     }
 }
 
-/// `GET /cache`: per store, each WEAK key's buffers (Leaf's `SegmentBufferView`: the key,
-/// whether it was initialised, whether the next segment is ready, the current segment and the
-/// step), numbers as strings.
-async fn cache(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+/// The most keys `/cache` lists per store unless `?limit=N` asks for more (up to
+/// [`MAX_CACHE_KEYS`]).
+pub const CACHE_KEYS: usize = 1000;
+
+/// The most keys `/cache` lists per store.
+pub const MAX_CACHE_KEYS: usize = 100_000;
+
+/// `GET /cache[?limit=N]`: per store, its WEAK keys in key order, at most `limit` (1,000 by
+/// default), each with its buffers (Leaf's `SegmentBufferView`: the key, whether it was
+/// initialised, whether the next segment is ready, the current segment and the step), numbers
+/// as strings; `keys_in_memory` and `truncated` say whether there are more.
+async fn cache(
+    State(app): State<Arc<App>>,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, HttpError> {
+    let params = query.map(|Query(p)| p).unwrap_or_default();
+    let limit = match params.get("limit") {
+        None => CACHE_KEYS,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_CACHE_KEYS).contains(n))
+            .ok_or_else(|| {
+                HttpError::invalid(format!(
+                    "limit: expected 1 to {MAX_CACHE_KEYS}, found \"{}\"",
+                    echo(text, MAX_ECHO)
+                ))
+            })?,
+    };
     let stores: Vec<_> = app
         .sequencer
         .stores()
         .map(|h| {
-            let keys: Vec<_> = h
-                .weak_buffers()
+            let buffers = h.weak_buffers();
+            let truncated = buffers.len() > limit;
+            let keys: Vec<_> = buffers
                 .into_iter()
+                .take(limit)
                 .map(|(key, b)| {
                     json!({
                         "key": key.as_str(),
@@ -164,10 +191,16 @@ async fn cache(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
                     })
                 })
                 .collect();
-            json!({ "store": h.name(), "kind": h.store().kind(), "keys": keys })
+            json!({
+                "store": h.name(),
+                "kind": h.store().kind(),
+                "keys_in_memory": h.keys_in_memory(),
+                "truncated": truncated,
+                "keys": keys,
+            })
         })
         .collect();
-    Json(json!({ "stores": stores }))
+    Ok(Json(json!({ "stores": stores })))
 }
 
 /// The routes (merged into the HTTP router, behind its host and origin checks).

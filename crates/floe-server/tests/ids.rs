@@ -281,6 +281,21 @@ async fn leaf_routes_answer_as_leaf() {
         .unwrap();
     assert_eq!(key["initOk"], true);
     assert_eq!(key["current"]["nextId"], "3");
+    assert_eq!(main["truncated"], false);
+    // A bounded view: ?limit=N keys per store (1,000 by default).
+    http(&node.http, "GET", "/api/segment/get/other").await;
+    let (_, cache) = http(&node.http, "GET", "/cache?limit=1").await;
+    let main = &cache["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["store"] == "main")
+        .unwrap()
+        .clone();
+    assert_eq!(main["keys"].as_array().unwrap().len(), 1);
+    assert_eq!(main["truncated"], true);
+    let (code, body) = http(&node.http, "GET", "/cache?limit=0").await;
+    assert_eq!(code, 400, "{body}");
     node.stop().await;
 }
 
