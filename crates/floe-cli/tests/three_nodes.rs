@@ -19,8 +19,11 @@
 //!
 //! The two scenarios (ZooKeeper, etcd) take turns, about 12 s each.
 //!
-//! `strong_batches_are_runs_of_consecutive_ids` (ignored for now) holds the server to
-//! floe.proto's promise for STRONG batches; see its note.
+//! Three tests are ignored until the bugs they show are fixed (see each one's note):
+//! `strong_batches_are_runs_of_consecutive_ids` (floe.proto's promise for STRONG batches),
+//! `a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl` (a restart gives up before the
+//! previous etcd lease ends) and
+//! `a_restarting_node_does_not_hold_requests_while_it_waits_for_its_lease`.
 
 mod serving;
 
@@ -929,6 +932,60 @@ fn a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl() {
     eprintln!("came back after {:?}", killed_at.elapsed());
     assert_eq!(after, before, "the restart got other workers");
     node.stop();
+}
+
+/// A node that restarts after a kill binds its ports, then waits for its previous ZooKeeper
+/// session to expire (about 6 s) before it serves. Meanwhile a client connects at once and its
+/// request, even `/healthz`, waits unanswered: a TCP health check sees the node up, and clients
+/// hang instead of failing over. It should answer (a 503 while starting) or refuse.
+///
+/// Ignored until fixed in floe-server (`Server::start` binds the listeners before it leases;
+/// `serve_app` accepts only once everything is leased).
+#[test]
+#[ignore = "bug: a restarting node holds requests unanswered while it waits for its lease"]
+fn a_restarting_node_does_not_hold_requests_while_it_waits_for_its_lease() {
+    use std::io::{Read, Write};
+    let _one = one_cluster();
+    let registry = format!(
+        "zk://{}/{}",
+        floe_testkit::env("FLOE_TEST_ZOOKEEPER"),
+        floe_testkit::unique("floe-three")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (mut nodes, _) = cluster(&registry, dir.path());
+    let mut node = nodes.remove(0);
+    node.start();
+    node.kill9();
+    let http = node.http.clone();
+    let restart = std::thread::spawn(move || {
+        node.start();
+        node
+    });
+    // Once the new process listens: connect, ask for /healthz, wait 1 s for any answer.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut s = loop {
+        if let Ok(s) = std::net::TcpStream::connect(&http) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the restart never listened");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let asked = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    write!(
+        s,
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = [0u8; 64];
+    let read = s.read(&mut answer);
+    let waited = asked.elapsed();
+    let mut node = restart.join().unwrap();
+    node.stop();
+    assert!(
+        read.is_ok(),
+        "/healthz of a node waiting for its lease was not answered within {waited:?}: {read:?}"
+    );
 }
 
 /// STRONG batches only, from every node at once.
