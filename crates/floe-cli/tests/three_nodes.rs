@@ -1014,10 +1014,13 @@ fn strong_batch_client(node: usize, addr: String, keys: Keys, stop: Arc<AtomicBo
 
 /// floe.proto: "STRONG, one increment by count, so the batch is a run of consecutive IDs".
 ///
-/// Ignored: the server serves a batch by a loop of single increments (`App::sequence`) until
-/// floe-sequencer's batch API lands, so batches asked of several nodes at once interleave.
+/// Ignored on this branch: its server serves a batch by a loop of single increments
+/// (`App::sequence`), so batches asked of several nodes at once interleave (found: 3 nodes,
+/// 2 s, most batches broken, e.g. `[86, 90, 94, 97, 99]`). main since 9dee25f serves a STRONG
+/// batch as one increment (`StoreHandle::next_ids`), and this test passes there: remove the
+/// `#[ignore]` when merging.
 #[test]
-#[ignore = "STRONG batches are a loop of single increments until floe-sequencer serves batches"]
+#[ignore = "STRONG batches are a loop of single increments on this branch; passes on main since 9dee25f"]
 fn strong_batches_are_runs_of_consecutive_ids() {
     let _one = one_cluster();
     let dir = tempfile::tempdir().unwrap();
