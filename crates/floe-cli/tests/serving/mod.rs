@@ -7,6 +7,10 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The longest [`Serve::start_on`] waits for the start-up line (a lease waiting out a previous
+/// holder's session, a clock behind, included).
+pub const START_WITHIN: Duration = Duration::from_secs(30);
+
 /// A running `floe serve`.
 pub struct Serve {
     pub child: Child,
@@ -18,19 +22,37 @@ pub struct Serve {
 impl Serve {
     /// Starts `floe serve ARGS --grpc 127.0.0.1:0 --http 127.0.0.1:0` and waits for its line.
     pub fn start(args: &[&str]) -> Serve {
+        Serve::start_on("127.0.0.1:0", "127.0.0.1:0", args)
+    }
+
+    /// Starts `floe serve --grpc GRPC --http HTTP ARGS` and waits for its line, at most
+    /// [`START_WITHIN`] (then kills it and panics with its standard error).
+    pub fn start_on(grpc: &str, http: &str, args: &[&str]) -> Serve {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("floe"))
             .arg("serve")
-            .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .args(["--grpc", grpc, "--http", http])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let read = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+            let _ = tx.send(read);
+        });
+        let Ok(line) = rx.recv_timeout(START_WITHIN) else {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "floe serve printed no line within {START_WITHIN:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let line = line.unwrap();
         if !line.starts_with("floe serving") {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
@@ -80,13 +102,11 @@ impl Serve {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                // (Empty when the caller took standard error to read it as it comes.)
                 let mut err = String::new();
-                self.child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
+                if let Some(mut stderr) = self.child.stderr.take() {
+                    stderr.read_to_string(&mut err).unwrap();
+                }
                 return (status, err, started.elapsed());
             }
             if started.elapsed() > within {
