@@ -151,23 +151,23 @@ pub struct ServeArgs {
     #[arg(long)]
     key_idle_secs: Option<u64>,
     /// Connections open at once on each listener [default: 1024].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: Option<u64>,
     /// Requests under way at once on one gRPC (HTTP/2) connection [default: 100].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_streams: Option<u32>,
     /// Seconds a connection may take to send its first request (HTTP/1: each request's
     /// headers) [default: 10].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     header_timeout_secs: Option<u64>,
     /// Seconds a connection may stay open with no request under way [default: 60].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout_secs: Option<u64>,
     /// Seconds a request may take (longer than --timeout-ms) [default: 10].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     request_timeout_secs: Option<u64>,
     /// Seconds shutdown waits for open connections before dropping them [default: 10].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     shutdown_timeout_secs: Option<u64>,
     /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
     #[arg(long = "allow-host", value_name = "NAME")]

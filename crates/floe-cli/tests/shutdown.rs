@@ -137,11 +137,11 @@ fn options_that_cannot_be_served_are_refused() {
     for (args, text) in [
         (
             vec!["--grpc", "off", "--http", "off"],
-            "grpc, http: both are off",
+            "grpc and http are both off",
         ),
         (
             vec!["--request-timeout-secs", "2", "--timeout-ms", "2000"],
-            "request-timeout-secs: must be longer than --timeout-ms",
+            "request_timeout_secs: must be longer than sequencer.timeout_ms",
         ),
         (vec!["--max-connections", "0"], "--max-connections"),
         (vec!["--max-streams", "0"], "--max-streams"),
@@ -164,7 +164,7 @@ fn options_that_cannot_be_served_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(text), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}: nothing served");
-        if text.starts_with("grpc, http") || text.starts_with("request") {
+        if text.starts_with("grpc and") || text.starts_with("request") {
             assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         }
     }

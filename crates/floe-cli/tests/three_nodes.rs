@@ -19,10 +19,9 @@
 //!
 //! The two scenarios (ZooKeeper, etcd) take turns, about 12 s each.
 //!
-//! Three tests are ignored until the bugs they show are fixed (see each one's note):
-//! `strong_batches_are_runs_of_consecutive_ids` (floe.proto's promise for STRONG batches),
-//! `a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl` (a restart gives up before the
-//! previous etcd lease ends) and
+//! Three more tests pin bugs this scenario found: `strong_batches_are_runs_of_consecutive_ids`
+//! (floe.proto's promise for STRONG batches), `a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl`
+//! (a restart gave up before the previous etcd lease ended) and
 //! `a_restarting_node_does_not_hold_requests_while_it_waits_for_its_lease`.
 
 mod serving;
@@ -906,15 +905,12 @@ fn three_nodes_on_etcd_survive_a_kill() {
 /// A node on etcd killed with SIGKILL must come back on its ports and state directory once
 /// its previous lease has expired, whatever the lease's TTL.
 ///
-/// Ignored until fixed: a restart waits for the previous holder at most `conflict_wait`
-/// (floe-registry's `LeaseConfig`, 10 s), whatever the registry. An etcd lease lingers up to
-/// its TTL after the last keep-alive, plus etcd's expiry check (up to 0.5 s): with the default
-/// TTL of 10 s a node killed just after a keep-alive gives up at 10 s and exits ("is held by
-/// another live process"), found in 2 of 5 kills timed just after a keep-alive; with
-/// `?ttl=20` every kill does.
+/// Found: a restart waited for the previous holder at most 10 s (`conflict_wait`), whatever
+/// the registry, while an etcd lease lingers up to its TTL after the last keep-alive plus
+/// etcd's expiry check (up to 0.5 s): with `?ttl=20` every kill gave up ("is held by another
+/// live process"). The wait now covers the registry's `holder_linger` + 2 s.
 #[cfg(feature = "etcd")]
 #[test]
-#[ignore = "bug: a restart waits 10 s for a previous etcd lease that lingers up to its TTL"]
 fn a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl() {
     let registry = format!(
         "etcd://{}/{}?ttl=20",
@@ -939,10 +935,8 @@ fn a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl() {
 /// request, even `/healthz`, waits unanswered: a TCP health check sees the node up, and clients
 /// hang instead of failing over. It should answer (a 503 while starting) or refuse.
 ///
-/// Ignored until fixed in floe-server (`Server::start` binds the listeners before it leases;
-/// `serve_app` accepts only once everything is leased).
+/// Found: `Server::start` bound the listeners before it leased. It now binds them last.
 #[test]
-#[ignore = "bug: a restarting node holds requests unanswered while it waits for its lease"]
 fn a_restarting_node_does_not_hold_requests_while_it_waits_for_its_lease() {
     use std::io::{Read, Write};
     let _one = one_cluster();
@@ -961,8 +955,9 @@ fn a_restarting_node_does_not_hold_requests_while_it_waits_for_its_lease() {
         node.start();
         node
     });
-    // Once the new process listens: connect, ask for /healthz, wait 1 s for any answer.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Once the new process listens (after its lease: the previous session lingers about 6 s):
+    // connect, ask for /healthz, wait 1 s for any answer.
+    let deadline = Instant::now() + Duration::from_secs(20);
     let mut s = loop {
         if let Ok(s) = std::net::TcpStream::connect(&http) {
             break s;
@@ -1014,13 +1009,9 @@ fn strong_batch_client(node: usize, addr: String, keys: Keys, stop: Arc<AtomicBo
 
 /// floe.proto: "STRONG, one increment by count, so the batch is a run of consecutive IDs".
 ///
-/// Ignored on this branch: its server serves a batch by a loop of single increments
-/// (`App::sequence`), so batches asked of several nodes at once interleave (found: 3 nodes,
-/// 2 s, most batches broken, e.g. `[86, 90, 94, 97, 99]`). main since 9dee25f serves a STRONG
-/// batch as one increment (`StoreHandle::next_ids`), and this test passes there: remove the
-/// `#[ignore]` when merging.
+/// Found while the server served a batch by a loop of single increments: batches asked of
+/// several nodes at once interleaved (e.g. `[86, 90, 94, 97, 99]`).
 #[test]
-#[ignore = "STRONG batches are a loop of single increments on this branch; passes on main since 9dee25f"]
 fn strong_batches_are_runs_of_consecutive_ids() {
     let _one = one_cluster();
     let dir = tempfile::tempdir().unwrap();

@@ -61,8 +61,9 @@ pub struct LeaseConfig {
     /// holder's last time, so a host whose clock is behind cannot repeat its IDs.
     pub reclaim_after: Option<Duration>,
     /// How long to keep retrying while the identity is held by another session (10 s by
-    /// default): after a crash, the previous holder's ZooKeeper session lingers until its
-    /// timeout (6 s), and a restart should wait it out rather than fail.
+    /// default, and at least the registry's [`holder_linger`](Registry::holder_linger) + 2 s):
+    /// after a crash, the previous holder's ZooKeeper session lingers until its timeout (6 s),
+    /// an etcd lease until its TTL, and a restart should wait it out rather than fail.
     pub conflict_wait: Duration,
 }
 
@@ -167,15 +168,18 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         }
     };
     let started = tokio::time::Instant::now();
+    // A holder killed just after renewing its hold keeps it for the registry's whole linger.
+    let conflict_wait = config
+        .conflict_wait
+        .max(registry.holder_linger() + Duration::from_secs(2));
     let registered = loop {
         match registry.register(identity, config.space).await {
-            Err(e) if e.kind == ErrorKind::Conflict && started.elapsed() < config.conflict_wait => {
+            Err(e) if e.kind == ErrorKind::Conflict && started.elapsed() < conflict_wait => {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             Err(e) if e.kind == ErrorKind::Conflict => {
                 notes.push(format!(
-                    "gave up after waiting {:?} for the identity's previous holder",
-                    config.conflict_wait
+                    "gave up after waiting {conflict_wait:?} for the identity's previous holder"
                 ));
                 break Err(e);
             }

@@ -62,6 +62,14 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// that granted it, and never offers it to another.
     fn location(&self) -> String;
 
+    /// How long a holder that died without closing (kill -9) may still hold its ID in the
+    /// registry: etcd's lease TTL, ZooKeeper's session timeout, nothing for registries whose
+    /// holds end with the process (file, static). A restart of the same identity waits at
+    /// least this long (plus a margin) for the previous holder before it gives up.
+    fn holder_linger(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     /// Gives `identity` an ID in `space`: its own ID again if it has one, else a free one.
     /// The registration's record carries the last time recorded before this call.
     ///

@@ -233,9 +233,10 @@ fn sno_generator(
 }
 
 impl Server {
-    /// Binds the listeners, leases the Snowflake and sno numbers (identity: the registry's
-    /// service, this host, and [`ServerConfig::identity_port`]), starts the LexicalUUID time
-    /// bound, opens the stores and applies `bigger_than`.
+    /// Leases the Snowflake and sno numbers (identity: the registry's service, this host, and
+    /// [`ServerConfig::identity_port`]), starts the LexicalUUID time bound, opens the stores,
+    /// applies `bigger_than`, and binds the listeners last, so that nothing listens before the
+    /// server can answer.
     ///
     /// # Errors
     /// One line naming the configuration key or the component that failed.
@@ -254,8 +255,6 @@ impl Server {
             ));
         }
 
-        let grpc = bind(&config.listen.grpc, "listen.grpc").await?;
-        let http = bind(&config.listen.http, "listen.http").await?;
         let port = config
             .registry
             .port
@@ -457,6 +456,10 @@ impl Server {
             sequencer.add(handle);
         }
 
+        // Last: nothing listens until the server can answer (a restart waiting for its lease
+        // is refused, not held, by load balancers and health checks).
+        let grpc = bind(&config.listen.grpc, "listen.grpc").await?;
+        let http = bind(&config.listen.http, "listen.http").await?;
         let app = App {
             sequencer: Arc::new(sequencer),
             ids: Some(generators),

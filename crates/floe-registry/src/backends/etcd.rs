@@ -393,6 +393,11 @@ impl Registry for EtcdRegistry {
         format!("etcd://{}{}", self.endpoints, self.keys.root)
     }
 
+    fn holder_linger(&self) -> Duration {
+        // The lease lives its TTL after the last keep-alive; etcd checks expiry every 0.5 s.
+        Duration::from_secs(u64::try_from(self.ttl_secs).unwrap_or(0)) + Duration::from_millis(500)
+    }
+
     async fn register(
         &self,
         identity: &Identity,

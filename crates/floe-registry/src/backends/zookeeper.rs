@@ -464,6 +464,12 @@ impl Registry for ZkRegistry {
         format!("zk://{}{}", self.shared.cluster, self.shared.root)
     }
 
+    fn holder_linger(&self) -> Duration {
+        // The timeout the server granted (it may give more than was asked), which a dead
+        // holder's ephemeral node outlives by up to one tick.
+        self.client().session_timeout().max(SESSION_TIMEOUT)
+    }
+
     async fn register(
         &self,
         identity: &Identity,
