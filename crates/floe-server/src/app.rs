@@ -420,7 +420,13 @@ impl Server {
             ));
         }
 
-        // Stores.
+        // Stores. A node of a fleet (worker IDs from ZooKeeper or etcd) with a store of its own
+        // is warned: its sequences are not the fleet's.
+        let fleet = config
+            .registry
+            .url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("zk://") || u.starts_with("etcd://"));
         let mut sequencer = Sequencer::new();
         for (name, url) in &config.store_specs() {
             let store: Arc<dyn Store> = if url == "snowflake" {
@@ -453,6 +459,12 @@ impl Server {
                     .map_err(|e| format!("bigger_than: store {name}: {e}"))?;
             }
             described.push(format!("store {name}: {}", handle.store().kind()));
+            if fleet && !handle.store().capabilities().shared {
+                notes.push(format!(
+                    "warning: store {name} ({}) is this node's own, while its worker IDs come from a shared registry: other nodes count the same keys separately (the same IDs); use a shared store (postgres, mysql, redis, etcd, zk) for sequences across nodes",
+                    handle.store().kind()
+                ));
+            }
             sequencer.add(handle);
         }
 
