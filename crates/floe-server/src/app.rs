@@ -273,7 +273,8 @@ impl Server {
         let mut snowflakes: Vec<(String, Snowflake)> = Vec::new();
         let all_layouts =
             std::iter::once((DEFAULT_GENERATOR.to_string(), default_layout)).chain(named_layouts);
-        for (name, layout) in all_layouts {
+        let serves = |kind| config.ids.serves(kind);
+        for (name, layout) in all_layouts.filter(|_| serves(IdKind::Snowflake)) {
             let (svc, kind) = if name == DEFAULT_GENERATOR {
                 (service.clone(), "snowflake".to_string())
             } else {
@@ -331,68 +332,80 @@ impl Server {
             snowflakes.push((name, g));
         }
 
+        let mut generators = Generators::new().with_snowflake(snowflakes);
+        let mut bounds = Vec::new();
+
         // sno: a partition of its own.
-        let mut sno_lease = WorkerLease::acquire(
-            &config.registry,
-            state_dir,
-            Identity::new(format!("{service}-sno"), host.clone(), port),
-            IdSpace::SNO_PARTITIONS,
-            "sno",
-        )
-        .await
-        .map_err(|e| format!("sno: partition: {e}"))?;
-        notes.extend(sno_lease.lease.notes.iter().map(|n| format!("sno: {n}")));
-        let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
-        described.push(format!("sno: partition {}", sno_lease.lease.id));
-        let beat = Arc::clone(&sno);
-        sno_lease.start_heartbeats(move || alive_at(beat.last_time_ms()));
-        let last = Arc::clone(&sno);
-        leases.push(LeasedDebug((
-            sno_lease,
-            Box::new(move || alive_at(last.last_time_ms())),
-        )));
+        if serves(IdKind::Sno) {
+            let mut sno_lease = WorkerLease::acquire(
+                &config.registry,
+                state_dir,
+                Identity::new(format!("{service}-sno"), host.clone(), port),
+                IdSpace::SNO_PARTITIONS,
+                "sno",
+            )
+            .await
+            .map_err(|e| format!("sno: partition: {e}"))?;
+            notes.extend(sno_lease.lease.notes.iter().map(|n| format!("sno: {n}")));
+            let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
+            described.push(format!("sno: partition {}", sno_lease.lease.id));
+            let beat = Arc::clone(&sno);
+            sno_lease.start_heartbeats(move || alive_at(beat.last_time_ms()));
+            let last = Arc::clone(&sno);
+            leases.push(LeasedDebug((
+                sno_lease,
+                Box::new(move || alive_at(last.last_time_ms())),
+            )));
+            generators = generators.with_sno(sno, config.sno.meta);
+        }
 
         // LexicalUUID: a worker ID of its host and port, and a durable time bound.
-        let worker = config
-            .lexical
-            .worker_id
-            .unwrap_or_else(|| worker_id_for_host(&format!("{host}:{port}")));
-        let slot = format!("lexical-{:016x}", worker as u64);
-        let dir = state_dir.to_path_buf();
-        let horizon_config = HorizonConfig {
-            max_start_wait: Duration::from_millis(config.registry.max_clock_wait_ms),
-            ..HorizonConfig::default()
-        };
-        let started = tokio::task::spawn_blocking(move || {
-            let file = HorizonFile::open(&dir, &slot)?;
-            floe_registry::horizon::start(file, &[], horizon_config, SystemClock)
-        })
-        .await
-        .map_err(|e| format!("lexical: time bound: {e}"))?
-        .map_err(|e| format!("lexical: time bound: {e}"))?;
-        notes.extend(started.notes.iter().map(|n| format!("lexical: {n}")));
-        let lexical_horizon = started.horizon.horizon();
-        let lexical = LexicalGenerator::new(SystemClock, worker)
-            .not_before_ms(started.not_before_ms)
-            .horizon(Arc::clone(&lexical_horizon));
-        described.push(format!("lexical: worker {worker}"));
-
-        let default_snowflake = Arc::clone(&snowflakes[0].1);
-        let generators = Generators::new(
-            snowflakes,
-            Arc::clone(&sno),
-            config.sno.meta,
-            lexical,
-            Some(lexical_horizon),
-        );
+        let mut lexical_bound = None;
+        if serves(IdKind::Lexical) {
+            let worker = config
+                .lexical
+                .worker_id
+                .unwrap_or_else(|| worker_id_for_host(&format!("{host}:{port}")));
+            let slot = format!("lexical-{:016x}", worker as u64);
+            let dir = state_dir.to_path_buf();
+            let horizon_config = HorizonConfig {
+                max_start_wait: Duration::from_millis(config.registry.max_clock_wait_ms),
+                ..HorizonConfig::default()
+            };
+            let started = tokio::task::spawn_blocking(move || {
+                let file = HorizonFile::open(&dir, &slot)?;
+                floe_registry::horizon::start(file, &[], horizon_config, SystemClock)
+            })
+            .await
+            .map_err(|e| format!("lexical: time bound: {e}"))?
+            .map_err(|e| format!("lexical: time bound: {e}"))?;
+            notes.extend(started.notes.iter().map(|n| format!("lexical: {n}")));
+            let horizon = started.horizon.horizon();
+            let lexical = LexicalGenerator::new(SystemClock, worker)
+                .not_before_ms(started.not_before_ms)
+                .horizon(Arc::clone(&horizon));
+            described.push(format!("lexical: worker {worker}"));
+            generators = generators.with_lexical(lexical, Some(horizon));
+            lexical_bound = Some(started.horizon);
+        }
+        if serves(IdKind::Uuid7) {
+            generators = generators.with_uuid7();
+        }
+        if serves(IdKind::Ulid) {
+            generators = generators.with_ulid();
+        }
         let generators = Arc::new(generators);
-        let last_lexical = Arc::clone(&generators);
-        let bounds = vec![BoundDebug((
-            started.horizon,
-            Box::new(move || {
-                u64::try_from(last_lexical.lexical().last_timestamp_micros() / 1000).unwrap_or(0)
-            }),
-        ))];
+        if let Some(bound) = lexical_bound {
+            let last = Arc::clone(&generators);
+            bounds.push(BoundDebug((
+                bound,
+                Box::new(move || {
+                    last.lexical().map_or(0, |g| {
+                        u64::try_from(g.last_timestamp_micros() / 1000).unwrap_or(0)
+                    })
+                }),
+            )));
+        }
 
         // The unused WEAK tails a graceful stop kept, read and removed before anything is
         // served (only by the process holding the state directory's tails lock).
@@ -430,8 +443,12 @@ impl Server {
         let mut sequencer = Sequencer::new();
         for (name, url) in &config.store_specs() {
             let store: Arc<dyn Store> = if url == "snowflake" {
+                // Validated: a snowflake store keeps "snowflake" in ids.kinds.
+                let g = generators
+                    .snowflake(None)
+                    .map_err(|e| format!("stores.{name}: {}", e.message))?;
                 Arc::new(
-                    SnowflakeStore::new(Arc::clone(&default_snowflake))
+                    SnowflakeStore::new(Arc::clone(g))
                         .map_err(|e| format!("stores.{name}: {e}"))?,
                 )
             } else {

@@ -28,6 +28,8 @@ pub struct ServerConfig {
     pub state_dir: PathBuf,
     /// Where to listen.
     pub listen: ListenConfig,
+    /// Which ID kinds are served.
+    pub ids: IdsConfig,
     /// Connection and request bounds.
     pub limits: LimitsConfig,
     /// Where Snowflake worker IDs and sno partitions are leased.
@@ -54,6 +56,7 @@ impl Default for ServerConfig {
         ServerConfig {
             state_dir: PathBuf::from(".floe"),
             listen: ListenConfig::default(),
+            ids: IdsConfig::default(),
             limits: LimitsConfig::default(),
             registry: RegistryConfig::default(),
             snowflake: SnowflakeSection::default(),
@@ -85,6 +88,34 @@ impl Default for ListenConfig {
             http: "127.0.0.1:34903".into(),
             allow_hosts: Vec::new(),
         }
+    }
+}
+
+/// Which ID kinds a server issues.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdsConfig {
+    /// Of `snowflake`, `sno`, `lexical`, `uuid7`, `ulid` (default: all). A kind left out is
+    /// not served (503 / `FAILED_PRECONDITION`) and leases nothing: `kinds = []` is a
+    /// sequencer only, which takes no worker ID and keeps no time bound.
+    pub kinds: Vec<String>,
+}
+
+impl Default for IdsConfig {
+    fn default() -> Self {
+        IdsConfig {
+            kinds: crate::ids::IdKind::ALL
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect(),
+        }
+    }
+}
+
+impl IdsConfig {
+    /// Whether `kind` is served.
+    pub fn serves(&self, kind: crate::ids::IdKind) -> bool {
+        self.kinds.iter().any(|k| k == kind.name())
     }
 }
 
@@ -544,6 +575,27 @@ impl ServerConfig {
             }
         }
         self.floors()?;
+        let mut kinds = std::collections::BTreeSet::new();
+        for kind in &self.ids.kinds {
+            crate::ids::IdKind::parse(kind).map_err(|_| {
+                bad(
+                    "ids.kinds",
+                    format!(
+                        "expected snowflake, sno, lexical, uuid7 or ulid, found {:?}",
+                        crate::echo(kind, crate::MAX_ECHO)
+                    ),
+                )
+            })?;
+            if !kinds.insert(kind) {
+                return Err(bad("ids.kinds", format!("{kind:?} is named twice")));
+            }
+        }
+        if snowflake_stores == 1 && !self.ids.serves(crate::ids::IdKind::Snowflake) {
+            return Err(bad(
+                "ids.kinds",
+                "a snowflake store serves the server's Snowflake generator: keep \"snowflake\" in ids.kinds",
+            ));
+        }
         let layout = self
             .snowflake
             .default
@@ -650,6 +702,12 @@ mod tests {
         check(
             "[limits]\nrequest_timeout_secs = 1\n",
             "limits.request_timeout_secs",
+        );
+        check("[ids]\nkinds = [\"guid\"]\n", "ids.kinds");
+        check("[ids]\nkinds = [\"sno\", \"sno\"]\n", "ids.kinds");
+        check(
+            "[ids]\nkinds = []\n[stores]\nx = \"snowflake\"\n",
+            "ids.kinds",
         );
     }
 

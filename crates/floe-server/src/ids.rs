@@ -170,48 +170,78 @@ pub struct IdOptions {
 /// A named Snowflake generator.
 pub type Snowflake = Arc<SnowflakeGenerator<SystemClock>>;
 
-/// The generators of a server.
-#[derive(Debug)]
+/// The generators of a server: those of the kinds it serves (`ids.kinds`).
+#[derive(Debug, Default)]
 pub struct Generators {
-    /// The default Snowflake generator first, then the named ones.
+    /// The default Snowflake generator first, then the named ones (none: not served).
     snowflake: Vec<(String, Snowflake)>,
-    sno: Arc<SnoGenerator<SystemClock>>,
-    sno_meta: u8,
-    lexical: LexicalGenerator<SystemClock>,
-    lexical_horizon: Option<Arc<Horizon>>,
-    uuid7: Uuid7Generator<SystemClock>,
-    ulid: UlidGenerator<SystemClock>,
+    sno: Option<(Arc<SnoGenerator<SystemClock>>, u8)>,
+    lexical: Option<(LexicalGenerator<SystemClock>, Option<Arc<Horizon>>)>,
+    uuid7: Option<Uuid7Generator<SystemClock>>,
+    ulid: Option<UlidGenerator<SystemClock>>,
 }
 
 /// The name of the default Snowflake generator.
 pub const DEFAULT_GENERATOR: &str = "default";
 
+/// The error of a kind this server does not serve.
+fn not_served(kind: IdKind) -> SeqError {
+    SeqError::config(format!(
+        "{} IDs are not served here (the server's ids.kinds leaves them out)",
+        kind.name()
+    ))
+}
+
 impl Generators {
-    /// Generators built elsewhere (the server's assembly leases their numbers): `snowflake`
-    /// holds the default generator first.
-    pub fn new(
-        snowflake: Vec<(String, Snowflake)>,
-        sno: Arc<SnoGenerator<SystemClock>>,
-        sno_meta: u8,
-        lexical: LexicalGenerator<SystemClock>,
-        lexical_horizon: Option<Arc<Horizon>>,
-    ) -> Generators {
-        Generators {
-            snowflake,
-            sno,
-            sno_meta,
-            lexical,
-            lexical_horizon,
-            uuid7: Uuid7Generator::new(SystemClock),
-            ulid: UlidGenerator::new(SystemClock),
-        }
+    /// No generators: add those of the kinds served with the `with_*` methods (the server's
+    /// assembly leases their numbers).
+    pub fn new() -> Generators {
+        Generators::default()
+    }
+
+    /// Serves Snowflake IDs: the default generator first, then the named ones.
+    pub fn with_snowflake(mut self, generators: Vec<(String, Snowflake)>) -> Self {
+        self.snowflake = generators;
+        self
+    }
+
+    /// Serves sno IDs, with `meta` for requests that name no metabyte.
+    pub fn with_sno(mut self, generator: Arc<SnoGenerator<SystemClock>>, meta: u8) -> Self {
+        self.sno = Some((generator, meta));
+        self
+    }
+
+    /// Serves LexicalUUIDs; `horizon` is the generator's durable time bound, if it has one.
+    pub fn with_lexical(
+        mut self,
+        generator: LexicalGenerator<SystemClock>,
+        horizon: Option<Arc<Horizon>>,
+    ) -> Self {
+        self.lexical = Some((generator, horizon));
+        self
+    }
+
+    /// Serves UUIDv7s.
+    pub fn with_uuid7(mut self) -> Self {
+        self.uuid7 = Some(Uuid7Generator::new(SystemClock));
+        self
+    }
+
+    /// Serves ULIDs.
+    pub fn with_ulid(mut self) -> Self {
+        self.ulid = Some(UlidGenerator::new(SystemClock));
+        self
     }
 
     /// The Snowflake generator of a name (`None`: the default one).
     ///
     /// # Errors
-    /// `InvalidArgument` naming the generators there are.
+    /// `InvalidArgument` naming the generators there are; `Config` when Snowflake IDs are not
+    /// served.
     pub fn snowflake(&self, name: Option<&str>) -> Result<&Snowflake, SeqError> {
+        if self.snowflake.is_empty() {
+            return Err(not_served(IdKind::Snowflake));
+        }
         let name = name.unwrap_or(DEFAULT_GENERATOR);
         self.snowflake
             .iter()
@@ -235,14 +265,14 @@ impl Generators {
         self.snowflake.iter().map(|(n, g)| (n.as_str(), g))
     }
 
-    /// The sno generator.
-    pub fn sno(&self) -> &Arc<SnoGenerator<SystemClock>> {
-        &self.sno
+    /// The sno generator, if sno IDs are served.
+    pub fn sno(&self) -> Option<&Arc<SnoGenerator<SystemClock>>> {
+        self.sno.as_ref().map(|(g, _)| g)
     }
 
-    /// The LexicalUUID generator.
-    pub fn lexical(&self) -> &LexicalGenerator<SystemClock> {
-        &self.lexical
+    /// The LexicalUUID generator, if LexicalUUIDs are served.
+    pub fn lexical(&self) -> Option<&LexicalGenerator<SystemClock>> {
+        self.lexical.as_ref().map(|(g, _)| g)
     }
 
     /// `count` IDs of `kind` (at least 1; the caller bounds it), in the order issued. A
@@ -289,12 +319,13 @@ impl Generators {
                 )
             }
             IdKind::Sno => {
-                let meta = options.meta.unwrap_or(self.sno_meta);
+                let (g, default_meta) = self.sno.as_ref().ok_or_else(|| not_served(kind))?;
+                let meta = options.meta.unwrap_or(*default_meta);
                 Ids::Sno(
                     polled(
                         n,
                         deadline,
-                        || self.sno.poll_new(meta),
+                        || g.poll_new(meta),
                         |e| matches!(e, SnoError::HorizonStalled(_)),
                         sno_error,
                         "sno",
@@ -303,14 +334,14 @@ impl Generators {
                 )
             }
             IdKind::Lexical => {
+                let (lexical, horizon) = self.lexical.as_ref().ok_or_else(|| not_served(kind))?;
                 // The generator waits for its time bound itself (a blocking wait): make sure
                 // the bound covers the whole batch before asking, so that it never does here.
-                if let Some(h) = &self.lexical_horizon {
+                if let Some(h) = horizon {
                     let clock = SystemClock;
                     loop {
                         let now_us = clock.now_nanos() / 1_000;
-                        let last_us =
-                            u64::try_from(self.lexical.last_timestamp_micros()).unwrap_or(0);
+                        let last_us = u64::try_from(lexical.last_timestamp_micros()).unwrap_or(0);
                         let until_us = now_us.max(last_us).saturating_add(u64::from(count));
                         if h.allows_nanos(until_us.saturating_mul(1_000)) {
                             break;
@@ -326,15 +357,19 @@ impl Generators {
                 }
                 let mut out = Vec::with_capacity(n);
                 for _ in 0..n {
-                    out.push(self.lexical.next_id().map_err(lexical_error)?);
+                    out.push(lexical.next_id().map_err(lexical_error)?);
                 }
                 Ids::Lexical(out)
             }
-            IdKind::Uuid7 => Ids::Uuid7((0..n).map(|_| self.uuid7.generate()).collect()),
+            IdKind::Uuid7 => {
+                let g = self.uuid7.as_ref().ok_or_else(|| not_served(kind))?;
+                Ids::Uuid7((0..n).map(|_| g.generate()).collect())
+            }
             IdKind::Ulid => {
+                let g = self.ulid.as_ref().ok_or_else(|| not_served(kind))?;
                 let mut out = Vec::with_capacity(n);
                 for _ in 0..n {
-                    out.push(self.ulid.generate().map_err(|e| {
+                    out.push(g.generate().map_err(|e| {
                         SeqError::unavailable(format!("ulid: {e}: retry in the next millisecond"))
                     })?);
                 }

@@ -612,3 +612,52 @@ async fn a_stream_longer_than_the_idle_timeout_is_served_to_its_end() {
     assert!(started.elapsed() > std::time::Duration::from_secs(2));
     node.stop().await;
 }
+
+/// `ids.kinds` picks the kinds served: a kind left out answers 503 and leases nothing, and
+/// `kinds = []` is a sequencer that keeps no worker ID and no time bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinds_left_out_are_not_served_and_lease_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.stores.remove("ids");
+    c.snowflake.named.clear();
+    c.ids.kinds = vec!["uuid7".into()];
+    let node = Node::start(&c).await;
+    let (code, _) = http(&node.http, "GET", "/v1/ids/uuid7").await;
+    assert_eq!(code, 200);
+    for kind in ["snowflake", "sno", "lexical", "ulid"] {
+        let (code, body) = http(&node.http, "GET", &format!("/v1/ids/{kind}")).await;
+        assert_eq!(code, 503, "{kind}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("not served here"),
+            "{body}"
+        );
+    }
+    let (code, _, _) = http_with(&node.http, "GET", "/api/snowflake/get/x", &[]).await;
+    assert_eq!(code, 500, "Leaf's route answers a failure as Leaf does");
+    let mut client = node.client().await;
+    let status = client
+        .next_ids(NextIdsRequest {
+            kind: Kind::Sno as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    let (code, body) = http(&node.http, "GET", "/v1/sequencer/main/k").await;
+    assert_eq!((code, body["next_id"].as_str()), (200, Some("1")));
+    node.stop().await;
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("horizon-") || n.starts_with("registry")),
+        "nothing leased, no time bound kept: {names:?}"
+    );
+}
