@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The table of scripts/load.sh: medians of its runs (results.tsv), p99 and ratios.
 
-Each row of results.tsv: measurement, target, round, requests/s, p99 (ms), failed requests.
+Each row of results.tsv: measurement, target, round, requests/s, p99 (ms), failed requests, the
+server's CPU time per request (µs).
 """
 import statistics
 import sys
@@ -15,10 +16,10 @@ def main(path):
     runs = defaultdict(list)
     order = []
     for line in open(path):
-        m, target, _round, rps, p99, failed = line.rstrip("\n").split("\t")
+        m, target, _round, rps, p99, failed, cpu = line.rstrip("\n").split("\t")
         if (m, target) not in runs:
             order.append((m, target))
-        runs[(m, target)].append((float(rps or 0), float(p99 or 0), int(failed or 0)))
+        runs[(m, target)].append((float(rps or 0), float(p99 or 0), int(failed or 0), float(cpu or 0)))
 
     def med(m, target):
         rs = runs[(m, target)]
@@ -29,12 +30,13 @@ def main(path):
             len(rs),
             min(r[0] for r in rs),
             max(r[0] for r in rs),
+            statistics.median(r[3] for r in rs),
         )
 
-    print("| measurement | target | runs | req/s (median) | min–max | p99 ms (median) | failed | ratio / goal |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| measurement | target | runs | req/s (median) | min–max | p99 ms (median) | server CPU µs/req | failed | ratio / goal |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for m, target in order:
-        rps, p99, failed, n, lo, hi = med(m, target)
+        rps, p99, failed, n, lo, hi, cpu = med(m, target)
         note = ""
         if m.startswith("grpc GetNextId") and target == "floe" and (m, "noop") in runs:
             note = f"{rps / med(m, 'noop')[0]:.2f}x of no-op (goal 0.95x)"
@@ -53,7 +55,7 @@ def main(path):
             note = f"{ids / 1e6:.2f} M IDs/s: {goal}"
         label = {"healthz": "/healthz", "sequencer": "/v1/sequencer/default/k",
                  "leaf-segment": "/api/segment/get/k", "leaf-snowflake": "/api/snowflake/get/k"}.get(target, target)
-        print(f"| {m} | {label} | {n} | {rps:,.0f} | {lo:,.0f}–{hi:,.0f} | {p99:.2f} | {failed} | {note} |")
+        print(f"| {m} | {label} | {n} | {rps:,.0f} | {lo:,.0f}–{hi:,.0f} | {p99:.2f} | {cpu:.2f} | {failed} | {note} |")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,8 @@ start floe "$FLOE_BIN" serve --state-dir "$work/state" --store default=memory \
 floe_grpc=$(sed -n 's/.*grpc=\([^ ]*\).*/\1/p' <<<"$STARTED")
 floe_http=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' <<<"$STARTED")
 start noop "$NOOP_BIN" 127.0.0.1:0
+noop_pid=${pids[1]}
+floe_pid=${pids[0]}
 noop_grpc=$(sed -n 's/.*grpc=\([^ ]*\).*/\1/p' <<<"$STARTED")
 echo "floe: grpc=$floe_grpc http=$floe_http; noop: grpc=$noop_grpc" >&2
 
@@ -122,19 +124,31 @@ for path in /healthz /v1/sequencer/default/k /api/segment/get/k /api/snowflake/g
   }
 done
 
-# record MEASUREMENT TARGET ROUND REQ_PER_S P99_MS FAILED
-record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT"; }
+# record MEASUREMENT TARGET ROUND REQ_PER_S P99_MS FAILED CPU_US_PER_REQUEST
+record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT"; }
+
+# The server's CPU time so far (user and system, in clock ticks), and per request of a run: the
+# column that other load on a shared machine disturbs least.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+per_request() { # per_request TICKS REQUESTS: microseconds
+  awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }'
+}
 
 # h2 MEASUREMENT TARGET ROUND CONNSxSTREAMS URL BODY
 h2() {
-  local c=${4%x*} m=${4#*x} log="$work/h2load.log" text rps failed p99
-  text=$(h2load -c"$c" -m"$m" -t1 -D "$SECONDS_PER_RUN" --warm-up-time=1 -d "$6" \
+  local c=${4%x*} m=${4#*x} log="$work/h2load.log" text rps failed p99 pid t0 done_
+  pid=$floe_pid
+  [ "$2" = noop ] && pid=$noop_pid
+  t0=$(ticks "$pid")
+  text=$(h2load -c"$c" -m"$m" -t1 -D "$SECONDS_PER_RUN" -d "$6" \
     -H 'content-type: application/grpc' -H 'te: trailers' --log-file="$log" "$5")
+  cpu=$(($(ticks "$pid") - t0))
+  done_=$(sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p' <<<"$text")
   rps=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$text")
   failed=$(sed -n 's/^requests: .* \([0-9]*\) failed, \([0-9]*\) errored.*/\1+\2/p' <<<"$text")
   # The log: start (µs), status, duration (µs) per request.
   p99=$(cut -f3 "$log" | sort -n | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; printf "%.3f", v[i] / 1000 }')
-  record "$1" "$2" "$3" "$rps" "$p99" "$((failed))"
+  record "$1" "$2" "$3" "$rps" "$p99" "$((failed))" "$(per_request "$cpu" "$done_")"
 }
 
 # to_ms VALUE-WITH-UNIT: wrk's latency (us, ms, s) in milliseconds.
@@ -142,12 +156,15 @@ to_ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v
 
 # http MEASUREMENT TARGET ROUND URL
 http() {
-  local text rps p99 non2xx
+  local text rps p99 non2xx t0 cpu total
+  t0=$(ticks "$floe_pid")
   text=$(wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"${SECONDS_PER_RUN}s" --latency "$4")
+  cpu=$(($(ticks "$floe_pid") - t0))
+  total=$(awk '/requests in/ { print $1 }' <<<"$text")
   rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$text")
   p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$text")")
   non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$text")
-  record "$1" "$2" "$3" "$rps" "$p99" "${non2xx:-0}"
+  record "$1" "$2" "$3" "$rps" "$p99" "${non2xx:-0}" "$(per_request "$cpu" "$total")"
 }
 
 # pair ROUND FIRST-COMMAND SECOND-COMMAND: both, in an order that alternates with the round.
@@ -186,4 +203,4 @@ for round in $(seq 1 "$BATCH_ROUNDS"); do
 done
 
 python3 scripts/load-table.py "$OUT" | tee "${OUT%.tsv}.md"
-echo "(h2load -t1 -D $SECONDS_PER_RUN --warm-up-time=1; wrk -t$WRK_THREADS -c$WRK_CONNS -d${SECONDS_PER_RUN}s; $ROUNDS rounds, batches $BATCH_ROUNDS; $(nproc) cores shared by servers and clients)"
+echo "(h2load -t1 -D $SECONDS_PER_RUN; wrk -t$WRK_THREADS -c$WRK_CONNS -d${SECONDS_PER_RUN}s; $ROUNDS rounds, batches $BATCH_ROUNDS; $(nproc) cores shared by servers and clients)"
