@@ -2,7 +2,7 @@
 # Load of `floe serve` on loopback (issue 9 §7), each measurement beside its baseline in the
 # same run with the same client, and a table of medians, p99 and ratios.
 #
-#   scripts/load.sh            # 5 rounds of 5 s per target (about 5 minutes, the build aside)
+#   scripts/load.sh            # 5 rounds of 4 s per target (under 5 minutes, the build aside)
 #   QUICK=1 scripts/load.sh    # 2 rounds of 2 s per target (about a minute)
 #   ROUNDS=7 SECONDS_PER_RUN=10 scripts/load.sh
 #
@@ -25,7 +25,7 @@ if [ "${QUICK:-0}" = 1 ]; then
   SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
 else
   ROUNDS=${ROUNDS:-5}
-  SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
+  SECONDS_PER_RUN=${SECONDS_PER_RUN:-4}
 fi
 # The batch measurements are fewer rounds: they are not a ratio to a baseline.
 BATCH_ROUNDS=${BATCH_ROUNDS:-$(((ROUNDS + 1) / 2))}
