@@ -330,7 +330,7 @@ async fn connection<S, B>(
 /// queue), it writes what they answered in one. Only after a poll that started more than one
 /// request: for a single one, the extra round through the run queue costs more than it saves.
 /// On loopback under h2load (16 connections, 8 streams each) that is about 6 answers per
-/// `writev` instead of 1.2, and a third less CPU per request; with one stream per
+/// `writev` instead of 1.2, and a quarter less CPU per request; with one stream per
 /// connection nothing changes.
 fn answers_together<F: Future + ?Sized>(
     conn: Pin<&mut F>,
