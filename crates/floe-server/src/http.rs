@@ -168,6 +168,18 @@ fn ids_json(n: usize, mut write: impl FnMut(usize, &mut String)) -> Response {
     json_body(body)
 }
 
+/// `{"next_id":"42"}` (the ID a string, as proto3's JSON mapping writes an int64), written by
+/// hand: no JSON value is built for one number.
+fn next_id_json(id: i64) -> String {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(id);
+    let mut body = String::with_capacity(15 + digits.len());
+    body.push_str("{\"next_id\":\"");
+    body.push_str(digits);
+    body.push_str("\"}");
+    body
+}
+
 async fn next_id(
     State(app): State<Arc<App>>,
     path: StoreAndKey,
@@ -179,10 +191,9 @@ async fn next_id(
         .sequence(&store, &key, mode(&params), batch.unwrap_or(1))
         .await?;
     Ok(match batch {
-        None => Json(json!({ "next_id": ids[0].to_string() })).into_response(),
+        None => json_body(next_id_json(ids[0])),
         Some(_) => ids_json(ids.len(), |i, out| {
-            use std::fmt::Write as _;
-            let _ = write!(out, "{}", ids[i]);
+            out.push_str(itoa::Buffer::new().format(ids[i]));
         }),
     })
 }
@@ -395,4 +406,33 @@ pub fn router(app: Arc<App>) -> Router {
             same_origin,
         ))
         .with_state(app)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_id_json_is_what_serde_json_writes() {
+        for id in [i64::MIN, -1, 0, 1, 42, 1_000_000_007, i64::MAX] {
+            let by_serde = serde_json::to_string(&json!({ "next_id": id.to_string() })).unwrap();
+            assert_eq!(next_id_json(id), by_serde);
+        }
+    }
+
+    #[tokio::test]
+    async fn ids_json_is_what_serde_json_writes() {
+        let ids = [i64::MIN, -1, 0, 42, i64::MAX];
+        let response = ids_json(ids.len(), |i, out| {
+            out.push_str(itoa::Buffer::new().format(ids[i]));
+        });
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            HeaderValue::from_static("application/json")
+        );
+        let texts: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        let by_serde = serde_json::to_string(&json!({ "ids": texts })).unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await;
+        assert_eq!(body.unwrap(), by_serde.as_bytes());
+    }
 }
