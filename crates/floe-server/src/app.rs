@@ -101,6 +101,24 @@ impl App {
             .await
     }
 
+    /// The next ID of a sequence key, checked as Layotto checks a request ([`crate::check`])
+    /// and worded by [`crate::public`]: [`sequence`](Self::sequence) of one, without a `Vec`.
+    ///
+    /// # Errors
+    /// As [`crate::check`] and the store's.
+    pub async fn next_id(
+        &self,
+        store: &str,
+        key: &str,
+        mode: Result<Mode, String>,
+    ) -> Result<i64, SeqError> {
+        let (handle, mode) = crate::check(&self.sequencer, store, key, mode)?;
+        handle
+            .next_id(key, mode)
+            .await
+            .map_err(|e| crate::public(e, handle, key, Asked::NextId(mode)))
+    }
+
     /// `count` IDs of a sequence key (already checked against the largest batch), checked as
     /// Layotto checks a request ([`crate::check`]) and worded by [`crate::public`].
     ///

@@ -186,15 +186,16 @@ async fn next_id(
     query: Params,
 ) -> Result<Response, HttpError> {
     let (store, key, params) = arguments(path, query)?;
-    let batch = count(&app, &params)?;
-    let ids = app
-        .sequence(&store, &key, mode(&params), batch.unwrap_or(1))
-        .await?;
-    Ok(match batch {
-        None => json_body(next_id_json(ids[0])),
-        Some(_) => ids_json(ids.len(), |i, out| {
-            out.push_str(itoa::Buffer::new().format(ids[i]));
-        }),
+    Ok(match count(&app, &params)? {
+        None => json_body(next_id_json(
+            app.next_id(&store, &key, mode(&params)).await?,
+        )),
+        Some(n) => {
+            let ids = app.sequence(&store, &key, mode(&params), n).await?;
+            ids_json(ids.len(), |i, out| {
+                out.push_str(itoa::Buffer::new().format(ids[i]));
+            })
+        }
     })
 }
 

@@ -77,8 +77,8 @@ async fn segment_id(
         ));
     };
     let store = app.leaf_store.clone().unwrap_or_default();
-    match app.sequence(&store, &key, Ok(Mode::Weak), 1).await {
-        Ok(ids) => number(ids[0]),
+    match app.next_id(&store, &key, Ok(Mode::Weak)).await {
+        Ok(id) => number(id),
         Err(e) => leaf_error(e),
     }
 }
