@@ -72,6 +72,36 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     assert_eq!(code, 500, "Leaf's route answers a failure as Leaf does");
     let (code, body) = http(&server.http, "GET", "/v1/ids/sno").unwrap();
     assert_eq!(code, 200, "sno holds a lease of its own: {body}");
+    // LexicalUUID's worker ID is leased and fenced the same way (a replacement that took the
+    // identity over would otherwise issue the same LexicalUUIDs).
+    let (code, _) = http(&server.http, "GET", "/v1/ids/lexical").unwrap();
+    assert_eq!(code, 200);
+    common::ok(common::run(&[
+        "worker",
+        "release",
+        "--registry",
+        &registry,
+        "--service",
+        "floe-lexical",
+        "--host",
+        "h1",
+        "--port",
+        "4242",
+    ]));
+    let started = Instant::now();
+    loop {
+        let (code, body) = http(&server.http, "GET", "/v1/ids/lexical").unwrap();
+        if code == 503 {
+            assert!(body.contains("lease is lost"), "{body}");
+            break;
+        }
+        assert_eq!(code, 200, "{body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "lexical never fenced"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     server.term();
     let (_, err, _) = server.wait(Duration::from_secs(30));
     assert!(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use floe_core::clock::SystemClock;
-use floe_core::lexical::{worker_id_for_host, LexicalGenerator};
+use floe_core::lexical::LexicalGenerator;
 use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
 use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_registry::horizon::{DurableHorizon, HorizonConfig, HorizonFile};
@@ -144,7 +144,11 @@ impl App {
     }
 }
 
-/// A durable time bound this server keeps for a generator without a lease (LexicalUUID).
+/// The LexicalUUID worker IDs a registry leases (as many as sno partitions).
+const LEXICAL_WORKERS: IdSpace = IdSpace { size: 1 << 16 };
+
+/// A durable time bound this server keeps for a generator without a lease (LexicalUUID with a
+/// configured worker ID).
 type Bound = (DurableHorizon, Box<dyn Fn() -> u64 + Send + Sync>);
 
 /// A lease and the last issued time of its generator.
@@ -352,6 +356,7 @@ impl Server {
 
         let mut generators = Generators::new().with_snowflake(snowflakes);
         let mut bounds = Vec::new();
+        let mut lexical_lease = None;
 
         // sno: a partition of its own.
         if serves(IdKind::Sno) {
@@ -377,34 +382,60 @@ impl Server {
             generators = generators.with_sno(sno, config.sno.meta);
         }
 
-        // LexicalUUID: a worker ID of its host and port, and a durable time bound.
+        // LexicalUUID: a worker ID leased as sno's partition is (unless one is configured,
+        // which is then the operator's to keep unique), and a durable time bound.
         let mut lexical_bound = None;
         if serves(IdKind::Lexical) {
-            let worker = config
-                .lexical
-                .worker_id
-                .unwrap_or_else(|| worker_id_for_host(&format!("{host}:{port}")));
-            let slot = format!("lexical-{:016x}", worker as u64);
-            let dir = state_dir.to_path_buf();
-            let horizon_config = HorizonConfig {
-                max_start_wait: Duration::from_millis(config.registry.max_clock_wait_ms),
-                ..HorizonConfig::default()
+            let (worker, not_before_ms, horizon, fence) = match config.lexical.worker_id {
+                Some(worker) => {
+                    let slot = format!("lexical-{:016x}", worker as u64);
+                    let dir = state_dir.to_path_buf();
+                    let horizon_config = HorizonConfig {
+                        max_start_wait: Duration::from_millis(config.registry.max_clock_wait_ms),
+                        ..HorizonConfig::default()
+                    };
+                    let started = tokio::task::spawn_blocking(move || {
+                        let file = HorizonFile::open(&dir, &slot)?;
+                        floe_registry::horizon::start(file, &[], horizon_config, SystemClock)
+                    })
+                    .await
+                    .map_err(|e| format!("lexical: time bound: {e}"))?
+                    .map_err(|e| format!("lexical: time bound: {e}"))?;
+                    notes.extend(started.notes.iter().map(|n| format!("lexical: {n}")));
+                    let horizon = started.horizon.horizon();
+                    lexical_bound = Some(started.horizon);
+                    (worker, started.not_before_ms, horizon, None)
+                }
+                None => {
+                    let lease = WorkerLease::acquire(
+                        &config.registry,
+                        state_dir,
+                        Identity::new(format!("{service}-lexical"), host.clone(), port),
+                        LEXICAL_WORKERS,
+                        "lexical",
+                    )
+                    .await
+                    .map_err(|e| format!("lexical: worker ID: {e}"))?;
+                    notes.extend(lease.lease.notes.iter().map(|n| format!("lexical: {n}")));
+                    let l = &lease.lease;
+                    let horizon = l
+                        .horizon()
+                        .ok_or("internal: a lease without a time bound")?;
+                    let leased = (
+                        i64::from(l.id),
+                        l.not_before_ms,
+                        horizon,
+                        Some(l.fence.clone()),
+                    );
+                    lexical_lease = Some(lease);
+                    leased
+                }
             };
-            let started = tokio::task::spawn_blocking(move || {
-                let file = HorizonFile::open(&dir, &slot)?;
-                floe_registry::horizon::start(file, &[], horizon_config, SystemClock)
-            })
-            .await
-            .map_err(|e| format!("lexical: time bound: {e}"))?
-            .map_err(|e| format!("lexical: time bound: {e}"))?;
-            notes.extend(started.notes.iter().map(|n| format!("lexical: {n}")));
-            let horizon = started.horizon.horizon();
             let lexical = LexicalGenerator::new(SystemClock, worker)
-                .not_before_ms(started.not_before_ms)
+                .not_before_ms(not_before_ms)
                 .horizon(Arc::clone(&horizon));
             described.push(format!("lexical: worker {worker}"));
-            generators = generators.with_lexical(lexical, Some(horizon));
-            lexical_bound = Some(started.horizon);
+            generators = generators.with_lexical(lexical, Some(horizon), fence);
         }
         if serves(IdKind::Uuid7) {
             generators = generators.with_uuid7();
@@ -413,16 +444,22 @@ impl Server {
             generators = generators.with_ulid();
         }
         let generators = Arc::new(generators);
+        let last_lexical = {
+            let g = Arc::clone(&generators);
+            move || {
+                g.lexical().map_or(0, |g| {
+                    u64::try_from(g.last_timestamp_micros() / 1000).unwrap_or(0)
+                })
+            }
+        };
+        if let Some(mut lease) = lexical_lease {
+            let beat = last_lexical.clone();
+            lease.start_heartbeats(move || alive_at(beat()));
+            let last = last_lexical.clone();
+            leases.push(LeasedDebug((lease, Box::new(move || alive_at(last())))));
+        }
         if let Some(bound) = lexical_bound {
-            let last = Arc::clone(&generators);
-            bounds.push(BoundDebug((
-                bound,
-                Box::new(move || {
-                    last.lexical().map_or(0, |g| {
-                        u64::try_from(g.last_timestamp_micros() / 1000).unwrap_or(0)
-                    })
-                }),
-            )));
+            bounds.push(BoundDebug((bound, Box::new(last_lexical))));
         }
 
         // The unused WEAK tails a graceful stop kept, read and removed before anything is

@@ -273,8 +273,10 @@ impl Default for SnoConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LexicalConfig {
-    /// The worker ID (default: Cassie's FNV-1a of the identity's host and port, so that
-    /// servers on one host differ).
+    /// The worker ID. Default: a number leased from the registry under `{service}-lexical`
+    /// (as sno's partition is), so no two live servers of a registry share one, and a server
+    /// whose lease is lost stops issuing (fenced). A configured one is the operator's to keep
+    /// unique (as `static:` is), with a durable time bound of its own.
     pub worker_id: Option<i64>,
 }
 

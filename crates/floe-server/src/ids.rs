@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_core::clock::{Clock, SystemClock};
+use floe_core::fence::Fence;
 use floe_core::horizon::Horizon;
 use floe_core::lexical::{LexicalError, LexicalGenerator, LexicalUuid};
 use floe_core::sno::{SnoError, SnoGenerator, SnoId};
@@ -176,10 +177,17 @@ pub struct Generators {
     /// The default Snowflake generator first, then the named ones (none: not served).
     snowflake: Vec<(String, Snowflake)>,
     sno: Option<(Arc<SnoGenerator<SystemClock>>, u8)>,
-    lexical: Option<(LexicalGenerator<SystemClock>, Option<Arc<Horizon>>)>,
+    lexical: Option<Lexical>,
     uuid7: Option<Uuid7Generator<SystemClock>>,
     ulid: Option<UlidGenerator<SystemClock>>,
 }
+
+/// A LexicalUUID generator, its durable time bound and its lease's fence, if it has them.
+type Lexical = (
+    LexicalGenerator<SystemClock>,
+    Option<Arc<Horizon>>,
+    Option<Arc<Fence>>,
+);
 
 /// The name of the default Snowflake generator.
 pub const DEFAULT_GENERATOR: &str = "default";
@@ -211,13 +219,15 @@ impl Generators {
         self
     }
 
-    /// Serves LexicalUUIDs; `horizon` is the generator's durable time bound, if it has one.
+    /// Serves LexicalUUIDs; `horizon` is the generator's durable time bound, `fence` its
+    /// worker lease's fence (raised: no LexicalUUID is issued), if it has them.
     pub fn with_lexical(
         mut self,
         generator: LexicalGenerator<SystemClock>,
         horizon: Option<Arc<Horizon>>,
+        fence: Option<Arc<Fence>>,
     ) -> Self {
-        self.lexical = Some((generator, horizon));
+        self.lexical = Some((generator, horizon, fence));
         self
     }
 
@@ -272,7 +282,7 @@ impl Generators {
 
     /// The LexicalUUID generator, if LexicalUUIDs are served.
     pub fn lexical(&self) -> Option<&LexicalGenerator<SystemClock>> {
-        self.lexical.as_ref().map(|(g, _)| g)
+        self.lexical.as_ref().map(|(g, _, _)| g)
     }
 
     /// `count` IDs of `kind` (at least 1; the caller bounds it), in the order issued. A
@@ -334,7 +344,9 @@ impl Generators {
                 )
             }
             IdKind::Lexical => {
-                let (lexical, horizon) = self.lexical.as_ref().ok_or_else(|| not_served(kind))?;
+                let (lexical, horizon, fence) =
+                    self.lexical.as_ref().ok_or_else(|| not_served(kind))?;
+                let fenced = || fence.as_ref().is_some_and(|f| f.is_raised());
                 // The generator waits for its time bound itself (a blocking wait): make sure
                 // the bound covers the whole batch before asking, so that it never does here.
                 if let Some(h) = horizon {
@@ -357,6 +369,12 @@ impl Generators {
                 }
                 let mut out = Vec::with_capacity(n);
                 for _ in 0..n {
+                    // Checked before each ID, as the Snowflake and sno generators do.
+                    if fenced() {
+                        return Err(SeqError::unavailable(
+                            "lexical: this server's worker lease is lost (fenced): retry on another server",
+                        ));
+                    }
                     out.push(lexical.next_id().map_err(lexical_error)?);
                 }
                 Ids::Lexical(out)
