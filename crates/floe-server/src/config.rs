@@ -542,7 +542,18 @@ impl ServerConfig {
             max_keys: self.sequencer.max_keys,
         }
         .validate()
-        .map_err(|e| bad("sequencer.max_keys", e.to_string()))?;
+        .map_err(|e| {
+            let (field, rest) = e
+                .message
+                .split_once(':')
+                .unwrap_or(("max_keys", &e.message));
+            let key = if field == "idle" {
+                "sequencer.key_idle_secs"
+            } else {
+                "sequencer.max_keys"
+            };
+            bad(key, rest.trim())
+        })?;
         for (name, url) in &self.store_specs() {
             if !valid_store_name(name) {
                 return Err(bad(
@@ -687,6 +698,11 @@ mod tests {
         check("[limits]\nmax_connections = 0\n", "limits.max_connections");
         check("[sequencer]\nstep_min = 0\n", "sequencer.step_min");
         check("[sequencer]\ntimeout_ms = 0\n", "sequencer.timeout_ms");
+        check(
+            "[sequencer]\nkey_idle_secs = 0\n",
+            "sequencer.key_idle_secs",
+        );
+        check("[sequencer]\nmax_keys = 0\n", "sequencer.max_keys");
         check("[snowflake]\nlayout = \"nope\"\n", "snowflake.layout");
         check(
             "[snowflake.named.x]\nlayout = \"1/2\"\n",

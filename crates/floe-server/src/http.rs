@@ -305,7 +305,7 @@ async fn not_found() -> HttpError {
     HttpError {
         status: StatusCode::NOT_FOUND,
         error: "not_found",
-        message: "no such route: see /v1/ids/{kind}, /v1/sequencer/{store}/{key}, /v1/stores, /api/segment/get/{key}, /api/snowflake/get/{key}, /healthz".into(),
+        message: "no such route: see /v1/ids/{kind}, /v1/sequencer/{store}/{key}, /v1/stores, /api/segment/get/{key}, /api/snowflake/get/{key}, /decodeSnowflakeId, /cache, /healthz".into(),
     }
 }
 

@@ -510,6 +510,12 @@ fn lexical_error(e: LexicalError) -> SeqError {
 
 /// The parts of a Snowflake ID in a layout, as Leaf's `/decodeSnowflakeId` shows them.
 pub fn decode_snowflake(layout: &Layout, id: u64) -> Result<serde_json::Value, String> {
+    if layout.has_stray_bits(id) {
+        return Err(format!(
+            "{id} has bits set above the layout's {} bits: not an ID of this server's layout",
+            layout.total_bits()
+        ));
+    }
     let parts = layout.try_decode(id).map_err(|e| e.to_string())?;
     let ms = parts.timestamp_ms;
     let when = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)

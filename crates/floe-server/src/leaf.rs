@@ -163,6 +163,18 @@ async fn cache(
                 ))
             })?,
     };
+    // Up to max_keys keys a store: built on the blocking pool, not on the async executor.
+    let view = tokio::task::spawn_blocking(move || cache_view(&app, limit))
+        .await
+        .map_err(|e| HttpError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            error: "internal",
+            message: format!("/cache: the view was not built: {e}"),
+        })?;
+    Ok(Json(view))
+}
+
+fn cache_view(app: &App, limit: usize) -> serde_json::Value {
     let stores: Vec<_> = app
         .sequencer
         .stores()
@@ -200,7 +212,7 @@ async fn cache(
             })
         })
         .collect();
-    Ok(Json(json!({ "stores": stores })))
+    json!({ "stores": stores })
 }
 
 /// The routes (merged into the HTTP router, behind its host and origin checks).

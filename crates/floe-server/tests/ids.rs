@@ -258,6 +258,18 @@ async fn leaf_routes_answer_as_leaf() {
         .as_str()
         .unwrap()
         .contains("snowflakeId"));
+    // 2^63: a bit above Leaf's 63 bits, so no ID of the layout.
+    let (code, decoded) = http(
+        &node.http,
+        "GET",
+        "/decodeSnowflakeId?snowflakeId=9223372036854775808",
+    )
+    .await;
+    assert_eq!(code, 400, "{decoded}");
+    assert!(decoded["errorMsg"]
+        .as_str()
+        .unwrap()
+        .contains("above the layout"));
     // Errors: 500 as Leaf answers them, the kind in a header.
     let long = "k".repeat(300);
     let (code, head, _) =
