@@ -44,30 +44,8 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     }
     let (code, body) = http(&server.http, "GET", "/v1/ids/snowflake").unwrap();
     assert_eq!(code, 200, "{body}");
-    common::ok(common::run(&[
-        "worker",
-        "release",
-        "--registry",
-        &registry,
-        "--service",
-        "floe",
-        "--host",
-        "h1",
-        "--port",
-        "4242",
-    ]));
     // The next heartbeat (every 3 s) finds the ID released and raises the fence.
-    let started = Instant::now();
-    loop {
-        let (code, body) = http(&server.http, "GET", "/v1/ids/snowflake").unwrap();
-        if code == 503 {
-            assert!(body.contains("lease is lost"), "{body}");
-            break;
-        }
-        assert_eq!(code, 200, "{body}");
-        assert!(started.elapsed() < Duration::from_secs(15), "never fenced");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    release_and_wait_for_the_fence(&server, &registry, "floe", "/v1/ids/snowflake");
     let (code, _) = http(&server.http, "GET", "/api/snowflake/get/x").unwrap();
     assert_eq!(code, 500, "Leaf's route answers a failure as Leaf does");
     let (code, body) = http(&server.http, "GET", "/v1/ids/sno").unwrap();
@@ -76,13 +54,25 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     // identity over would otherwise issue the same LexicalUUIDs).
     let (code, _) = http(&server.http, "GET", "/v1/ids/lexical").unwrap();
     assert_eq!(code, 200);
+    release_and_wait_for_the_fence(&server, &registry, "floe-lexical", "/v1/ids/lexical");
+    server.term();
+    let (_, err, _) = server.wait(Duration::from_secs(30));
+    assert!(
+        err.contains("no longer"),
+        "the stop says the ID was lost: {err}"
+    );
+}
+
+/// Releases the identity `h1:4242` of `service` under the running `server`, then waits (at
+/// most 15 s: a heartbeat comes every 3 s) until `path` answers 503 "lease is lost".
+fn release_and_wait_for_the_fence(server: &Serve, registry: &str, service: &str, path: &str) {
     common::ok(common::run(&[
         "worker",
         "release",
         "--registry",
-        &registry,
+        registry,
         "--service",
-        "floe-lexical",
+        service,
         "--host",
         "h1",
         "--port",
@@ -90,22 +80,16 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     ]));
     let started = Instant::now();
     loop {
-        let (code, body) = http(&server.http, "GET", "/v1/ids/lexical").unwrap();
+        let (code, body) = http(&server.http, "GET", path).unwrap();
         if code == 503 {
-            assert!(body.contains("lease is lost"), "{body}");
-            break;
+            assert!(body.contains("lease is lost"), "{path}: {body}");
+            return;
         }
-        assert_eq!(code, 200, "{body}");
+        assert_eq!(code, 200, "{path}: {body}");
         assert!(
             started.elapsed() < Duration::from_secs(15),
-            "lexical never fenced"
+            "{path}: never fenced"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    server.term();
-    let (_, err, _) = server.wait(Duration::from_secs(30));
-    assert!(
-        err.contains("no longer"),
-        "the stop says the ID was lost: {err}"
-    );
 }
