@@ -1,6 +1,7 @@
 //! The server's worker lease: an idle server heartbeats as alive, and a server whose worker ID
 //! was released under it (here by `floe worker release`, as an operator or a takeover would)
-//! stops issuing Snowflake IDs (fenced: 503) while its other kinds go on.
+//! stops issuing that generator's IDs (fenced: 503): Snowflake, then LexicalUUID, each on its
+//! own lease, while the other kinds go on.
 
 mod common;
 mod serving;
