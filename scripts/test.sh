@@ -50,7 +50,7 @@ start_zookeeper FLOE_TEST_ZOOKEEPER_FAULTS
 
 step "cargo test (workspace)"
 set +e
-cargo test --workspace --all-features --locked 2>&1 | tee "$log"
+cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run: the sum of every test binary's results.

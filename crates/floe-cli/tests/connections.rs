@@ -21,7 +21,9 @@ fn idle_sockets_beyond_the_cap_wait_and_file_descriptors_stay_bounded() {
         "--idle-timeout-secs",
         "1",
     ]);
-    let baseline = server.fds();
+    // Sockets, not every descriptor: the server's time bound writers, heartbeats and cache
+    // open files now and then (a flake when all descriptors were counted).
+    let baseline = server.sockets();
     // Twenty idle sockets on each port: four accepted on each, the rest wait.
     let mut idle = Vec::new();
     for _ in 0..20 {
@@ -36,7 +38,7 @@ fn idle_sockets_beyond_the_cap_wait_and_file_descriptors_stay_bounded() {
         std::thread::spawn(move || next_strong(&addr, "mem", "k"))
     };
     while !client.is_finished() {
-        most = most.max(server.fds());
+        most = most.max(server.sockets());
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "the client was not served"
@@ -47,7 +49,7 @@ fn idle_sockets_beyond_the_cap_wait_and_file_descriptors_stay_bounded() {
     let took = started.elapsed();
     assert!(
         most <= bound,
-        "{most} descriptors open, {baseline} before the idle sockets"
+        "{most} sockets open, {baseline} before the idle sockets"
     );
     // The client waited behind the idle sockets that came first: at least four rounds of
     // one second each on the HTTP port.

@@ -79,10 +79,13 @@ impl Serve {
         self.child.id()
     }
 
-    /// Its open file descriptors.
-    pub fn fds(&self) -> usize {
+    /// Its open sockets (the descriptors connections use: not the files its time bounds,
+    /// registry and cache open and close in the background).
+    pub fn sockets(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
             .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
             .count()
     }
 
