@@ -6,8 +6,16 @@
 use assert_cmd::Command;
 use serde_json::Value;
 
+/// `floe` in a working directory of its own (its `.floe` state is never another test's).
 fn floe() -> Command {
-    Command::cargo_bin("floe").unwrap()
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cwd = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hostile-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let mut c = Command::cargo_bin("floe").unwrap();
+    c.current_dir(cwd);
+    c
 }
 
 struct Run {

@@ -28,7 +28,15 @@ impl Serve {
     /// Starts `floe serve --grpc GRPC --http HTTP ARGS` and waits for its line, at most
     /// [`START_WITHIN`] (then kills it and panics with its standard error).
     pub fn start_on(grpc: &str, http: &str, args: &[&str]) -> Serve {
+        // A working directory of its own: a server given no --state-dir keeps `.floe` there,
+        // never beside another test's.
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cwd = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("serve-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&cwd).unwrap();
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("floe"))
+            .current_dir(&cwd)
             .arg("serve")
             .args(["--grpc", grpc, "--http", http])
             .args(args)
@@ -206,4 +214,15 @@ pub fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
         }
     }
     false
+}
+
+impl Drop for Serve {
+    /// A server whose test ended early (a failed assertion) is killed, so that it holds no
+    /// port, lock or worker ID into the tests that follow.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
