@@ -151,13 +151,9 @@ pub(crate) fn write_answer<W: Write>(
 /// timestamp field has not run out.
 fn check_layout_now(layout: &Layout) -> Result<(), String> {
     let now_ms = SystemClock.now_nanos() / 1_000_000;
-    layout.validate_epoch(now_ms).map_err(|e| e.to_string())?;
-    match layout.last_time_ms() {
-        Some(last) if last < now_ms => Err(format!(
-            "layout: its timestamp field ran out at {last} ms (Unix), before now ({now_ms} ms): choose a later epoch or more timestamp bits"
-        )),
-        _ => Ok(()),
-    }
+    layout
+        .validate_now(now_ms)
+        .map_err(|e| format!("layout: {e}"))
 }
 
 /// With a time unit longer than a millisecond, a generator that starts after `not_before_ms`

@@ -4,9 +4,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use floe_core::clock::SystemClock;
+use floe_core::clock::{Clock, SystemClock};
 use floe_core::lexical::LexicalGenerator;
 use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
 use floe_core::snowflake::{Layout, SnowflakeConfig};
@@ -199,9 +199,7 @@ async fn bind(addr: &str, key: &str) -> Result<Option<TcpListener>, String> {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    SystemClock.now_nanos() / 1_000_000
 }
 
 /// The time a heartbeat records: the later of the generator's last issued time and the clock,
@@ -215,15 +213,8 @@ fn alive_at(last_issued_ms: u64) -> u64 {
 fn layout_now(config: &LayoutConfig, key: &str) -> Result<Layout, String> {
     let layout = config.layout().map_err(|e| format!("{key}: {e}"))?;
     layout
-        .validate_epoch(now_ms())
+        .validate_now(now_ms())
         .map_err(|e| format!("{key}: {e}"))?;
-    if let Some(last) = layout.last_time_ms() {
-        if now_ms() > last {
-            return Err(format!(
-                "{key}: the layout's timestamp field ran out at {last} ms (Unix): choose a later epoch or more timestamp bits"
-            ));
-        }
-    }
     Ok(layout)
 }
 
@@ -277,10 +268,7 @@ impl Server {
             ));
         }
 
-        let port = config
-            .registry
-            .port
-            .unwrap_or_else(|| config.identity_port());
+        let port = config.identity_port();
         let host = config
             .registry
             .host

@@ -274,6 +274,24 @@ impl Layout {
         Ok(())
     }
 
+    /// Checks that the layout can issue IDs at `now_ms`: its epoch is not in the future
+    /// ([`validate_epoch`](Self::validate_epoch)) and its timestamp field has not run out.
+    ///
+    /// # Errors
+    /// [`SnowflakeError::InvalidLayout`] with field `epoch` or `timestamp_bits`.
+    pub fn validate_now(&self, now_ms: u64) -> Result<(), SnowflakeError> {
+        self.validate_epoch(now_ms)?;
+        match self.last_time_ms() {
+            Some(last) if last < now_ms => Err(SnowflakeError::InvalidLayout {
+                field: "timestamp_bits",
+                reason: format!(
+                    "the timestamp field ran out at {last} ms (Unix), before now ({now_ms} ms): choose a later epoch or more timestamp bits"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Bits used by all fields together.
     pub const fn total_bits(&self) -> u32 {
         self.timestamp_bits as u32
@@ -546,6 +564,24 @@ fn check_range(field: &'static str, value: u64, max: u64) -> Result<(), Snowflak
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validate_now_refuses_a_future_epoch_and_a_timestamp_field_run_out() {
+        let now = 1_800_000_000_000;
+        Layout::LEAF.validate_now(now).unwrap();
+        let future = Layout::LEAF.with_epoch_ms(now + 1);
+        assert!(matches!(
+            future.validate_now(now),
+            Err(SnowflakeError::InvalidLayout { field: "epoch", .. })
+        ));
+        // 22 bits of milliseconds from 1970 ran out in 1970.
+        let short = Layout::preset("22/10/12").unwrap().with_epoch_ms(0);
+        let e = short.validate_now(now).unwrap_err();
+        assert!(e.to_string().contains("ran out"), "{e}");
+        let last = short.last_time_ms().unwrap();
+        short.validate_now(last).unwrap();
+        assert!(short.validate_now(last + 1).is_err());
+    }
 
     #[test]
     fn presets_are_valid_and_sized() {
