@@ -351,7 +351,7 @@ fn lexical<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     }
     out.flush()?;
     // Timestamps run ahead of the clock past a million IDs a second.
-    let last_ms = u64::try_from(g.last_timestamp_micros() / 1000).unwrap_or(0);
+    let last_ms = g.last_time_ms();
     started.horizon.close(last_ms).map_err(|e| e.to_string())?;
     Ok(())
 }

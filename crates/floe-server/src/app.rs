@@ -59,13 +59,22 @@ impl App {
     /// # Errors
     /// `InvalidArgument` naming `count` and its bounds.
     pub fn count(&self, count: u32) -> Result<u32, SeqError> {
-        if count == 0 || count > self.max_batch {
+        self.batch_of("count", count)
+    }
+
+    /// A number of IDs asked for in `field` (`count`, a stream's `batch`), checked against
+    /// the largest batch.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `field` and its bounds.
+    pub fn batch_of(&self, field: &str, n: u32) -> Result<u32, SeqError> {
+        if n == 0 || n > self.max_batch {
             return Err(SeqError::new(
                 ErrorKind::InvalidArgument,
-                format!("count: expected 1 to {}, found {count}", self.max_batch),
+                format!("{field}: expected 1 to {}, found {n}", self.max_batch),
             ));
         }
-        Ok(count)
+        Ok(n)
     }
 
     fn generators(&self) -> Result<&Generators, SeqError> {
@@ -147,12 +156,28 @@ impl App {
 /// The LexicalUUID worker IDs a registry leases (as many as sno partitions).
 const LEXICAL_WORKERS: IdSpace = IdSpace { size: 1 << 16 };
 
-/// A durable time bound this server keeps for a generator without a lease (LexicalUUID with a
-/// configured worker ID).
-type Bound = (DurableHorizon, Box<dyn Fn() -> u64 + Send + Sync>);
+/// A generator's last issued time, in Unix ms.
+type LastTime = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// A lease and the last issued time of its generator.
-type Leased = (WorkerLease, Box<dyn Fn() -> u64 + Send + Sync>);
+/// What the server holds for a generator until it stops (a worker lease, a durable time bound
+/// of its own), with the generator's last issued time to record then.
+struct Held<T> {
+    held: T,
+    last: LastTime,
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Held<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.held.fmt(f)
+    }
+}
+
+/// Starts `lease`'s heartbeats with its generator's time and keeps it for the stop.
+fn keep(leases: &mut Vec<Held<WorkerLease>>, mut lease: WorkerLease, last: LastTime) {
+    let beat = Arc::clone(&last);
+    lease.start_heartbeats(move || alive_at(beat()));
+    leases.push(Held { held: lease, last });
+}
 
 /// A server, started: listeners bound, numbers leased, stores open.
 #[derive(Debug)]
@@ -161,31 +186,14 @@ pub struct Server {
     grpc: Option<TcpListener>,
     http: Option<TcpListener>,
     limits: Limits,
-    leases: Vec<LeasedDebug>,
-    bounds: Vec<BoundDebug>,
+    leases: Vec<Held<WorkerLease>>,
+    bounds: Vec<Held<DurableHorizon>>,
     /// The state directory's tails lock, when this process holds it (WEAK tails are kept).
     tails: Option<TailDir>,
     /// What happened while starting (a clock waited for, a registry unreachable), for the log.
     pub notes: Vec<String>,
     /// One line per generator and store: what the start-up line names.
     pub described: Vec<String>,
-}
-
-/// [`Leased`] with a `Debug` that names the lease.
-struct LeasedDebug(Leased);
-/// [`Bound`] with a `Debug` that names the file.
-struct BoundDebug(Bound);
-
-impl std::fmt::Debug for LeasedDebug {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0 .0.fmt(f)
-    }
-}
-
-impl std::fmt::Debug for BoundDebug {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0 .0.fmt(f)
-    }
 }
 
 async fn bind(addr: &str, key: &str) -> Result<Option<TcpListener>, String> {
@@ -277,7 +285,7 @@ impl Server {
         let service = &config.registry.service;
         let mut notes = Vec::new();
         let mut described = Vec::new();
-        let mut leases: Vec<LeasedDebug> = Vec::new();
+        let mut leases = Vec::new();
 
         // Snowflake: the default generator and the named ones, each on a lease of its own.
         let mut snowflakes: Vec<(String, Snowflake)> = Vec::new();
@@ -293,7 +301,7 @@ impl Server {
                     format!("snowflake-{name}"),
                 )
             };
-            let mut lease = WorkerLease::acquire(
+            let lease = WorkerLease::acquire(
                 &config.registry,
                 state_dir,
                 Identity::new(svc, host.clone(), port),
@@ -332,13 +340,12 @@ impl Server {
                 layout.sequence_bits(),
                 layout.cap_per_second()
             ));
-            let beat = Arc::clone(&g);
-            lease.start_heartbeats(move || alive_at(beat.last_timestamp_ms()));
             let last = Arc::clone(&g);
-            leases.push(LeasedDebug((
+            keep(
+                &mut leases,
                 lease,
-                Box::new(move || alive_at(last.last_timestamp_ms())),
-            )));
+                Arc::new(move || last.last_timestamp_ms()),
+            );
             snowflakes.push((name, g));
         }
 
@@ -348,7 +355,7 @@ impl Server {
 
         // sno: a partition of its own.
         if serves(IdKind::Sno) {
-            let mut sno_lease = WorkerLease::acquire(
+            let sno_lease = WorkerLease::acquire(
                 &config.registry,
                 state_dir,
                 Identity::new(format!("{service}-sno"), host.clone(), port),
@@ -360,13 +367,12 @@ impl Server {
             notes.extend(sno_lease.lease.notes.iter().map(|n| format!("sno: {n}")));
             let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
             described.push(format!("sno: partition {}", sno_lease.lease.id));
-            let beat = Arc::clone(&sno);
-            sno_lease.start_heartbeats(move || alive_at(beat.last_time_ms()));
             let last = Arc::clone(&sno);
-            leases.push(LeasedDebug((
+            keep(
+                &mut leases,
                 sno_lease,
-                Box::new(move || alive_at(last.last_time_ms())),
-            )));
+                Arc::new(move || last.last_time_ms()),
+            );
             generators = generators.with_sno(sno, config.sno.meta);
         }
 
@@ -432,22 +438,18 @@ impl Server {
             generators = generators.with_ulid();
         }
         let generators = Arc::new(generators);
-        let last_lexical = {
+        let last_lexical: LastTime = {
             let g = Arc::clone(&generators);
-            move || {
-                g.lexical().map_or(0, |g| {
-                    u64::try_from(g.last_timestamp_micros() / 1000).unwrap_or(0)
-                })
-            }
+            Arc::new(move || g.lexical().map_or(0, LexicalGenerator::last_time_ms))
         };
-        if let Some(mut lease) = lexical_lease {
-            let beat = last_lexical.clone();
-            lease.start_heartbeats(move || alive_at(beat()));
-            let last = last_lexical.clone();
-            leases.push(LeasedDebug((lease, Box::new(move || alive_at(last())))));
+        if let Some(lease) = lexical_lease {
+            keep(&mut leases, lease, Arc::clone(&last_lexical));
         }
         if let Some(bound) = lexical_bound {
-            bounds.push(BoundDebug((bound, Box::new(last_lexical))));
+            bounds.push(Held {
+                held: bound,
+                last: last_lexical,
+            });
         }
 
         // The unused WEAK tails a graceful stop kept, read and removed before anything is
@@ -605,13 +607,13 @@ impl Server {
             None => app.sequencer.close().await,
         }
         drop(tails);
-        for LeasedDebug((lease, last)) in leases {
-            let finished = lease.finish(last()).await;
+        for Held { held: lease, last } in leases {
+            let finished = lease.finish(alive_at(last())).await;
             if result.is_ok() {
                 result = finished;
             }
         }
-        for BoundDebug((bound, last)) in bounds {
+        for Held { held: bound, last } in bounds {
             let last = last();
             let closed = tokio::task::spawn_blocking(move || bound.close(last))
                 .await

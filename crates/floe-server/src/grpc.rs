@@ -102,8 +102,7 @@ fn stream_sizes(app: &App, total: u64, batch: u32) -> Result<(u64, u32), Status>
     let batch = if batch == 0 {
         app.max_batch
     } else {
-        app.count(batch)
-            .map_err(|e| invalid(e.message.replace("count", "batch")))?
+        app.batch_of("batch", batch).map_err(|e| status(&e))?
     };
     Ok((total, batch))
 }
