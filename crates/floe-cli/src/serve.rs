@@ -238,14 +238,11 @@ impl ServeArgs {
                 }
             }
         }
-        let names: Vec<String> = c.store_specs().into_keys().collect();
+        // `[STORE:]KEY` is read once, by the configuration (ServerConfig::floors), which knows
+        // the store names.
         for spec in &self.bigger_than {
-            let (store, key, n) = parse_bigger_than(spec, &names)?;
-            let target = match store {
-                Some(s) => format!("{s}:{}", key.as_str()),
-                None => key.as_str().to_string(),
-            };
-            c.bigger_than.insert(target, n);
+            let (target, n) = parse_bigger_than(spec)?;
+            c.bigger_than.insert(target.to_string(), n);
         }
         Ok(c)
     }
@@ -311,20 +308,15 @@ fn parse_store(spec: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), url.to_string()))
 }
 
-/// `[STORE:]KEY=N` into (store or None, key, N), knowing the store names.
-fn parse_bigger_than(spec: &str, names: &[String]) -> Result<(Option<String>, Key, i64), String> {
+/// `[STORE:]KEY=N` into (`[STORE:]KEY`, N).
+fn parse_bigger_than(spec: &str) -> Result<(&str, i64), String> {
     let (target, n) = spec
         .rsplit_once('=')
         .ok_or_else(|| format!("bigger-than: expected [STORE:]KEY=N, found {spec:?}"))?;
     let n = n
         .parse::<i64>()
         .map_err(|_| format!("bigger-than: expected an int64 after '=', found {n:?}"))?;
-    let (store, key) = match target.split_once(':') {
-        Some((s, k)) if names.iter().any(|n| n == s) => (Some(s.to_string()), k),
-        _ => (None, target),
-    };
-    let key = Key::new(key).map_err(|e| format!("bigger-than: {e}"))?;
-    Ok((store, key, n))
+    Ok((target, n))
 }
 
 /// Runs the server until SIGINT or SIGTERM, on one async runtime.

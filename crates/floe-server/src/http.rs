@@ -291,9 +291,18 @@ async fn stores(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
     Json(json!({ "stores": list }))
 }
 
+/// A route that issues IDs: `GET` (for `curl URL`) and `POST` run `handler`, `HEAD` is refused.
+pub(crate) fn issuing<H, T>(handler: H) -> axum::routing::MethodRouter<Arc<App>>
+where
+    H: axum::handler::Handler<T, Arc<App>>,
+    T: 'static,
+{
+    get(handler.clone()).post(handler).head(head_refused)
+}
+
 /// `HEAD` on a route that issues IDs: refused, so that it issues none (axum would otherwise
 /// run the `GET` handler and drop its body).
-pub(crate) async fn head_refused() -> Response {
+async fn head_refused() -> Response {
     (
         StatusCode::METHOD_NOT_ALLOWED,
         [(header::ALLOW, HeaderValue::from_static("GET,POST"))],
@@ -387,19 +396,10 @@ pub fn router(app: Arc<App>) -> Router {
     let allowed_hosts = app.allowed_hosts.clone();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/v1/ids/{kind}",
-            get(new_ids).post(new_ids).head(head_refused),
-        )
+        .route("/v1/ids/{kind}", issuing(new_ids))
         .route("/v1/stores", get(stores))
-        .route(
-            "/v1/sequencer/{store}/{key}",
-            get(next_id).post(next_id).head(head_refused),
-        )
-        .route(
-            "/v1/sequencer/{store}/{key}/segment",
-            get(segment).post(segment).head(head_refused),
-        )
+        .route("/v1/sequencer/{store}/{key}", issuing(next_id))
+        .route("/v1/sequencer/{store}/{key}/segment", issuing(segment))
         .merge(crate::leaf::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(

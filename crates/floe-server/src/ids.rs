@@ -2,7 +2,6 @@
 //! the async executor: a generator that must wait (a used-up time unit, a clock a little behind,
 //! a durable time bound not yet moved) is polled again after an async sleep.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,28 +111,21 @@ impl Ids {
     /// # Panics
     /// When `i` is out of range.
     pub fn write_text(&self, i: usize, out: &mut String) {
-        // Writing to a String cannot fail.
-        let _ = match self {
-            Ids::Snowflake(v) => write!(out, "{}", v[i]),
-            Ids::Sno(v) => {
-                out.push_str(std::str::from_utf8(&v[i].encode()).unwrap_or_default());
-                Ok(())
-            }
+        match self {
+            Ids::Snowflake(v) => out.push_str(itoa::Buffer::new().format(v[i])),
+            // base32 and hex: ASCII.
+            Ids::Sno(v) => out.push_str(std::str::from_utf8(&v[i].encode()).unwrap_or_default()),
             Ids::Lexical(v) => {
                 out.push_str(std::str::from_utf8(&v[i].encode()).unwrap_or_default());
-                Ok(())
             }
             Ids::Uuid7(v) => {
-                let mut buf = Uuid::encode_buffer();
-                out.push_str(v[i].as_hyphenated().encode_lower(&mut buf));
-                Ok(())
+                out.push_str(
+                    v[i].as_hyphenated()
+                        .encode_lower(&mut Uuid::encode_buffer()),
+                );
             }
-            Ids::Ulid(v) => {
-                let mut buf = [0u8; 26];
-                out.push_str(v[i].array_to_str(&mut buf));
-                Ok(())
-            }
-        };
+            Ids::Ulid(v) => out.push_str(v[i].array_to_str(&mut [0u8; 26])),
+        }
     }
 
     /// The text of every ID.

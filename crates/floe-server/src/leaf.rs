@@ -31,7 +31,7 @@ use floe_sequencer::{Mode, SeqError};
 use serde_json::json;
 
 use crate::app::App;
-use crate::http::{head_refused, HttpError};
+use crate::http::{issuing, HttpError};
 use crate::ids::{decode_snowflake, IdKind, IdOptions, Ids};
 use crate::{echo, MAX_ECHO};
 
@@ -218,14 +218,8 @@ fn cache_view(app: &App, limit: usize) -> serde_json::Value {
 /// The routes (merged into the HTTP router, behind its host and origin checks).
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
-        .route(
-            "/api/segment/get/{key}",
-            get(segment_id).post(segment_id).head(head_refused),
-        )
-        .route(
-            "/api/snowflake/get/{key}",
-            get(snowflake_id).post(snowflake_id).head(head_refused),
-        )
+        .route("/api/segment/get/{key}", issuing(segment_id))
+        .route("/api/snowflake/get/{key}", issuing(snowflake_id))
         .route("/decodeSnowflakeId", get(decode))
         .route("/cache", get(cache))
 }
