@@ -17,6 +17,10 @@ ensure_package protobuf-compiler /usr/bin/protoc
 ensure_package libprotobuf-dev /usr/include/google/protobuf/empty.proto
 # libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/crash.rs).
 ensure_package faketime /usr/bin/faketime
+# promtool, Prometheus's own parser of /metrics (crates/floe-cli/tests/operate.rs), and a
+# headless browser for the status page (crates/floe-cli/tests/status_page.rs).
+ensure_package prometheus /usr/bin/promtool
+ensure_package chromium /usr/bin/chromium
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -81,6 +81,10 @@ pub struct ServeArgs {
     /// Print the effective configuration (file, variables and flags) as TOML and exit.
     #[arg(long)]
     print_config: bool,
+    /// Log lines on standard error as text or as JSON (one object a line, for log shippers).
+    /// RUST_LOG filters them (default: info; debug adds a line per request).
+    #[arg(long, env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// A store, NAME=URL (repeat for more; replaces the file's stores): embedded[:PATH],
     /// memory, redis://..., postgres://..., mysql://..., etcd://..., zk://..., or snowflake
     /// (WEAK IDs from the server's Snowflake generator). Default: default=embedded.
@@ -319,6 +323,39 @@ fn parse_bigger_than(spec: &str) -> Result<(&str, i64), String> {
     Ok((target, n))
 }
 
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+/// Sends `tracing` events to standard error, filtered by RUST_LOG (default: floe's own lines
+/// from `info`, other crates' from `warn`).
+fn init_logs(format: LogFormat) -> Result<(), String> {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::try_new(&spec)
+            .map_err(|e| format!("RUST_LOG: {e}: expected e.g. info or floe_server=debug"))?,
+        // floe's own lines from info up; other crates' warnings and errors.
+        _ => EnvFilter::new("warn,floe=info,floe_server=info,floe_registry=info,floe_sequencer=info"),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let installed = match format {
+        LogFormat::Text => builder
+            .with_target(false)
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    installed.map_err(|e| format!("cannot start logging: {e}"))
+}
+
 /// Runs the server until SIGINT or SIGTERM, on one async runtime.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let config = args.config()?;
@@ -331,11 +368,16 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         print!("{}", config.to_toml());
         return Ok(());
     }
+    init_logs(args.log_format)?;
     let rt = runtime()?;
     let result = rt.block_on(async {
         let server = floe_server::Server::start(&config).await?;
         for note in &server.notes {
-            eprintln!("floe: {note}");
+            if note.starts_with("warning: ") {
+                tracing::warn!("{}", note.trim_start_matches("warning: "));
+            } else {
+                tracing::info!("{note}");
+            }
         }
         let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
         let stores: Vec<String> = server
@@ -353,8 +395,18 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         );
         let _ = std::io::stdout().flush();
         for line in &server.described {
-            eprintln!("floe: {line}");
+            tracing::info!("{line}");
         }
+        // The start-up line: every listener, store, the registry, worker IDs and horizons.
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            grpc = %addr(server.grpc_addr()),
+            http = %addr(server.http_addr()),
+            registry = %server.app().telemetry.registry,
+            stores = %stores.join(","),
+            "floe started: {}",
+            server.described.join("; ")
+        );
         server.run(shutdown_signal()).await
     });
     // Background tasks (WEAK fetches) hold stores until they end: a store call under way on a
@@ -376,7 +428,7 @@ async fn shutdown_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
-    eprintln!("floe: shutting down");
+    tracing::info!("shutting down (SIGTERM or SIGINT)");
 }
 
 /// Prints a key's IDs (or segments), from a store opened here or from a server (`--server`).

@@ -47,6 +47,12 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     assert_eq!(code, 200, "{body}");
     // The next heartbeat (every 3 s) finds the ID released and raises the fence.
     release_and_wait_for_the_fence(&server, &registry, "floe", "/v1/ids/snowflake");
+    // Not ready (a load balancer sends requests elsewhere), though alive.
+    let (code, body) = http(&server.http, "GET", "/readyz").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("snowflake default: worker lease"), "{body}");
+    let (code, _) = http(&server.http, "GET", "/healthz").unwrap();
+    assert_eq!(code, 200);
     let (code, _) = http(&server.http, "GET", "/api/snowflake/get/x").unwrap();
     assert_eq!(code, 500, "Leaf's route answers a failure as Leaf does");
     let (code, body) = http(&server.http, "GET", "/v1/ids/sno").unwrap();
@@ -61,6 +67,10 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     assert!(
         err.contains("no longer"),
         "the stop says the ID was lost: {err}"
+    );
+    assert!(
+        err.contains("WARN") && err.contains("worker lease lost"),
+        "the loss is logged as a warning when it happens: {err}"
     );
 }
 

@@ -82,15 +82,15 @@ struct Workers {
 
 impl Workers {
     /// From the lines `floe: snowflake default: worker N (T/D/W/S bits, ...)`,
-    /// `floe: sno: partition N` and `floe: lexical: worker N`; `None` until all three came.
+    /// `sno: partition N` and `lexical: worker N` (log lines); `None` until all three came.
     fn parse(lines: &[String]) -> Option<Workers> {
         let after = |prefix: &str| {
             lines
                 .iter()
-                .find_map(|l| l.strip_prefix(prefix))
+                .find_map(|l| l.split_once(prefix).map(|(_, rest)| rest))
                 .map(str::to_string)
         };
-        let snowflake = after("floe: snowflake default: worker ")?;
+        let snowflake = after("snowflake default: worker ")?;
         let (worker, rest) = snowflake.split_once(" (")?;
         let bits: Vec<u32> = rest
             .split_once(' ')?
@@ -102,8 +102,8 @@ impl Workers {
             snowflake: worker.parse().ok()?,
             worker_bits: bits.get(2).copied()?,
             sequence_bits: bits.get(3).copied()?,
-            sno: after("floe: sno: partition ")?.trim().parse().ok()?,
-            lexical: after("floe: lexical: worker ")?.trim().parse().ok()?,
+            sno: first_word(&after("sno: partition ")?)?,
+            lexical: first_word(&after("lexical: worker ")?)?,
         })
     }
 }
@@ -1108,4 +1108,9 @@ mod checks {
             "{text}"
         );
     }
+}
+
+/// The number a log line's text starts with.
+fn first_word<T: std::str::FromStr>(text: &str) -> Option<T> {
+    text.split_whitespace().next()?.parse().ok()
 }

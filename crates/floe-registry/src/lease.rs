@@ -423,11 +423,35 @@ pub async fn run_heartbeats(
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
+    // Fenced as of the last beat: a change is logged once (a ZooKeeper session's lapse raises
+    // the fence between beats).
+    let mut fenced = lease.fence.is_raised();
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
             _ = ticker.tick() => {
-                let _ = lease.heartbeat(registry, cache, last_time_ms()).await;
+                if let Err(e) = lease.heartbeat(registry, cache, last_time_ms()).await {
+                    tracing::warn!(
+                        identity = %lease.identity,
+                        worker_id = lease.id,
+                        "heartbeat to {} failed: {e}",
+                        registry.name()
+                    );
+                }
+                let now_fenced = lease.fence.is_raised();
+                match (std::mem::replace(&mut fenced, now_fenced), now_fenced) {
+                    (false, true) => tracing::warn!(
+                        identity = %lease.identity,
+                        worker_id = lease.id,
+                        "worker lease lost: generation stopped (fenced) until the registry gives the ID back"
+                    ),
+                    (true, false) => tracing::info!(
+                        identity = %lease.identity,
+                        worker_id = lease.id,
+                        "worker lease held again: generation resumed"
+                    ),
+                    _ => {}
+                }
             }
         }
     }

@@ -39,6 +39,7 @@
 pub mod batch;
 mod error;
 mod keys;
+pub mod measured;
 mod sequencer;
 mod store;
 pub mod stores;

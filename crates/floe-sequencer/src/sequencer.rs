@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +52,8 @@ pub struct StoreHandle {
     tails: Option<Tails>,
     /// The `bigger_than` floors [`init`](Self::init) applied, for tails loaded after it.
     floors: Mutex<HashMap<Key, i64>>,
+    /// IDs issued, WEAK and STRONG.
+    issued: [AtomicU64; 2],
 }
 
 /// A handle's tails (see [`crate::tails`]).
@@ -60,16 +63,26 @@ struct Tails {
     pending: Mutex<HashMap<Key, Vec<Segment>>>,
 }
 
+fn mode_index(mode: Mode) -> usize {
+    match mode {
+        Mode::Weak => 0,
+        Mode::Strong => 1,
+    }
+}
+
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl StoreHandle {
     /// Serves `store` under `name`, holding keys within [`KeyLimits::default`].
+    /// Its calls are measured ([`crate::measured`]).
     pub fn new(name: impl Into<String>, store: Arc<dyn Store>, options: ServeOptions) -> Self {
+        let name = name.into();
         StoreHandle {
-            name: name.into(),
-            store,
+            issued: [AtomicU64::new(0), AtomicU64::new(0)],
+            store: Arc::new(crate::measured::Measured::new(&name, store)),
+            name,
             options,
             keys: Arc::new(Keys::new(KeyLimits::default())),
             tails: None,
@@ -131,6 +144,11 @@ impl StoreHandle {
         for (key, tail) in locked(&tails.pending).drain() {
             saved.add(&self.name, &tails.identity, key, tail);
         }
+    }
+
+    /// The longest a store call may take.
+    pub fn timeout(&self) -> Duration {
+        self.options.timeout
     }
 
     /// The same handle, holding keys within `limits` (call it before serving: keys held so far
@@ -236,6 +254,22 @@ impl StoreHandle {
     ///
     /// A key already served is found by its text: no allocation per call.
     pub async fn next_id(&self, key: &str, mode: Mode) -> Result<i64, SeqError> {
+        let id = self.next_id_unmeasured(key, mode).await?;
+        self.issued(mode, 1);
+        Ok(id)
+    }
+
+    fn issued(&self, mode: Mode, n: u32) {
+        self.issued[mode_index(mode)].fetch_add(u64::from(n), Ordering::Relaxed);
+    }
+
+    /// IDs issued so far in `mode` (through [`next_id`](Self::next_id) and
+    /// [`next_ids`](Self::next_ids)), for metrics.
+    pub fn issued_total(&self, mode: Mode) -> u64 {
+        self.issued[mode_index(mode)].load(Ordering::Relaxed)
+    }
+
+    async fn next_id_unmeasured(&self, key: &str, mode: Mode) -> Result<i64, SeqError> {
         Key::check(key)?;
         let caps = self.store.capabilities();
         match mode {
@@ -258,6 +292,17 @@ impl StoreHandle {
     /// `InvalidArgument` naming `count` and its bounds, or the key; then as
     /// [`next_id`](Self::next_id).
     pub async fn next_ids(&self, key: &str, mode: Mode, count: u32) -> Result<Batch, SeqError> {
+        let batch = self.next_ids_unmeasured(key, mode, count).await?;
+        self.issued(mode, count);
+        Ok(batch)
+    }
+
+    async fn next_ids_unmeasured(
+        &self,
+        key: &str,
+        mode: Mode,
+        count: u32,
+    ) -> Result<Batch, SeqError> {
         Key::check(key)?;
         check_count(count)?;
         let caps = self.store.capabilities();

@@ -83,6 +83,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         )))
     }
 
+    /// Checks that the store answers, changing nothing (a server's readiness probe). Stores in
+    /// this process (embedded, memory) always do.
+    ///
+    /// # Errors
+    /// `Unavailable` when the store cannot be reached.
+    async fn ping(&self) -> Result<(), SeqError> {
+        Ok(())
+    }
+
     /// Lets go of connections and files. The store is not used afterwards.
     async fn close(&self) {}
 }

@@ -3,6 +3,7 @@
 //! order ([`Server::run`]). The `floe serve` binary only fills the configuration.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use tokio::net::TcpListener;
 use crate::config::{LayoutConfig, ServerConfig};
 use crate::ids::{Generators, IdKind, IdOptions, Ids, Snowflake, DEFAULT_GENERATOR};
 use crate::lease::WorkerLease;
+use crate::observe::{LeaseView, Telemetry};
 use crate::{Asked, Limits};
 
 /// What every route and RPC serves: the stores, the generators and the server's bounds.
@@ -39,12 +41,17 @@ pub struct App {
     /// The longest a generator may wait within one request (a time unit used up, a clock a
     /// little behind).
     pub max_wait: Duration,
+    /// Metrics, leases, readiness and rates ([`crate::observe`]).
+    pub telemetry: Telemetry,
 }
 
 impl App {
     /// A server of sequences only (no generators), answering to `allowed_hosts`.
     pub fn sequencer_only(sequencer: Arc<Sequencer>, allowed_hosts: Vec<String>) -> App {
+        let mut telemetry = Telemetry::new(true);
+        telemetry.stores_ready = store_flags(&sequencer);
         App {
+            telemetry,
             sequencer,
             ids: None,
             max_batch: crate::config::DEFAULT_MAX_BATCH,
@@ -153,6 +160,14 @@ impl App {
     }
 }
 
+/// A readiness flag per store (ready until a probe says otherwise).
+fn store_flags(sequencer: &Sequencer) -> Vec<(String, AtomicBool)> {
+    sequencer
+        .stores()
+        .map(|h| (h.name().to_string(), AtomicBool::new(true)))
+        .collect()
+}
+
 /// The LexicalUUID worker IDs a registry leases (as many as sno partitions).
 const LEXICAL_WORKERS: IdSpace = IdSpace { size: 1 << 16 };
 
@@ -172,8 +187,16 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Held<T> {
     }
 }
 
-/// Starts `lease`'s heartbeats with its generator's time and keeps it for the stop.
-fn keep(leases: &mut Vec<Held<WorkerLease>>, mut lease: WorkerLease, last: LastTime) {
+/// Starts `lease`'s heartbeats with its generator's time and keeps it for the stop; the
+/// status page and metrics see it as `generator`'s.
+fn keep(
+    leases: &mut Vec<Held<WorkerLease>>,
+    views: &mut Vec<LeaseView>,
+    generator: &str,
+    mut lease: WorkerLease,
+    last: LastTime,
+) {
+    views.push(LeaseView::of(generator, &lease.lease));
     let beat = Arc::clone(&last);
     lease.start_heartbeats(move || alive_at(beat()));
     leases.push(Held { held: lease, last });
@@ -215,6 +238,20 @@ fn now_ms() -> u64 {
 /// server then shows as alive in `floe worker list` rather than as last seen at the epoch.
 fn alive_at(last_issued_ms: u64) -> u64 {
     last_issued_ms.max(now_ms())
+}
+
+/// When a timestamp field runs out, and how long that is from now.
+fn horizon_text(last_ms: Option<u64>) -> String {
+    match last_ms {
+        Some(end) => {
+            let years = (end as f64 - now_ms() as f64) / (365.25 * 86_400_000.0);
+            format!(
+                "timestamp field ends {} ({years:.1} years)",
+                crate::status::utc(end)
+            )
+        }
+        None => "timestamp field never ends".to_string(),
+    }
 }
 
 /// A layout checked against the clock: one that cannot issue now fails naming its key.
@@ -276,6 +313,9 @@ impl Server {
             ));
         }
 
+        // Before anything registers a metric: the recorder.
+        let mut telemetry = Telemetry::new(config.metrics.enabled);
+        telemetry.registry = crate::lease::registry_url(&config.registry, state_dir);
         let port = config.identity_port();
         let host = config
             .registry
@@ -332,17 +372,20 @@ impl Server {
                     .map_err(|e| format!("snowflake {name}: {e}"))?,
             );
             described.push(format!(
-                "snowflake {name}: worker {} ({}/{}/{}/{} bits, {} IDs/s at most)",
+                "snowflake {name}: worker {} ({}/{}/{}/{} bits, {} IDs/s at most, {})",
                 l.id,
                 layout.timestamp_bits(),
                 layout.datacenter_bits(),
                 layout.worker_bits(),
                 layout.sequence_bits(),
-                layout.cap_per_second()
+                layout.cap_per_second(),
+                horizon_text(layout.last_time_ms())
             ));
             let last = Arc::clone(&g);
             keep(
                 &mut leases,
+                &mut telemetry.leases,
+                &format!("snowflake {name}"),
                 lease,
                 Arc::new(move || last.last_timestamp_ms()),
             );
@@ -366,10 +409,16 @@ impl Server {
             .map_err(|e| format!("sno: partition: {e}"))?;
             notes.extend(sno_lease.lease.notes.iter().map(|n| format!("sno: {n}")));
             let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
-            described.push(format!("sno: partition {}", sno_lease.lease.id));
+            described.push(format!(
+                "sno: partition {} ({})",
+                sno_lease.lease.id,
+                horizon_text(Some(crate::observe::sno_end_ms()))
+            ));
             let last = Arc::clone(&sno);
             keep(
                 &mut leases,
+                &mut telemetry.leases,
+                "sno",
                 sno_lease,
                 Arc::new(move || last.last_time_ms()),
             );
@@ -443,7 +492,13 @@ impl Server {
             Arc::new(move || g.lexical().map_or(0, LexicalGenerator::last_time_ms))
         };
         if let Some(lease) = lexical_lease {
-            keep(&mut leases, lease, Arc::clone(&last_lexical));
+            keep(
+                &mut leases,
+                &mut telemetry.leases,
+                "lexical",
+                lease,
+                Arc::clone(&last_lexical),
+            );
         }
         if let Some(bound) = lexical_bound {
             bounds.push(Held {
@@ -534,7 +589,14 @@ impl Server {
         // is refused, not held, by load balancers and health checks).
         let grpc = bind(&config.listen.grpc, "listen.grpc").await?;
         let http = bind(&config.listen.http, "listen.http").await?;
+        for (name, listener) in [("grpc", &grpc), ("http", &http)] {
+            if let Some(addr) = listener.as_ref().and_then(|l| l.local_addr().ok()) {
+                telemetry.listeners.push(format!("{name} {addr}"));
+            }
+        }
+        telemetry.stores_ready = store_flags(&sequencer);
         let app = App {
+            telemetry,
             sequencer: Arc::new(sequencer),
             ids: Some(generators),
             max_batch: config.limits.max_batch,

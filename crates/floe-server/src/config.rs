@@ -49,6 +49,22 @@ pub struct ServerConfig {
     /// Every ID of a key is greater than N: `"[STORE:]KEY" = N` (every store when none is
     /// named).
     pub bigger_than: BTreeMap<String, i64>,
+    /// Prometheus metrics.
+    pub metrics: MetricsConfig,
+}
+
+/// Prometheus metrics (`/metrics` on the HTTP listener).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Record metrics and serve `/metrics` (default: true).
+    pub enabled: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { enabled: true }
+    }
 }
 
 impl Default for ServerConfig {
@@ -65,6 +81,7 @@ impl Default for ServerConfig {
             sequencer: SequencerConfig::default(),
             stores: BTreeMap::new(),
             bigger_than: BTreeMap::new(),
+            metrics: MetricsConfig::default(),
         }
     }
 }

@@ -241,8 +241,8 @@ pub(crate) async fn run<S, B>(
     })
     .await;
     if drained.is_err() {
-        eprintln!(
-            "floe: dropping {} connection(s) still open after the shutdown timeout ({} s)",
+        tracing::warn!(
+            "dropping {} connection(s) still open after the shutdown timeout ({} s)",
             conns.len(),
             limits.shutdown_timeout.as_secs()
         );
@@ -266,7 +266,7 @@ async fn accept_failed(e: &std::io::Error) {
     ) {
         return;
     }
-    eprintln!("floe: cannot accept a connection: {e}");
+    tracing::warn!("cannot accept a connection: {e}");
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 

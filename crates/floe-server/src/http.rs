@@ -390,12 +390,81 @@ async fn same_origin(
     }
 }
 
+/// `/readyz`: 200 `ready`, or 503 with one reason a line (a lease lost, a store not
+/// answering, the server stopping).
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    let why = app.telemetry.not_ready();
+    if why.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        let mut text = String::from("not ready\n");
+        for w in why {
+            text.push_str(&w);
+            text.push('\n');
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
+    }
+}
+
+/// Runs `f` on the blocking pool (it walks every store's keys).
+async fn off_executor<T: Send + 'static>(
+    app: Arc<App>,
+    what: &'static str,
+    f: fn(&App) -> T,
+) -> Result<T, HttpError> {
+    tokio::task::spawn_blocking(move || f(&app))
+        .await
+        .map_err(|e| HttpError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            error: "internal",
+            message: format!("{what}: not built: {e}"),
+        })
+}
+
+/// `/metrics`: Prometheus text format (404 when metrics are off).
+async fn metrics(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+    match off_executor(app, "/metrics", crate::observe::render).await? {
+        Some(text) => Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            )],
+            text,
+        )
+            .into_response()),
+        None => Err(HttpError {
+            status: StatusCode::NOT_FOUND,
+            error: "not_found",
+            message: "metrics are off (metrics.enabled = false)".to_string(),
+        }),
+    }
+}
+
+/// `/`: the status page.
+async fn status_page(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+    let page = off_executor(app, "/", |app| {
+        crate::status::html(&crate::status::snapshot(app))
+    })
+    .await?;
+    Ok(axum::response::Html(page).into_response())
+}
+
+/// `/v1/status`: the status page's figures as JSON.
+async fn status_json(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+    let snapshot = off_executor(app, "/v1/status", crate::status::snapshot).await?;
+    Ok(Json(snapshot).into_response())
+}
+
 /// The routes, serving `app`, answering to IP addresses, `localhost` and the app's allowed
 /// host names.
 pub fn router(app: Arc<App>) -> Router {
     let allowed_hosts = app.allowed_hosts.clone();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/", get(status_page))
+        .route("/v1/status", get(status_json))
         .route("/v1/ids/{kind}", issuing(new_ids))
         .route("/v1/stores", get(stores))
         .route("/v1/sequencer/{store}/{key}", issuing(next_id))

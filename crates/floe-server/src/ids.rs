@@ -2,6 +2,7 @@
 //! the async executor: a generator that must wait (a used-up time unit, a clock a little behind,
 //! a durable time bound not yet moved) is polled again after an async sleep.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,6 +167,8 @@ pub type Snowflake = Arc<SnowflakeGenerator<SystemClock>>;
 /// The generators of a server: those of the kinds it serves (`ids.kinds`).
 #[derive(Debug, Default)]
 pub struct Generators {
+    /// IDs issued, per kind (in the order of [`IdKind::ALL`]).
+    issued: [AtomicU64; 5],
     /// The default Snowflake generator first, then the named ones (none: not served).
     snowflake: Vec<(String, Snowflake)>,
     sno: Option<(Arc<SnoGenerator<SystemClock>>, u8)>,
@@ -267,6 +270,30 @@ impl Generators {
         self.snowflake.iter().map(|(n, g)| (n.as_str(), g))
     }
 
+    /// The LexicalUUID generator's durable time bound (Unix ms), if it has one.
+    pub fn lexical_bound_ms(&self) -> Option<u64> {
+        self.lexical
+            .as_ref()
+            .and_then(|(_, h, _)| h.as_ref())
+            .map(|h| h.bound_ms())
+    }
+
+    /// Whether IDs of `kind` are served.
+    pub fn serves(&self, kind: IdKind) -> bool {
+        match kind {
+            IdKind::Snowflake => !self.snowflake.is_empty(),
+            IdKind::Sno => self.sno.is_some(),
+            IdKind::Lexical => self.lexical.is_some(),
+            IdKind::Uuid7 => self.uuid7.is_some(),
+            IdKind::Ulid => self.ulid.is_some(),
+        }
+    }
+
+    /// IDs of `kind` issued so far, for metrics.
+    pub fn issued_total(&self, kind: IdKind) -> u64 {
+        self.issued[kind as usize].load(Ordering::Relaxed)
+    }
+
     /// The sno generator, if sno IDs are served.
     pub fn sno(&self) -> Option<&Arc<SnoGenerator<SystemClock>>> {
         self.sno.as_ref().map(|(g, _)| g)
@@ -305,7 +332,7 @@ impl Generators {
             ));
         }
         let deadline = tokio::time::Instant::now() + max_wait;
-        Ok(match kind {
+        let ids = match kind {
             IdKind::Snowflake => {
                 let g = self.snowflake(options.generator.as_deref())?;
                 Ids::Snowflake(
@@ -385,7 +412,9 @@ impl Generators {
                 }
                 Ids::Ulid(out)
             }
-        })
+        };
+        self.issued[kind as usize].fetch_add(ids.len() as u64, Ordering::Relaxed);
+        Ok(ids)
     }
 }
 
@@ -407,6 +436,9 @@ async fn polled<T, E: Clone>(
             Ok(Poll::Ready(id)) => out.push(id),
             Ok(Poll::Pending { until_nanos, .. }) => {
                 pause(&clock, until_nanos, deadline, || {
+                    crate::warn(format_args!(
+                        "{kind}: clock refused: behind the last issued time for longer than a request waits"
+                    ));
                     SeqError::unavailable(format!(
                         "{kind}: the clock is behind the last issued time for longer than a request waits: retry later"
                     ))
@@ -456,11 +488,16 @@ pub fn snowflake_error(e: SnowflakeError) -> SeqError {
         SnowflakeError::LeaseLost => SeqError::unavailable(
             "snowflake: this server's worker lease is lost (fenced): retry on another server",
         ),
-        SnowflakeError::ClockMovedBackwards { .. } | SnowflakeError::HorizonStalled(_) => {
+        SnowflakeError::ClockMovedBackwards { .. } => {
+            crate::warn(format_args!("snowflake: clock refused: {e}"));
+            SeqError::unavailable(format!("snowflake: {e}: retry later"))
+        }
+        SnowflakeError::HorizonStalled(_) => {
+            crate::warn(format_args!("snowflake: {e}"));
             SeqError::unavailable(format!("snowflake: {e}: retry later"))
         }
         other => {
-            crate::log(format_args!(
+            crate::warn(format_args!(
                 "an error this server does not map: snowflake: {other}"
             ));
             SeqError::new(ErrorKind::Corrupt, format!("snowflake: {other}"))
@@ -475,9 +512,12 @@ pub fn sno_error(e: SnoError) -> SeqError {
         SnoError::LeaseLost => SeqError::unavailable(
             "sno: this server's partition lease is lost (fenced): retry on another server",
         ),
-        SnoError::HorizonStalled(_) => SeqError::unavailable(format!("sno: {e}: retry later")),
+        SnoError::HorizonStalled(_) => {
+            crate::warn(format_args!("sno: {e}"));
+            SeqError::unavailable(format!("sno: {e}: retry later"))
+        }
         other => {
-            crate::log(format_args!(
+            crate::warn(format_args!(
                 "an error this server does not map: sno: {other}"
             ));
             SeqError::new(ErrorKind::Corrupt, format!("sno: {other}"))
@@ -489,10 +529,11 @@ fn lexical_error(e: LexicalError) -> SeqError {
     match e {
         LexicalError::TimestampOverflow => SeqError::new(ErrorKind::Exhausted, e.to_string()),
         LexicalError::HorizonStalled(_) => {
+            crate::warn(format_args!("lexical: {e}"));
             SeqError::unavailable(format!("lexical: {e}: retry later"))
         }
         other => {
-            crate::log(format_args!(
+            crate::warn(format_args!(
                 "an error this server does not map: lexical: {other}"
             ));
             SeqError::new(ErrorKind::Corrupt, format!("lexical: {other}"))

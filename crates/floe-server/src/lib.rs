@@ -60,6 +60,8 @@ pub mod http;
 pub mod ids;
 pub mod leaf;
 pub mod lease;
+pub mod observe;
+pub mod status;
 
 pub use app::{App, Server};
 pub use config::ServerConfig;
@@ -132,14 +134,14 @@ pub fn status(e: &SeqError) -> Status {
 /// An error kind this server does not know (floe-sequencer's `ErrorKind` is non-exhaustive):
 /// answered as an internal error, and said on standard error so that it is not missed.
 pub(crate) fn unexpected(kind: ErrorKind) {
-    log(format_args!(
+    warn(format_args!(
         "an error of a kind this server does not map ({kind:?}) was answered as internal"
     ));
 }
 
-/// One line on standard error, at most one a second (a store that is down fails every request:
-/// the log says so once a second, with how many lines it left out).
-pub(crate) fn log(line: std::fmt::Arguments<'_>) {
+/// A warning in the log, at most one a second (a store that is down fails every request: the
+/// log says so once a second, with how many lines it left out).
+pub(crate) fn warn(line: std::fmt::Arguments<'_>) {
     static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
     let now = Instant::now();
@@ -150,9 +152,9 @@ pub(crate) fn log(line: std::fmt::Arguments<'_>) {
         _ => {
             let left_out = last.map_or(0, |(_, n)| n);
             if left_out > 0 {
-                eprintln!("floe: {line} ({left_out} line(s) left out since the last)");
+                tracing::warn!(left_out, "{line} ({left_out} line(s) left out since the last)");
             } else {
-                eprintln!("floe: {line}");
+                tracing::warn!("{line}");
             }
             *last = Some((now, 0));
         }
@@ -191,15 +193,15 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Seq
             echo(key, MAX_ECHO)
         ),
         ErrorKind::Unavailable => {
-            log(format_args!("store {store}: {}", e.message));
+            warn(format_args!("store {store}: {}", e.message));
             format!("store {store} ({kind}) is unavailable or slow: retry later")
         }
         ErrorKind::Config => {
-            log(format_args!("store {store}: {}", e.message));
+            warn(format_args!("store {store}: {}", e.message));
             format!("store {store} ({kind}) is misconfigured: see the server's log")
         }
         ErrorKind::Corrupt => {
-            log(format_args!("store {store}: {}", e.message));
+            warn(format_args!("store {store}: {}", e.message));
             format!(
                 "store {store} holds a value for key {} that floe did not write: see the server's log",
                 echo(key, MAX_ECHO)
@@ -207,7 +209,7 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Seq
         }
         other => {
             unexpected(other);
-            log(format_args!("store {store}: {}", e.message));
+            warn(format_args!("store {store}: {}", e.message));
             format!("store {store}: internal error: see the server's log")
         }
     };
@@ -325,34 +327,97 @@ pub async fn serve(
     serve_app(app, grpc, http, limits, shutdown).await
 }
 
-/// The gRPC services of `app`: Layotto's Runtime, floe.v1, health (every service `SERVING`)
-/// and reflection (v1 and v1alpha, for every grpcurl).
+/// The gRPC services of `app`: Layotto's Runtime, floe.v1, health (per service, kept by
+/// [`watch`]) and reflection (v1 and v1alpha, for every grpcurl).
 async fn grpc_routes(
     app: &Arc<App>,
-) -> Result<tonic::service::Routes, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<
+    (tonic::service::Routes, tonic_health::server::HealthReporter),
+    Box<dyn std::error::Error + Send + Sync>,
+> {
     let (health, health_service) = tonic_health::server::health_reporter();
-    for name in ["", "spec.proto.runtime.v1.Runtime", "floe.v1.Floe"] {
-        health
-            .set_service_status(name, tonic_health::ServingStatus::Serving)
-            .await;
-    }
+    set_health(&health, &app.telemetry).await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let reflection_alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    Ok(
-        tonic::service::Routes::new(RuntimeServer::new(RuntimeService::new(Arc::clone(
-            &app.sequencer,
-        ))))
-        .add_service(proto_floe::floe_server::FloeServer::new(
-            grpc::FloeService::new(Arc::clone(app)),
-        ))
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(reflection_alpha),
-    )
+    let routes = tonic::service::Routes::new(RuntimeServer::new(RuntimeService::new(
+        Arc::clone(&app.sequencer),
+    )))
+    .add_service(proto_floe::floe_server::FloeServer::new(
+        grpc::FloeService::new(Arc::clone(app)),
+    ))
+    .add_service(health_service)
+    .add_service(reflection)
+    .add_service(reflection_alpha);
+    Ok((routes, health))
+}
+
+/// gRPC health per service: Layotto's Runtime (sequences) is serving while every store answers
+/// and the server is not stopping; floe.v1.Floe (IDs and sequences) also needs every lease
+/// held; `""` (the whole server) is serving when both are.
+async fn set_health(health: &tonic_health::server::HealthReporter, t: &observe::Telemetry) {
+    use std::sync::atomic::Ordering::Relaxed;
+    use tonic_health::ServingStatus::{NotServing, Serving};
+    let stores = t.stores_ready.iter().all(|(_, r)| r.load(Relaxed));
+    let leases = t.leases.iter().all(|l| !l.fence.is_raised());
+    let runtime = stores && !t.stopping.load(Relaxed);
+    let status = |ok: bool| if ok { Serving } else { NotServing };
+    health
+        .set_service_status("spec.proto.runtime.v1.Runtime", status(runtime))
+        .await;
+    health
+        .set_service_status("floe.v1.Floe", status(runtime && leases))
+        .await;
+    health
+        .set_service_status("", status(runtime && leases))
+        .await;
+}
+
+/// How often stores are probed and readiness re-read.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// While the server runs: probes every store (each within its call timeout, all at once) every
+/// [`WATCH_EVERY`] at most, samples issue totals for rates, keeps gRPC health per service and
+/// logs each change of readiness.
+async fn watch(app: Arc<App>, health: Option<tonic_health::server::HealthReporter>) {
+    let mut tick = tokio::time::interval(WATCH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last: Vec<String> = Vec::new();
+    loop {
+        tick.tick().await;
+        let probes = app.sequencer.stores().map(|h| {
+            let h = Arc::clone(h);
+            async move {
+                let timeout = h.timeout();
+                let ok = matches!(
+                    tokio::time::timeout(timeout, h.store().ping()).await,
+                    Ok(Ok(()))
+                );
+                (h.name().to_string(), ok)
+            }
+        });
+        for (name, ok) in futures_util::future::join_all(probes).await {
+            if let Some((_, flag)) = app.telemetry.stores_ready.iter().find(|(n, _)| *n == name) {
+                flag.store(ok, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        app.telemetry.rates.sample(observe::totals(&app));
+        let now = app.telemetry.not_ready();
+        if now != last {
+            if now.is_empty() {
+                tracing::info!("ready");
+            } else {
+                tracing::warn!("not ready: {}", now.join("; "));
+            }
+            if let Some(h) = &health {
+                set_health(h, &app.telemetry).await;
+            }
+            last = now;
+        }
+    }
 }
 
 /// Serves `app` over gRPC on `grpc` and HTTP on `http` (either may be `None`) within `limits`
@@ -375,15 +440,38 @@ pub async fn serve_app(
         return Err("grpc, http: both are off: nothing to serve".into());
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let signal = tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop.send(true);
-    });
-    let grpc_task = match grpc {
-        Some(listener) => {
+    let mut health = None;
+    let grpc_service = match &grpc {
+        Some(_) => {
+            let (routes, reporter) = grpc_routes(&app).await?;
+            health = Some(reporter);
+            Some(routes)
+        }
+        None => None,
+    };
+    let stopping = {
+        let app = Arc::clone(&app);
+        let health = health.clone();
+        async move {
+            shutdown.await;
+            app.telemetry
+                .stopping
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(h) = &health {
+                set_health(h, &app.telemetry).await;
+            }
+            tracing::info!("stopping: no longer ready");
+            let _ = stop.send(true);
+        }
+    };
+    let signal = tokio::spawn(stopping);
+    let watcher = tokio::spawn(watch(Arc::clone(&app), health));
+    let upkeep = app.telemetry.handle.clone().map(observe::spawn_upkeep);
+    let grpc_task = match (grpc, grpc_service) {
+        (Some(listener), Some(routes)) => {
             let served = conn::Served {
                 protocol: conn::Protocol::Http2,
-                service: grpc_routes(&app).await?,
+                service: observe::Observed::new(routes, observe::Listener::Grpc),
                 too_slow: || {
                     Status::deadline_exceeded(
                         "the request took longer than the server's request timeout",
@@ -394,12 +482,15 @@ pub async fn serve_app(
             };
             Some(conn::run(listener, served, limits, stopped.clone()))
         }
-        None => None,
+        _ => None,
     };
     let http_task = http.map(|listener| {
         let served = conn::Served {
             protocol: conn::Protocol::Http1,
-            service: http::router(Arc::clone(&app)),
+            service: observe::Observed::new(
+                http::router(Arc::clone(&app)),
+                observe::Listener::Http,
+            ),
             too_slow: http::too_slow,
             answer: |r| r,
         };
@@ -418,6 +509,12 @@ pub async fn serve_app(
     };
     tokio::join!(grpc, http);
     signal.abort();
+    let _ = signal.await;
+    watcher.abort();
+    let _ = watcher.await;
+    if let Some(u) = upkeep {
+        u.abort();
+    }
     Ok(())
 }
 

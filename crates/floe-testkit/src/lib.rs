@@ -73,10 +73,16 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy to `target` (`host:port`).
     pub fn start(target: &str) -> Proxy {
+        Proxy::start_at("127.0.0.1:0", target)
+    }
+
+    /// A proxy to `target` listening on `addr` (a dropped proxy's address: the same URL
+    /// reaches the server again).
+    pub fn start_at(addr: &str, target: &str) -> Proxy {
         use std::net::{Shutdown, TcpListener, TcpStream};
         use std::sync::atomic::AtomicBool;
         use std::sync::{Arc, Mutex};
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = TcpListener::bind(addr).unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let stop = Arc::new(AtomicBool::new(false));

@@ -28,6 +28,11 @@ impl Serve {
     /// Starts `floe serve --grpc GRPC --http HTTP ARGS` and waits for its line, at most
     /// [`START_WITHIN`] (then kills it and panics with its standard error).
     pub fn start_on(grpc: &str, http: &str, args: &[&str]) -> Serve {
+        Serve::start_with_env(grpc, http, args, &[])
+    }
+
+    /// [`Serve::start_on`] with environment variables set for the server.
+    pub fn start_with_env(grpc: &str, http: &str, args: &[&str], env: &[(&str, &str)]) -> Serve {
         // A working directory of its own: a server given no --state-dir keeps `.floe` there,
         // never beside another test's.
         static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -40,6 +45,7 @@ impl Serve {
             .arg("serve")
             .args(["--grpc", grpc, "--http", http])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

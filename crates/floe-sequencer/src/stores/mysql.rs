@@ -108,6 +108,14 @@ impl Store for MysqlStore {
         reserve_row("mysql", key, || self.update(key, n), insert).await
     }
 
+    async fn ping(&self) -> Result<(), SeqError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(|e| map_err("mysql", "ping", e))
+    }
+
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
         sqlx::query(q(&self.raise))
             .bind(key.as_str().as_bytes())

@@ -120,6 +120,15 @@ impl Store for RedisStore {
             .map_err(|e| map_err("INCRBY", key, e))
     }
 
+    async fn ping(&self) -> Result<(), SeqError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .map(drop)
+            .map_err(|e| SeqError::unavailable(format!("redis: PING: {e}")))
+    }
+
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
         if floor <= 0 {
             return Ok(()); // every key is at 0 or above already

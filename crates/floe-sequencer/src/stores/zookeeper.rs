@@ -175,6 +175,17 @@ impl Store for ZkStore {
         self.swap(key, 0, Some(floor)).await.map(drop)
     }
 
+    async fn ping(&self) -> Result<(), SeqError> {
+        let client = self.client().await?;
+        match client.check_stat(&self.root).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.lost(&e).await;
+                Err(map_err("cannot read", &self.root, e))
+            }
+        }
+    }
+
     async fn close(&self) {
         self.client.lock().await.take();
     }

@@ -1,0 +1,175 @@
+//! A store as the server measures it: every call's latency, its errors, WEAK segment fetches
+//! and STRONG increment sizes, through the `metrics` facade (nothing is recorded unless the
+//! program installed a recorder, as `floe serve` does).
+//!
+//! Labels are the store's configured name, the call (`reserve`, `segment`, `raise`,
+//! `next_id`) and an error's kind: all bounded by the configuration and this crate, never by a
+//! key or a request. The handles are registered once, when the store is wrapped, so a call
+//! costs two clock reads and a few atomic adds.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use floe_core::sequence::{Key, Segment};
+use metrics::{counter, histogram, Counter, Histogram};
+
+use crate::{Capabilities, SeqError, Store};
+
+/// The calls a store is measured by.
+#[derive(Debug)]
+struct Call {
+    seconds: Histogram,
+    name: &'static str,
+}
+
+impl Call {
+    fn new(store: &str, name: &'static str) -> Call {
+        Call {
+            seconds: histogram!(
+                "floe_store_call_duration_seconds",
+                "store" => store.to_string(),
+                "call" => name
+            ),
+            name,
+        }
+    }
+}
+
+/// A store whose calls are measured (see the module docs).
+#[derive(Debug)]
+pub struct Measured {
+    inner: Arc<dyn Store>,
+    store: String,
+    reserve: Call,
+    segment: Call,
+    raise: Call,
+    next_id: Call,
+    fetches: Counter,
+    increment_size: Histogram,
+}
+
+impl Measured {
+    /// `inner`, measured under the store name `store`.
+    pub fn new(store: &str, inner: Arc<dyn Store>) -> Measured {
+        Measured {
+            reserve: Call::new(store, "reserve"),
+            segment: Call::new(store, "segment"),
+            raise: Call::new(store, "raise"),
+            next_id: Call::new(store, "next_id"),
+            fetches: counter!("floe_weak_segment_fetches_total", "store" => store.to_string()),
+            increment_size: histogram!("floe_store_increment_size", "store" => store.to_string()),
+            store: store.to_string(),
+            inner,
+        }
+    }
+
+    fn error(&self, call: &Call, kind: String) {
+        counter!(
+            "floe_store_call_errors_total",
+            "store" => self.store.clone(),
+            "call" => call.name,
+            "kind" => kind
+        )
+        .increment(1);
+    }
+
+    /// Times a call until [`Timing::done`], or until it is dropped unfinished (the caller's
+    /// timeout cut it short: counted as an error of kind `Cancelled`).
+    fn start<'a>(&'a self, call: &'a Call) -> Timing<'a> {
+        Timing {
+            store: self,
+            call,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+}
+
+struct Timing<'a> {
+    store: &'a Measured,
+    call: &'a Call,
+    started: Instant,
+    finished: bool,
+}
+
+impl Timing<'_> {
+    fn done<T>(mut self, result: &Result<T, SeqError>) {
+        self.finished = true;
+        if let Err(e) = result {
+            self.store.error(self.call, format!("{:?}", e.kind));
+        }
+    }
+}
+
+impl Drop for Timing<'_> {
+    fn drop(&mut self) {
+        self.call
+            .seconds
+            .record(self.started.elapsed().as_secs_f64());
+        if !self.finished {
+            self.store.error(self.call, "Cancelled".to_string());
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Measured {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        let timing = self.start(&self.reserve);
+        let result = self.inner.reserve(key, n).await;
+        timing.done(&result);
+        if result.is_ok() {
+            self.increment_size.record(f64::from(n));
+        }
+        result
+    }
+
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        let timing = self.start(&self.raise);
+        let result = self.inner.raise(key, floor).await;
+        timing.done(&result);
+        result
+    }
+
+    async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
+        let timing = self.start(&self.raise);
+        let result = self.inner.init(bigger_than).await;
+        timing.done(&result);
+        result
+    }
+
+    async fn next_id(&self, key: &Key) -> Result<i64, SeqError> {
+        let timing = self.start(&self.next_id);
+        let result = self.inner.next_id(key).await;
+        timing.done(&result);
+        result
+    }
+
+    async fn segment(&self, key: &Key, size: u32) -> Result<Option<Segment>, SeqError> {
+        let timing = self.start(&self.segment);
+        let result = self.inner.segment(key, size).await;
+        timing.done(&result);
+        if matches!(result, Ok(Some(_))) {
+            self.fetches.increment(1);
+        }
+        result
+    }
+
+    async fn ping(&self) -> Result<(), SeqError> {
+        self.inner.ping().await
+    }
+
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}

@@ -1,0 +1,696 @@
+//! What an operator sees: Prometheus metrics (`/metrics`), readiness, and the figures the status
+//! page shows.
+//!
+//! Metrics go through the `metrics` facade to `metrics-exporter-prometheus`'s recorder,
+//! installed once per process ([`recorder`]). Hot paths hold their handles (registered once:
+//! an ID issued is an atomic add); what a scrape can read from the generators, leases and
+//! stores is read at scrape time ([`collect`]), so it costs the hot path nothing.
+//!
+//! **Label cardinality is bounded by the configuration, never by requests**: labels are ID
+//! kinds, configured generator and store names, calls of the store contract, error kinds, and
+//! for requests the listener, a route template from a fixed list (`/v1/ids/:kind`) (HTTP paths that match no
+//! route are `unmatched`, gRPC methods this server does not serve `unknown`), the method
+//! (`GET`, `POST`, `HEAD`, `OTHER`) and the status. Keys and request text never become labels.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `floe_ids_issued_total` | counter | `kind` |
+//! | `floe_sequence_ids_issued_total` | counter | `store`, `mode` |
+//! | `floe_request_duration_seconds` | histogram | `listener`, `route`, `method`, `status` |
+//! | `floe_store_call_duration_seconds` | histogram | `store`, `call` |
+//! | `floe_store_call_errors_total` | counter | `store`, `call`, `kind` |
+//! | `floe_weak_segment_fetches_total` | counter | `store` |
+//! | `floe_store_increment_size` | histogram (STRONG batches) | `store` |
+//! | `floe_weak_buffered_ids`, `floe_weak_step`, `floe_keys_in_memory` | gauge | `store` |
+//! | `floe_layout_horizon_seconds`, `floe_layout_end_timestamp_seconds` | gauge | `generator` |
+//! | `floe_clock_rollback_waits_total`, `floe_clock_rollback_refusals_total`, `floe_sequence_exhausted_waits_total` | counter | `generator` |
+//! | `floe_sno_tick_tock_switches_total`, `floe_sno_overflow_stalls_total` | counter | |
+//! | `floe_clock_startup_refusals_total` | counter | |
+//! | `floe_fence_raised`, `floe_lease_held`, `floe_worker_id` | gauge | `generator` |
+//! | `floe_fenced_periods_total`, `floe_lease_heartbeat_failures_total` | counter | `generator` |
+//! | `floe_store_ready` | gauge | `store` |
+//! | `floe_build_info` | gauge | `version` |
+//! | `floe_start_time_seconds` | gauge | |
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use floe_core::clock::{Clock, SystemClock};
+use floe_core::fence::Fence;
+use floe_core::snowflake::Layout;
+use floe_registry::lease::Lease;
+use hyper::{Request, Response};
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::App;
+
+/// Latency buckets (seconds): 50 µs to 10 s.
+const SECONDS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Increment sizes: 1 to 1,000,000.
+const SIZES: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0, 10_000.0, 100_000.0,
+    1_000_000.0,
+];
+
+/// The process's Prometheus recorder, installed on first use (`None` when another recorder
+/// was installed before: then `/metrics` says so).
+pub fn recorder() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZES)
+                })
+                .ok()?;
+            let handle = builder.install_recorder().ok()?;
+            describe();
+            Some(handle)
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!("floe_ids_issued_total", "IDs issued, per kind.");
+    describe_counter!(
+        "floe_sequence_ids_issued_total",
+        "Sequence IDs issued, per store and mode (weak, strong)."
+    );
+    describe_histogram!(
+        "floe_request_duration_seconds",
+        Unit::Seconds,
+        "Time from a request's head to its answer's head, per listener, route template, method and status (gRPC: the status of the answer's head; a stream's later status is not counted)."
+    );
+    describe_histogram!(
+        "floe_store_call_duration_seconds",
+        Unit::Seconds,
+        "Store calls, per store and call."
+    );
+    describe_counter!(
+        "floe_store_call_errors_total",
+        "Store calls that failed, per store, call and error kind (Cancelled: cut by the store timeout)."
+    );
+    describe_counter!(
+        "floe_weak_segment_fetches_total",
+        "WEAK segments fetched from the store."
+    );
+    describe_histogram!(
+        "floe_store_increment_size",
+        "IDs reserved by one increment (STRONG: a group-committed batch)."
+    );
+    describe_gauge!(
+        "floe_weak_buffered_ids",
+        "IDs buffered in memory for WEAK keys, per store."
+    );
+    describe_gauge!(
+        "floe_weak_step",
+        "The largest current WEAK segment size among a store's keys."
+    );
+    describe_gauge!("floe_keys_in_memory", "Keys a store holds in memory.");
+    describe_gauge!(
+        "floe_layout_horizon_seconds",
+        Unit::Seconds,
+        "Seconds left before a generator's timestamp field runs out (negative: it has)."
+    );
+    describe_gauge!(
+        "floe_layout_end_timestamp_seconds",
+        Unit::Seconds,
+        "Unix time at which a generator's timestamp field runs out."
+    );
+    describe_counter!(
+        "floe_clock_rollback_waits_total",
+        "Waits for the clock to come back after a small step back."
+    );
+    describe_counter!(
+        "floe_clock_rollback_refusals_total",
+        "IDs refused because the clock stepped back too far."
+    );
+    describe_counter!(
+        "floe_sequence_exhausted_waits_total",
+        "Waits for the next time unit after a unit's sequence was used up."
+    );
+    describe_counter!(
+        "floe_sno_tick_tock_switches_total",
+        "sno sequence switches (tick-tock) on clock regressions."
+    );
+    describe_counter!(
+        "floe_sno_overflow_stalls_total",
+        "sno sequence pool overflows (issuing waits for the next time unit)."
+    );
+    describe_counter!(
+        "floe_clock_startup_refusals_total",
+        "Start-ups refused in this process because the clock was behind the last recorded time."
+    );
+    describe_gauge!(
+        "floe_fence_raised",
+        "1 while a generator's lease is lost (fenced: it issues nothing)."
+    );
+    describe_gauge!("floe_lease_held", "1 while a generator holds its lease.");
+    describe_gauge!("floe_worker_id", "The worker ID (or partition) a generator holds.");
+    describe_counter!(
+        "floe_fenced_periods_total",
+        "Times a generator's fence was raised."
+    );
+    describe_counter!(
+        "floe_lease_heartbeat_failures_total",
+        "Heartbeats the registry did not take."
+    );
+    describe_gauge!(
+        "floe_store_ready",
+        "1 while a store answered its last call (or has had none)."
+    );
+    describe_gauge!("floe_build_info", "1, labelled with the version.");
+    describe_gauge!(
+        "floe_start_time_seconds",
+        Unit::Seconds,
+        "Unix time the server started."
+    );
+}
+
+/// A generator's worker lease, as the metrics and the status page show it.
+#[derive(Debug, Clone)]
+pub struct LeaseView {
+    /// The generator (`snowflake default`, `snowflake NAME`, `sno`, `lexical`).
+    pub generator: String,
+    /// The ID leased.
+    pub id: u32,
+    /// The identity it is leased to.
+    pub identity: String,
+    /// Where it came from (`registry`, `cache`, ...).
+    pub source: String,
+    /// Raised while the lease is lost.
+    pub fence: Arc<Fence>,
+    /// The lease (weak: the server closes it at its stop).
+    pub lease: Weak<Lease>,
+}
+
+impl LeaseView {
+    /// The view of `lease`, held for `generator`.
+    pub fn of(generator: &str, lease: &Arc<Lease>) -> LeaseView {
+        LeaseView {
+            generator: generator.to_string(),
+            id: lease.id,
+            identity: lease.identity.to_string(),
+            source: format!("{:?}", lease.source).to_lowercase(),
+            fence: Arc::clone(&lease.fence),
+            lease: Arc::downgrade(lease),
+        }
+    }
+}
+
+/// What the server tells about itself beyond its routes.
+#[derive(Debug)]
+pub struct Telemetry {
+    /// The Prometheus recorder's handle (`None`: metrics are off).
+    pub handle: Option<PrometheusHandle>,
+    /// The generators' leases.
+    pub leases: Vec<LeaseView>,
+    /// The registry's location, for the status page.
+    pub registry: String,
+    /// The listeners (`grpc 127.0.0.1:50051`), for the status page.
+    pub listeners: Vec<String>,
+    /// Unix ms the server started at.
+    pub started_ms: u64,
+    /// Whether each store answered its last probe, by store name.
+    pub stores_ready: Vec<(String, AtomicBool)>,
+    /// Set when the server begins to stop: no longer ready.
+    pub stopping: AtomicBool,
+    /// Issue rates.
+    pub rates: Rates,
+}
+
+impl Telemetry {
+    /// With metrics when `metrics` is set (installing the process's recorder).
+    pub fn new(metrics: bool) -> Telemetry {
+        let started_ms = SystemClock.now_nanos() / 1_000_000;
+        let handle = if metrics { recorder() } else { None };
+        if handle.is_some() {
+            gauge!("floe_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            gauge!("floe_start_time_seconds").set(started_ms as f64 / 1000.0);
+        }
+        Telemetry {
+            handle,
+            leases: Vec::new(),
+            registry: String::new(),
+            listeners: Vec::new(),
+            started_ms,
+            stores_ready: Vec::new(),
+            stopping: AtomicBool::new(false),
+            rates: Rates::default(),
+        }
+    }
+
+    /// Why the server is not ready (empty: it is): a lease lost (fenced), a store not
+    /// answering, or the server stopping.
+    pub fn not_ready(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if self.stopping.load(Ordering::Relaxed) {
+            why.push("the server is stopping".to_string());
+        }
+        for l in &self.leases {
+            if l.fence.is_raised() {
+                why.push(format!(
+                    "{}: worker lease {} lost (fenced)",
+                    l.generator, l.id
+                ));
+            }
+        }
+        for (name, ready) in &self.stores_ready {
+            if !ready.load(Ordering::Relaxed) {
+                why.push(format!("store {name}: not answering"));
+            }
+        }
+        why
+    }
+
+    /// Whether store `name` answered its last probe (unknown stores: yes).
+    pub fn store_ready(&self, name: &str) -> bool {
+        self.stores_ready
+            .iter()
+            .find(|(n, _)| n == name)
+            .is_none_or(|(_, r)| r.load(Ordering::Relaxed))
+    }
+}
+
+/// Seconds from now until a layout's timestamp field runs out, and the Unix time it does.
+pub fn layout_horizon(layout: &Layout, now_ms: u64) -> (f64, f64) {
+    let end_ms = layout.last_time_ms().unwrap_or(u64::MAX);
+    let left = end_ms as f64 / 1000.0 - now_ms as f64 / 1000.0;
+    (left, end_ms as f64 / 1000.0)
+}
+
+/// sno's timestamp field ends at 2079-09-07T15:47:35.551Z.
+pub fn sno_end_ms() -> u64 {
+    floe_core::sno::EPOCH_MS
+        .saturating_add(floe_core::sno::MAX_TIMESTAMP.saturating_mul(floe_core::sno::TIME_UNIT_MS))
+}
+
+/// Sets what a scrape reads from the generators, leases and stores.
+pub fn collect(app: &App) {
+    let now_ms = SystemClock.now_nanos() / 1_000_000;
+    for (labels, total) in totals(app) {
+        match labels {
+            Issued::Kind(kind) => counter!("floe_ids_issued_total", "kind" => kind).absolute(total),
+            Issued::Store(store, mode) => counter!(
+                "floe_sequence_ids_issued_total",
+                "store" => store,
+                "mode" => mode
+            )
+            .absolute(total),
+        }
+    }
+    if let Some(g) = app.ids.as_deref() {
+        for (name, s) in g.snowflakes() {
+            let generator = format!("snowflake {name}");
+            let (left, end) = layout_horizon(&s.layout(), now_ms);
+            gauge!("floe_layout_horizon_seconds", "generator" => generator.clone()).set(left);
+            gauge!("floe_layout_end_timestamp_seconds", "generator" => generator.clone()).set(end);
+            let stats = s.stats();
+            counter!("floe_clock_rollback_waits_total", "generator" => generator.clone())
+                .absolute(stats.backward_waits);
+            counter!("floe_clock_rollback_refusals_total", "generator" => generator.clone())
+                .absolute(stats.backward_refusals);
+            counter!("floe_sequence_exhausted_waits_total", "generator" => generator)
+                .absolute(stats.exhausted_waits);
+        }
+        if let Some(sno) = g.sno() {
+            let end = sno_end_ms();
+            gauge!("floe_layout_horizon_seconds", "generator" => "sno")
+                .set(end as f64 / 1000.0 - now_ms as f64 / 1000.0);
+            gauge!("floe_layout_end_timestamp_seconds", "generator" => "sno")
+                .set(end as f64 / 1000.0);
+            counter!("floe_sno_tick_tock_switches_total").absolute(u64::from(sno.drifts()));
+        }
+    }
+    counter!("floe_clock_startup_refusals_total").absolute(floe_registry::lease::clock_refusals());
+    for l in &app.telemetry.leases {
+        let raised = l.fence.is_raised();
+        let g = l.generator.clone();
+        gauge!("floe_fence_raised", "generator" => g.clone()).set(f64::from(u8::from(raised)));
+        gauge!("floe_lease_held", "generator" => g.clone()).set(f64::from(u8::from(!raised)));
+        gauge!("floe_worker_id", "generator" => g.clone()).set(f64::from(l.id));
+        counter!("floe_fenced_periods_total", "generator" => g.clone()).absolute(l.fence.periods());
+        if let Some(lease) = l.lease.upgrade() {
+            counter!("floe_lease_heartbeat_failures_total", "generator" => g)
+                .absolute(lease.stats.heartbeat_failures.load(Ordering::Relaxed));
+        }
+    }
+    for h in app.sequencer.stores() {
+        let name = h.name().to_string();
+        let buffers = h.weak_buffers();
+        let buffered = buffers.iter().map(|(_, b)| b.left).fold(0u64, u64::saturating_add);
+        let step = buffers.iter().map(|(_, b)| b.step).max().unwrap_or(0);
+        gauge!("floe_weak_buffered_ids", "store" => name.clone()).set(buffered as f64);
+        gauge!("floe_weak_step", "store" => name.clone()).set(f64::from(step));
+        gauge!("floe_keys_in_memory", "store" => name.clone()).set(h.keys_in_memory() as f64);
+        let ready = app.telemetry.store_ready(&name);
+        gauge!("floe_store_ready", "store" => name).set(f64::from(u8::from(ready)));
+    }
+}
+
+/// What a count of issued IDs is of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Issued {
+    /// IDs of a kind.
+    Kind(&'static str),
+    /// Sequence IDs of a store, WEAK or STRONG.
+    Store(String, &'static str),
+}
+
+impl std::fmt::Display for Issued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Issued::Kind(kind) => f.write_str(kind),
+            Issued::Store(store, mode) => write!(f, "{store} {mode}"),
+        }
+    }
+}
+
+/// IDs issued so far: per kind served, and per store and mode.
+pub fn totals(app: &App) -> Vec<(Issued, u64)> {
+    let mut out = Vec::new();
+    if let Some(g) = app.ids.as_deref() {
+        for kind in crate::ids::IdKind::ALL {
+            if g.serves(kind) {
+                out.push((Issued::Kind(kind.name()), g.issued_total(kind)));
+            }
+        }
+    }
+    for h in app.sequencer.stores() {
+        for (mode, name) in [(floe_sequencer::Mode::Weak, "weak"), (floe_sequencer::Mode::Strong, "strong")] {
+            out.push((Issued::Store(h.name().to_string(), name), h.issued_total(mode)));
+        }
+    }
+    out
+}
+
+/// Totals sampled once a second, for the status page's rates.
+#[derive(Debug, Default)]
+pub struct Rates {
+    samples: std::sync::Mutex<std::collections::VecDeque<(Instant, Vec<(Issued, u64)>)>>,
+}
+
+/// How far back a rate looks.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+
+impl Rates {
+    /// Records the totals now.
+    pub fn sample(&self, totals: Vec<(Issued, u64)>) {
+        let now = Instant::now();
+        let mut samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        samples.push_back((now, totals));
+        while samples
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > RATE_WINDOW + Duration::from_secs(1))
+        {
+            samples.pop_front();
+        }
+    }
+
+    /// IDs per second over the last ten seconds (as far back as there are samples).
+    pub fn per_second(&self) -> Vec<(Issued, f64)> {
+        let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some((t0, first)), Some((t1, last))) = (samples.front(), samples.back()) else {
+            return Vec::new();
+        };
+        let secs = t1.duration_since(*t0).as_secs_f64();
+        last.iter()
+            .map(|(what, total)| {
+                let before = first
+                    .iter()
+                    .find(|(w, _)| w == what)
+                    .map_or(*total, |(_, n)| *n);
+                let rate = if secs > 0.0 {
+                    total.saturating_sub(before) as f64 / secs
+                } else {
+                    0.0
+                };
+                (what.clone(), rate)
+            })
+            .collect()
+    }
+}
+
+/// The Prometheus text of every metric, read at this moment.
+pub fn render(app: &App) -> Option<String> {
+    let handle = app.telemetry.handle.as_ref()?;
+    collect(app);
+    Some(handle.render())
+}
+
+/// Runs the recorder's upkeep (histogram samples folded into their buckets) every 5 s while
+/// the server runs, so that memory stays bounded when nobody scrapes.
+pub fn spawn_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            handle.run_upkeep();
+        }
+    })
+}
+
+/// Which listener a request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    /// The gRPC port.
+    Grpc,
+    /// The HTTP port.
+    Http,
+}
+
+/// The gRPC methods served, as route labels (anything else: `unknown`).
+const GRPC_METHODS: &[&str] = &[
+    "/spec.proto.runtime.v1.Runtime/GetNextId",
+    "/floe.v1.Floe/NextIds",
+    "/floe.v1.Floe/StreamIds",
+    "/floe.v1.Floe/NextSequence",
+    "/floe.v1.Floe/StreamSequence",
+    "/grpc.health.v1.Health/Check",
+    "/grpc.health.v1.Health/Watch",
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+];
+
+/// The route template of an HTTP path (from the fixed list of routes; `unmatched` otherwise).
+pub fn http_route(path: &str) -> &'static str {
+    let mut parts = path.trim_start_matches('/').split('/');
+    let first = parts.next().unwrap_or("");
+    let rest: Vec<&str> = parts.collect();
+    match (first, rest.as_slice()) {
+        ("", []) => "/",
+        ("healthz", []) => "/healthz",
+        ("readyz", []) => "/readyz",
+        ("metrics", []) => "/metrics",
+        ("cache", []) => "/cache",
+        ("decodeSnowflakeId", []) => "/decodeSnowflakeId",
+        ("v1", ["status"]) => "/v1/status",
+        ("v1", ["stores"]) => "/v1/stores",
+        ("v1", ["ids", _]) => "/v1/ids/:kind",
+        ("v1", ["sequencer", _, _]) => "/v1/sequencer/:store/:key",
+        ("v1", ["sequencer", _, _, "segment"]) => "/v1/sequencer/:store/:key/segment",
+        ("api", ["segment", "get", _]) => "/api/segment/get/:key",
+        ("api", ["snowflake", "get", _]) => "/api/snowflake/get/:key",
+        _ => "unmatched",
+    }
+}
+
+fn grpc_route(path: &str) -> &'static str {
+    GRPC_METHODS
+        .iter()
+        .find(|m| **m == path)
+        .copied()
+        .unwrap_or("unknown")
+}
+
+fn method_label(method: &hyper::Method) -> &'static str {
+    match *method {
+        hyper::Method::GET => "GET",
+        hyper::Method::POST => "POST",
+        hyper::Method::HEAD => "HEAD",
+        _ => "OTHER",
+    }
+}
+
+/// Status labels: "100" to "999".
+static HTTP_STATUS: LazyLock<Vec<String>> =
+    LazyLock::new(|| (0..1000).map(|c: u16| c.to_string()).collect());
+
+fn grpc_code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+fn status_label<B>(listener: Listener, response: &Response<B>) -> &'static str {
+    match listener {
+        Listener::Http => HTTP_STATUS
+            .get(usize::from(response.status().as_u16()))
+            .map_or("other", String::as_str),
+        Listener::Grpc => match response.headers().get("grpc-status") {
+            Some(v) => grpc_code_name(tonic::Code::from_bytes(v.as_bytes())),
+            None if response.status().is_success() => "OK",
+            None => HTTP_STATUS
+                .get(usize::from(response.status().as_u16()))
+                .map_or("other", String::as_str),
+        },
+    }
+}
+
+/// A service whose requests are measured (`floe_request_duration_seconds`) and logged at debug
+/// level.
+#[derive(Clone, Debug)]
+pub struct Observed<S> {
+    inner: S,
+    listener: Listener,
+}
+
+impl<S> Observed<S> {
+    /// `inner`, measured as requests of `listener`.
+    pub fn new(inner: S, listener: Listener) -> Observed<S> {
+        Observed { inner, listener }
+    }
+}
+
+impl<S, B, ReqB> tower::Service<Request<ReqB>> for Observed<S>
+where
+    S: tower::Service<Request<ReqB>, Response = Response<B>, Error = Infallible>,
+{
+    type Response = Response<B>;
+    type Error = Infallible;
+    type Future = ObservedFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let path = request.uri().path();
+        let route = match self.listener {
+            Listener::Grpc => grpc_route(path),
+            Listener::Http => http_route(path),
+        };
+        let method = method_label(request.method());
+        ObservedFuture {
+            inner: self.inner.call(request),
+            started: Instant::now(),
+            route,
+            method,
+            listener: self.listener,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of an [`Observed`] request.
+    pub struct ObservedFuture<F> {
+        #[pin]
+        inner: F,
+        started: Instant,
+        route: &'static str,
+        method: &'static str,
+        listener: Listener,
+    }
+}
+
+impl<F, B> Future for ObservedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, Infallible>>,
+{
+    type Output = Result<Response<B>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = std::task::ready!(this.inner.poll(cx));
+        let status = match &result {
+            Ok(response) => status_label(*this.listener, response),
+            Err(never) => match *never {},
+        };
+        let seconds = this.started.elapsed().as_secs_f64();
+        let listener = match this.listener {
+            Listener::Grpc => "grpc",
+            Listener::Http => "http",
+        };
+        histogram!(
+            "floe_request_duration_seconds",
+            "listener" => listener,
+            "route" => *this.route,
+            "method" => *this.method,
+            "status" => status
+        )
+        .record(seconds);
+        tracing::debug!(
+            listener,
+            route = *this.route,
+            method = *this.method,
+            status,
+            micros = (seconds * 1e6) as u64,
+            "request"
+        );
+        Poll::Ready(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_routes_are_templates_from_a_fixed_list() {
+        assert_eq!(http_route("/"), "/");
+        assert_eq!(http_route("/v1/ids/snowflake"), "/v1/ids/:kind");
+        assert_eq!(http_route("/v1/sequencer/default/orders"), "/v1/sequencer/:store/:key");
+        assert_eq!(http_route("/api/segment/get/anything"), "/api/segment/get/:key");
+        assert_eq!(http_route("/api/snowflake/get/k"), "/api/snowflake/get/:key");
+        // Keys never become labels: whatever is asked, the label set stays fixed.
+        assert_eq!(http_route("/v1/sequencer/a/b/c"), "unmatched");
+        assert_eq!(http_route("/no/such/route"), "unmatched");
+        assert_eq!(grpc_route("/floe.v1.Floe/NextIds"), "/floe.v1.Floe/NextIds");
+        assert_eq!(grpc_route("/evil.Service/Anything"), "unknown");
+    }
+
+    #[test]
+    fn a_layout_horizon_is_counted_from_its_epoch_and_field_width() {
+        // uid-generator's default: 28 bits of seconds from 2016-05-20 ran out on 2024-09-...:
+        // here a 41-bit ms field from 2023-01-01 (Leaf's), about 69.7 years.
+        let layout = Layout::preset("leaf").unwrap();
+        let epoch_ms = layout.epoch_ms();
+        let (left, end) = layout_horizon(&layout, epoch_ms);
+        let years = left / (365.25 * 86_400.0);
+        assert!((69.0..70.0).contains(&years), "{years}");
+        assert!((end - (epoch_ms as f64 / 1000.0 + left)).abs() < 1.0);
+        // A layout already past its end is negative.
+        let (left, _) = layout_horizon(&layout, layout.last_time_ms().unwrap() + 5_000);
+        assert!(left < 0.0);
+    }
+}
