@@ -341,7 +341,9 @@ fn init_logs(format: LogFormat) -> Result<(), String> {
         Ok(spec) if !spec.trim().is_empty() => EnvFilter::try_new(&spec)
             .map_err(|e| format!("RUST_LOG: {e}: expected e.g. info or floe_server=debug"))?,
         // floe's own lines from info up; other crates' warnings and errors.
-        _ => EnvFilter::new("warn,floe=info,floe_server=info,floe_registry=info,floe_sequencer=info"),
+        _ => {
+            EnvFilter::new("warn,floe=info,floe_server=info,floe_registry=info,floe_sequencer=info")
+        }
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -37,22 +37,27 @@ fn parse(text: &str) -> Vec<Sample> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let samples: Vec<Sample> = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
-        .expect("the exposition parses")
-        .samples
-        .into_iter()
-        .map(|s| Sample {
-            name: s.metric,
-            labels: s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            value: match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                prometheus_parse::Value::Histogram(h) => h.last().map_or(0.0, |b| b.count),
-                prometheus_parse::Value::Summary(_) => f64::NAN,
-            },
-        })
-        .collect();
+    let samples: Vec<Sample> =
+        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("the exposition parses")
+            .samples
+            .into_iter()
+            .map(|s| Sample {
+                name: s.metric,
+                labels: s
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                value: match s.value {
+                    prometheus_parse::Value::Counter(v)
+                    | prometheus_parse::Value::Gauge(v)
+                    | prometheus_parse::Value::Untyped(v) => v,
+                    prometheus_parse::Value::Histogram(h) => h.last().map_or(0.0, |b| b.count),
+                    prometheus_parse::Value::Summary(_) => f64::NAN,
+                },
+            })
+            .collect();
     samples
 }
 
@@ -68,7 +73,11 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
         .filter(|s| s.name == name)
-        .find(|s| labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+        .find(|s| {
+            labels
+                .iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
         .map_or(0.0, |s| s.value)
 }
 
@@ -79,15 +88,38 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
     let server = Serve::start(&["--state-dir", &state, "--store", "main=embedded"]);
     let (_, before) = metrics(&server);
     // The layout's horizon: Leaf's 41-bit ms field from 2023 lasts until about 2092.
-    let horizon = value(&before, "floe_layout_horizon_seconds", &[("generator", "snowflake default")]);
+    let horizon = value(
+        &before,
+        "floe_layout_horizon_seconds",
+        &[("generator", "snowflake default")],
+    );
     let years = horizon / (365.25 * 86_400.0);
     assert!((60.0..70.0).contains(&years), "{years} years");
-    let sno_years =
-        value(&before, "floe_layout_horizon_seconds", &[("generator", "sno")]) / (365.25 * 86_400.0);
-    assert!((50.0..54.0).contains(&sno_years), "sno ends in 2079: {sno_years}");
-    assert_eq!(value(&before, "floe_lease_held", &[("generator", "snowflake default")]), 1.0);
-    assert_eq!(value(&before, "floe_fence_raised", &[("generator", "sno")]), 0.0);
-    assert_eq!(value(&before, "floe_store_ready", &[("store", "main")]), 1.0);
+    let sno_years = value(
+        &before,
+        "floe_layout_horizon_seconds",
+        &[("generator", "sno")],
+    ) / (365.25 * 86_400.0);
+    assert!(
+        (50.0..54.0).contains(&sno_years),
+        "sno ends in 2079: {sno_years}"
+    );
+    assert_eq!(
+        value(
+            &before,
+            "floe_lease_held",
+            &[("generator", "snowflake default")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&before, "floe_fence_raised", &[("generator", "sno")]),
+        0.0
+    );
+    assert_eq!(
+        value(&before, "floe_store_ready", &[("store", "main")]),
+        1.0
+    );
     assert_eq!(value(&before, "floe_build_info", &[]), 1.0);
 
     for (path, code) in [
@@ -95,7 +127,10 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
         ("/v1/ids/sno?count=3", 200),
         ("/v1/ids/ulid", 200),
         ("/v1/sequencer/main/secret-key-1?count=2", 200),
-        ("/v1/sequencer/main/secret-key-1?increment=strong&count=4", 200),
+        (
+            "/v1/sequencer/main/secret-key-1?increment=strong&count=4",
+            200,
+        ),
         ("/api/segment/get/secret-key-2", 200),
         ("/no/such/route-xyz", 404),
         ("/v1/sequencer/nostore-xyz/k", 404),
@@ -107,22 +142,36 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
     let delta = |name: &str, labels: &[(&str, &str)]| {
         value(&after, name, labels) - value(&before, name, labels)
     };
-    assert_eq!(delta("floe_ids_issued_total", &[("kind", "snowflake")]), 5.0);
+    assert_eq!(
+        delta("floe_ids_issued_total", &[("kind", "snowflake")]),
+        5.0
+    );
     assert_eq!(delta("floe_ids_issued_total", &[("kind", "sno")]), 3.0);
     assert_eq!(delta("floe_ids_issued_total", &[("kind", "ulid")]), 1.0);
     assert_eq!(
-        delta("floe_sequence_ids_issued_total", &[("store", "main"), ("mode", "weak")]),
+        delta(
+            "floe_sequence_ids_issued_total",
+            &[("store", "main"), ("mode", "weak")]
+        ),
         3.0,
         "two by floe's route, one by Leaf's"
     );
     assert_eq!(
-        delta("floe_sequence_ids_issued_total", &[("store", "main"), ("mode", "strong")]),
+        delta(
+            "floe_sequence_ids_issued_total",
+            &[("store", "main"), ("mode", "strong")]
+        ),
         4.0
     );
     assert_eq!(
         delta(
             "floe_request_duration_seconds_count",
-            &[("listener", "http"), ("route", "/v1/ids/:kind"), ("method", "GET"), ("status", "200")]
+            &[
+                ("listener", "http"),
+                ("route", "/v1/ids/:kind"),
+                ("method", "GET"),
+                ("status", "200")
+            ]
         ),
         3.0
     );
@@ -139,8 +188,17 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
         1.0,
         "one STRONG increment of 4"
     );
-    assert_eq!(delta("floe_store_increment_size_sum", &[("store", "main")]), 4.0);
-    assert!(value(&after, "floe_store_call_duration_seconds_count", &[("store", "main"), ("call", "segment")]) >= 2.0);
+    assert_eq!(
+        delta("floe_store_increment_size_sum", &[("store", "main")]),
+        4.0
+    );
+    assert!(
+        value(
+            &after,
+            "floe_store_call_duration_seconds_count",
+            &[("store", "main"), ("call", "segment")]
+        ) >= 2.0
+    );
     assert!(value(&after, "floe_weak_buffered_ids", &[("store", "main")]) > 0.0);
     assert!(value(&after, "floe_weak_step", &[("store", "main")]) >= 1.0);
     // Keys, unknown routes and unknown stores never become labels.
@@ -154,7 +212,10 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
 #[test]
 fn readiness_follows_the_store_and_grpc_health_says_which_service() {
     let url = floe_testkit::env("FLOE_TEST_REDIS");
-    let redis = url.trim_start_matches("redis://").trim_end_matches('/').to_string();
+    let redis = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_string();
     let proxy = floe_testkit::Proxy::start(&redis);
     let addr = proxy.addr.clone();
     let dir = tempfile::tempdir().unwrap();
@@ -165,11 +226,12 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let health = |service: &str| -> i32 {
         rt.block_on(async {
-            let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
+            let channel =
+                tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
+                    .unwrap()
+                    .connect()
+                    .await
+                    .unwrap();
             let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
             client
                 .check(tonic_health::pb::HealthCheckRequest {
@@ -190,7 +252,10 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
             if code == want {
                 return body;
             }
-            assert!(started.elapsed() < Duration::from_secs(15), "/readyz stayed {code}: {body}");
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "/readyz stayed {code}: {body}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     };
@@ -205,7 +270,10 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
     assert_eq!(health("floe.v1.Floe"), NOT_SERVING);
     assert_eq!(health(""), NOT_SERVING);
     let (_, samples) = metrics(&server);
-    assert_eq!(value(&samples, "floe_store_ready", &[("store", "cache")]), 0.0);
+    assert_eq!(
+        value(&samples, "floe_store_ready", &[("store", "cache")]),
+        0.0
+    );
     // The store comes back at the same address: ready again, without a restart.
     let proxy = floe_testkit::Proxy::start_at(&addr, &redis);
     wait_for(200);
@@ -213,7 +281,10 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
     assert_eq!(health(""), SERVING);
     server.term();
     let (_, err, _) = server.wait(Duration::from_secs(30));
-    assert!(err.contains("not ready: store cache: not answering"), "{err}");
+    assert!(
+        err.contains("not ready: store cache: not answering"),
+        "{err}"
+    );
     drop(proxy);
 }
 
@@ -239,7 +310,11 @@ fn json_logs_have_one_start_up_line_and_a_line_per_request_at_debug() {
         .collect();
     let started: Vec<&serde_json::Value> = lines
         .iter()
-        .filter(|l| l["message"].as_str().is_some_and(|m| m.starts_with("floe started")))
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("floe started"))
+        })
         .collect();
     assert_eq!(started.len(), 1, "{err}");
     let s = started[0];
@@ -249,7 +324,12 @@ fn json_logs_have_one_start_up_line_and_a_line_per_request_at_debug() {
     }
     assert_eq!(s["http"].as_str(), Some(http_addr.as_str()));
     let message = s["message"].as_str().unwrap();
-    for part in ["snowflake default: worker ", "timestamp field ends", "sno: partition ", "lexical: worker "] {
+    for part in [
+        "snowflake default: worker ",
+        "timestamp field ends",
+        "sno: partition ",
+        "lexical: worker ",
+    ] {
         assert!(message.contains(part), "{part} in {message}");
     }
     assert!(
@@ -258,7 +338,9 @@ fn json_logs_have_one_start_up_line_and_a_line_per_request_at_debug() {
             && l["status"] == "200"),
         "a debug line per request: {err}"
     );
-    assert!(lines.iter().any(|l| l["message"].as_str().is_some_and(|m| m.starts_with("shutting down"))));
+    assert!(lines.iter().any(|l| l["message"]
+        .as_str()
+        .is_some_and(|m| m.starts_with("shutting down"))));
 }
 
 #[test]
@@ -276,7 +358,10 @@ fn text_logs_by_default_and_rust_log_filters_them() {
     server.term();
     let (status, err, _) = server.wait(Duration::from_secs(30));
     assert!(status.success(), "{err}");
-    assert!(!err.contains("floe started"), "info is filtered out at warn: {err}");
+    assert!(
+        !err.contains("floe started"),
+        "info is filtered out at warn: {err}"
+    );
     let bad = common::cmd()
         .args(["serve", "--state-dir", &state])
         .env("RUST_LOG", "floe_server=bogus")

@@ -42,10 +42,7 @@ fn browser(profile: &Path) -> Command {
 
 /// The DOM Chromium rendered for `url`.
 fn dom(profile: &Path, url: &str) -> String {
-    let out = browser(profile)
-        .args(["--dump-dom", url])
-        .output()
-        .unwrap();
+    let out = browser(profile).args(["--dump-dom", url]).output().unwrap();
     assert!(
         out.status.success(),
         "chromium --dump-dom: {}",
@@ -135,12 +132,18 @@ fn the_status_page_shows_the_server_in_a_real_browser() {
     assert!(row.contains(&format!("<td>{worker}</td>")), "{row}");
     // The 'orders' key's buffer: 3 of its segment's IDs used.
     let keys = &page[page.find("class=\"keys\"").unwrap()..];
-    assert!(keys.contains("<td>orders</td><td>4</td>"), "next ID 4: {keys}");
+    assert!(
+        keys.contains("<td>orders</td><td>4</td>"),
+        "next ID 4: {keys}"
+    );
 
     let shot = dir.path().join("ready.png");
     let (pixels, width, height) = screenshot(&profile, &url, &shot);
     assert_eq!((width, height), (1400, 1200));
-    assert!(count(&pixels, GREEN) > 200, "a green READY badge in the screenshot");
+    assert!(
+        count(&pixels, GREEN) > 200,
+        "a green READY badge in the screenshot"
+    );
     assert_eq!(count(&pixels, RED), 0, "nothing red while ready");
 
     // The lease lost: the page says so, in red.
@@ -165,7 +168,10 @@ fn the_status_page_shows_the_server_in_a_real_browser() {
     assert!(page.contains("NOT READY"), "{page}");
     assert!(page.contains("lost (fenced)"), "{page}");
     let (pixels, _, _) = screenshot(&profile, &url, &dir.path().join("fenced.png"));
-    assert!(count(&pixels, RED) > 200, "a red NOT READY badge in the screenshot");
+    assert!(
+        count(&pixels, RED) > 200,
+        "a red NOT READY badge in the screenshot"
+    );
     assert_eq!(count(&pixels, GREEN), 0);
     server.term();
     server.wait(Duration::from_secs(30));

@@ -281,9 +281,12 @@ fn sno_generator(
         config.sequence_min,
         config.sequence_max,
     );
+    // Overflow stalls are counted (at most once per 4 ms unit: the handler's own bound).
+    let stalls = metrics::counter!("floe_sno_overflow_stalls_total");
     let mut g = SnoGenerator::from_snapshot(&snapshot, SystemClock)
         .map_err(|e| format!("sno: {e}"))?
-        .with_fence(l.fence.clone());
+        .with_fence(l.fence.clone())
+        .with_overflow_handler(move |_| stalls.increment(1));
     if let Some(h) = l.horizon() {
         g = g.with_horizon(h);
     }

@@ -152,7 +152,10 @@ pub(crate) fn warn(line: std::fmt::Arguments<'_>) {
         _ => {
             let left_out = last.map_or(0, |(_, n)| n);
             if left_out > 0 {
-                tracing::warn!(left_out, "{line} ({left_out} line(s) left out since the last)");
+                tracing::warn!(
+                    left_out,
+                    "{line} ({left_out} line(s) left out since the last)"
+                );
             } else {
                 tracing::warn!("{line}");
             }
@@ -343,9 +346,9 @@ async fn grpc_routes(
     let reflection_alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let routes = tonic::service::Routes::new(RuntimeServer::new(RuntimeService::new(
-        Arc::clone(&app.sequencer),
-    )))
+    let routes = tonic::service::Routes::new(RuntimeServer::new(RuntimeService::new(Arc::clone(
+        &app.sequencer,
+    ))))
     .add_service(proto_floe::floe_server::FloeServer::new(
         grpc::FloeService::new(Arc::clone(app)),
     ))
@@ -467,11 +470,12 @@ pub async fn serve_app(
     let signal = tokio::spawn(stopping);
     let watcher = tokio::spawn(watch(Arc::clone(&app), health));
     let upkeep = app.telemetry.handle.clone().map(observe::spawn_upkeep);
+    let metrics_on = app.telemetry.handle.is_some();
     let grpc_task = match (grpc, grpc_service) {
         (Some(listener), Some(routes)) => {
             let served = conn::Served {
                 protocol: conn::Protocol::Http2,
-                service: observe::Observed::new(routes, observe::Listener::Grpc),
+                service: observe::Observed::new(routes, observe::Listener::Grpc, metrics_on),
                 too_slow: || {
                     Status::deadline_exceeded(
                         "the request took longer than the server's request timeout",
@@ -490,6 +494,7 @@ pub async fn serve_app(
             service: observe::Observed::new(
                 http::router(Arc::clone(&app)),
                 observe::Listener::Http,
+                metrics_on,
             ),
             too_slow: http::too_slow,
             answer: |r| r,

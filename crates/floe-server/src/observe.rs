@@ -52,13 +52,24 @@ use crate::App;
 
 /// Latency buckets (seconds): 50 µs to 10 s.
 const SECONDS: &[f64] = &[
-    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    0.5, 1.0, 2.5, 5.0, 10.0,
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
 ];
 
 /// Increment sizes: 1 to 1,000,000.
 const SIZES: &[f64] = &[
-    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0, 10_000.0, 100_000.0,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    20.0,
+    50.0,
+    100.0,
+    200.0,
+    500.0,
+    1_000.0,
+    10_000.0,
+    100_000.0,
     1_000_000.0,
 ];
 
@@ -70,9 +81,7 @@ pub fn recorder() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
-                .and_then(|b| {
-                    b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZES)
-                })
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZES))
                 .ok()?;
             let handle = builder.install_recorder().ok()?;
             describe();
@@ -147,7 +156,7 @@ fn describe() {
     );
     describe_counter!(
         "floe_sno_overflow_stalls_total",
-        "sno sequence pool overflows (issuing waits for the next time unit)."
+        "4 ms time units in which sno calls stalled on a used-up sequence pool (waiting for the next unit)."
     );
     describe_counter!(
         "floe_clock_startup_refusals_total",
@@ -158,7 +167,10 @@ fn describe() {
         "1 while a generator's lease is lost (fenced: it issues nothing)."
     );
     describe_gauge!("floe_lease_held", "1 while a generator holds its lease.");
-    describe_gauge!("floe_worker_id", "The worker ID (or partition) a generator holds.");
+    describe_gauge!(
+        "floe_worker_id",
+        "The worker ID (or partition) a generator holds."
+    );
     describe_counter!(
         "floe_fenced_periods_total",
         "Times a generator's fence was raised."
@@ -350,7 +362,10 @@ pub fn collect(app: &App) {
     for h in app.sequencer.stores() {
         let name = h.name().to_string();
         let buffers = h.weak_buffers();
-        let buffered = buffers.iter().map(|(_, b)| b.left).fold(0u64, u64::saturating_add);
+        let buffered = buffers
+            .iter()
+            .map(|(_, b)| b.left)
+            .fold(0u64, u64::saturating_add);
         let step = buffers.iter().map(|(_, b)| b.step).max().unwrap_or(0);
         gauge!("floe_weak_buffered_ids", "store" => name.clone()).set(buffered as f64);
         gauge!("floe_weak_step", "store" => name.clone()).set(f64::from(step));
@@ -389,17 +404,26 @@ pub fn totals(app: &App) -> Vec<(Issued, u64)> {
         }
     }
     for h in app.sequencer.stores() {
-        for (mode, name) in [(floe_sequencer::Mode::Weak, "weak"), (floe_sequencer::Mode::Strong, "strong")] {
-            out.push((Issued::Store(h.name().to_string(), name), h.issued_total(mode)));
+        for (mode, name) in [
+            (floe_sequencer::Mode::Weak, "weak"),
+            (floe_sequencer::Mode::Strong, "strong"),
+        ] {
+            out.push((
+                Issued::Store(h.name().to_string(), name),
+                h.issued_total(mode),
+            ));
         }
     }
     out
 }
 
+/// Totals at one moment.
+type Sampled = (Instant, Vec<(Issued, u64)>);
+
 /// Totals sampled once a second, for the status page's rates.
 #[derive(Debug, Default)]
 pub struct Rates {
-    samples: std::sync::Mutex<std::collections::VecDeque<(Instant, Vec<(Issued, u64)>)>>,
+    samples: std::sync::Mutex<std::collections::VecDeque<Sampled>>,
 }
 
 /// How far back a rate looks.
@@ -573,12 +597,18 @@ fn status_label<B>(listener: Listener, response: &Response<B>) -> &'static str {
 pub struct Observed<S> {
     inner: S,
     listener: Listener,
+    /// Record `floe_request_duration_seconds` (metrics on).
+    metrics: bool,
 }
 
 impl<S> Observed<S> {
-    /// `inner`, measured as requests of `listener`.
-    pub fn new(inner: S, listener: Listener) -> Observed<S> {
-        Observed { inner, listener }
+    /// `inner`, measured as requests of `listener` when `metrics` is set.
+    pub fn new(inner: S, listener: Listener, metrics: bool) -> Observed<S> {
+        Observed {
+            inner,
+            listener,
+            metrics,
+        }
     }
 }
 
@@ -601,9 +631,12 @@ where
             Listener::Http => http_route(path),
         };
         let method = method_label(request.method());
+        // Neither metrics nor debug lines: no clock read either.
+        let timed = self.metrics || tracing::enabled!(tracing::Level::DEBUG);
         ObservedFuture {
             inner: self.inner.call(request),
-            started: Instant::now(),
+            started: timed.then(Instant::now),
+            metrics: self.metrics,
             route,
             method,
             listener: self.listener,
@@ -616,7 +649,8 @@ pin_project_lite::pin_project! {
     pub struct ObservedFuture<F> {
         #[pin]
         inner: F,
-        started: Instant,
+        started: Option<Instant>,
+        metrics: bool,
         route: &'static str,
         method: &'static str,
         listener: Listener,
@@ -632,23 +666,28 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = std::task::ready!(this.inner.poll(cx));
+        let Some(started) = *this.started else {
+            return Poll::Ready(result);
+        };
         let status = match &result {
             Ok(response) => status_label(*this.listener, response),
             Err(never) => match *never {},
         };
-        let seconds = this.started.elapsed().as_secs_f64();
+        let seconds = started.elapsed().as_secs_f64();
         let listener = match this.listener {
             Listener::Grpc => "grpc",
             Listener::Http => "http",
         };
-        histogram!(
-            "floe_request_duration_seconds",
-            "listener" => listener,
-            "route" => *this.route,
-            "method" => *this.method,
-            "status" => status
-        )
-        .record(seconds);
+        if *this.metrics {
+            histogram!(
+                "floe_request_duration_seconds",
+                "listener" => listener,
+                "route" => *this.route,
+                "method" => *this.method,
+                "status" => status
+            )
+            .record(seconds);
+        }
         tracing::debug!(
             listener,
             route = *this.route,
@@ -669,9 +708,18 @@ mod tests {
     fn http_routes_are_templates_from_a_fixed_list() {
         assert_eq!(http_route("/"), "/");
         assert_eq!(http_route("/v1/ids/snowflake"), "/v1/ids/:kind");
-        assert_eq!(http_route("/v1/sequencer/default/orders"), "/v1/sequencer/:store/:key");
-        assert_eq!(http_route("/api/segment/get/anything"), "/api/segment/get/:key");
-        assert_eq!(http_route("/api/snowflake/get/k"), "/api/snowflake/get/:key");
+        assert_eq!(
+            http_route("/v1/sequencer/default/orders"),
+            "/v1/sequencer/:store/:key"
+        );
+        assert_eq!(
+            http_route("/api/segment/get/anything"),
+            "/api/segment/get/:key"
+        );
+        assert_eq!(
+            http_route("/api/snowflake/get/k"),
+            "/api/snowflake/get/:key"
+        );
         // Keys never become labels: whatever is asked, the label set stays fixed.
         assert_eq!(http_route("/v1/sequencer/a/b/c"), "unmatched");
         assert_eq!(http_route("/no/such/route"), "unmatched");
