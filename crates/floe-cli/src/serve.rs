@@ -172,6 +172,20 @@ pub struct ServeArgs {
     /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_host: Vec<String>,
+    /// TLS on both listeners: the certificate chain, PEM (with --tls-key).
+    #[arg(long, env = "FLOE_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// TLS on both listeners: the certificate's private key, PEM (with --tls-cert).
+    #[arg(long, env = "FLOE_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Accepted bearer tokens, one a line (blank lines and # comments left out): every request
+    /// then needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata).
+    #[arg(long, env = "FLOE_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// With --token-file: health (/healthz, /readyz, /metrics, gRPC health) needs a token too
+    /// [default: open].
+    #[arg(long)]
+    health_needs_token: bool,
 }
 
 impl ServeArgs {
@@ -229,6 +243,16 @@ impl ServeArgs {
             &self.shutdown_timeout_secs,
         );
         c.listen.allow_hosts.extend(self.allow_host.iter().cloned());
+        if self.tls_cert.is_some() {
+            c.tls.cert = self.tls_cert.clone();
+        }
+        if self.tls_key.is_some() {
+            c.tls.key = self.tls_key.clone();
+        }
+        if self.token_file.is_some() {
+            c.auth.token_file = self.token_file.clone();
+        }
+        c.auth.health_needs_token |= self.health_needs_token;
         if !self.stores.is_empty() {
             c.stores.clear();
             for spec in &self.stores {
@@ -276,7 +300,7 @@ pub struct SeqArgs {
     #[command(flatten)]
     tuning: TuningArgs,
     /// Ask a running `floe serve` for the IDs over gRPC instead of opening the store here:
-    /// http://HOST:PORT or HOST:PORT, its gRPC address (no TLS yet). The options that open or
+    /// http://HOST:PORT, https://HOST:PORT (TLS) or HOST:PORT, its gRPC address. The options that open or
     /// tune a local store are refused with it.
     #[arg(
         long,
@@ -287,6 +311,8 @@ pub struct SeqArgs {
         ]
     )]
     pub(crate) server: Option<String>,
+    #[command(flatten)]
+    pub(crate) client: crate::client::ClientArgs,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -331,6 +357,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         print!("{}", config.to_toml());
         return Ok(());
     }
+    // Warnings (a listener beyond loopback without TLS or tokens) on standard error; a
+    // subscriber set up earlier wins.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
     let rt = runtime()?;
     let result = rt.block_on(async {
         let server = floe_server::Server::start(&config).await?;

@@ -52,6 +52,7 @@ use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 
 pub mod app;
+pub mod auth;
 pub mod codec;
 pub mod config;
 pub mod conn;
@@ -60,10 +61,13 @@ pub mod http;
 pub mod ids;
 pub mod leaf;
 pub mod lease;
+pub mod security;
+pub mod tls;
 
 pub use app::{App, Server};
 pub use config::ServerConfig;
 pub use conn::Limits;
+pub use security::Security;
 
 /// The generated Layotto messages and service.
 #[allow(missing_docs, clippy::all)]
@@ -370,7 +374,28 @@ pub async fn serve_app(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    serve_app_secure(app, grpc, http, limits, Security::default(), shutdown).await
+}
+
+/// [`serve_app`] with TLS and bearer tokens ([`Security`]): a listener bound beyond loopback
+/// without either is warned about.
+///
+/// # Errors
+/// As [`serve_app`].
+pub async fn serve_app_secure(
+    app: Arc<App>,
+    grpc: Option<TcpListener>,
+    http: Option<TcpListener>,
+    limits: Limits,
+    security: Security,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     limits.validate()?;
+    for (name, listener) in [("listen.grpc", &grpc), ("listen.http", &http)] {
+        if let Some(addr) = listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            security.warn_if_exposed(name, addr);
+        }
+    }
     if grpc.is_none() && http.is_none() {
         return Err("grpc, http: both are off: nothing to serve".into());
     }
@@ -383,7 +408,11 @@ pub async fn serve_app(
         Some(listener) => {
             let served = conn::Served {
                 protocol: conn::Protocol::Http2,
-                service: grpc_routes(&app).await?,
+                service: auth::Guarded {
+                    inner: grpc_routes(&app).await?,
+                    guard: security.guard(auth::GRPC_HEALTH),
+                    refuse: auth::refuse_grpc,
+                },
                 too_slow: || {
                     Status::deadline_exceeded(
                         "the request took longer than the server's request timeout",
@@ -391,6 +420,7 @@ pub async fn serve_app(
                     .into_http()
                 },
                 answer: bounded_grpc,
+                tls: security.tls.as_ref().map(|t| t.grpc.clone()),
             };
             Some(conn::run(listener, served, limits, stopped.clone()))
         }
@@ -399,9 +429,14 @@ pub async fn serve_app(
     let http_task = http.map(|listener| {
         let served = conn::Served {
             protocol: conn::Protocol::Http1,
-            service: http::router(Arc::clone(&app)),
+            service: auth::Guarded {
+                inner: http::router(Arc::clone(&app)),
+                guard: security.guard(auth::HTTP_HEALTH),
+                refuse: auth::refuse_http,
+            },
             too_slow: http::too_slow,
             answer: |r| r,
+            tls: security.tls.as_ref().map(|t| t.http.clone()),
         };
         conn::run(listener, served, limits, stopped.clone())
     });
