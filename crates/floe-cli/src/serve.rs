@@ -362,6 +362,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let rt = runtime()?;
     let result = rt.block_on(async {

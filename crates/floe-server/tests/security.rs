@@ -32,8 +32,8 @@ fn certs(dir: &Path) -> Certs {
     ca_params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "floe test CA");
-    let ca =
-        rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
         .unwrap()
@@ -126,10 +126,7 @@ async fn https(
 ) -> (u16, String, String, Option<Vec<u8>>) {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let mut s = connector(ca, b"http/1.1")
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let mut s = connector(ca, b"http/1.1").connect(name, tcp).await.unwrap();
     let alpn = s.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n");
     for h in headers {
@@ -147,7 +144,11 @@ async fn https(
     (code, head.to_string(), body.to_string(), alpn)
 }
 
-async fn tls_channel(grpc: &str, ca: &Path, domain: &str) -> Result<Channel, tonic::transport::Error> {
+async fn tls_channel(
+    grpc: &str,
+    ca: &Path,
+    domain: &str,
+) -> Result<Channel, tonic::transport::Error> {
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(std::fs::read(ca).unwrap()))
         .domain_name(domain);
@@ -167,7 +168,9 @@ async fn grpc_and_http_speak_tls_with_the_configured_certificate() {
     let node = Node::start(&tls_config(dir.path(), &certs)).await;
 
     // gRPC over TLS, the name checked against the certificate (ALPN h2).
-    let channel = tls_channel(&node.grpc, &certs.ca, "localhost").await.unwrap();
+    let channel = tls_channel(&node.grpc, &certs.ca, "localhost")
+        .await
+        .unwrap();
     let ids = FloeClient::new(channel)
         .next_ids(NextIdsRequest {
             kind: Kind::Ulid as i32,
@@ -187,7 +190,10 @@ async fn grpc_and_http_speak_tls_with_the_configured_certificate() {
 
     // A client that checks another name refuses the server's certificate.
     let wrong = tls_channel(&node.grpc, &certs.ca, "elsewhere.example").await;
-    assert!(wrong.is_err(), "a certificate for another name was accepted");
+    assert!(
+        wrong.is_err(),
+        "a certificate for another name was accepted"
+    );
     node.stop().await;
 }
 
@@ -236,7 +242,9 @@ async fn plain_text_to_a_tls_port_gets_no_answer_and_the_port_keeps_serving() {
     // Neither broke the accept loops.
     let (code, _, body, _) = https(&node.http, &certs.ca, "/v1/ids/ulid", &[]).await;
     assert_eq!(code, 200, "{body}");
-    let channel = tls_channel(&node.grpc, &certs.ca, "localhost").await.unwrap();
+    let channel = tls_channel(&node.grpc, &certs.ca, "localhost")
+        .await
+        .unwrap();
     FloeClient::new(channel)
         .next_ids(NextIdsRequest {
             kind: Kind::Ulid as i32,
@@ -299,12 +307,21 @@ async fn bad_certificate_and_key_files_fail_at_start_naming_the_file() {
     let e = start(&certs.cert, &missing).await;
     assert!(e.starts_with("tls.key: cannot read "), "{e}");
     let e = start(&garbage, &certs.key).await;
-    assert!(e.starts_with("tls.cert: ") && e.contains("garbage.pem"), "{e}");
+    assert!(
+        e.starts_with("tls.cert: ") && e.contains("garbage.pem"),
+        "{e}"
+    );
     assert!(e.contains("no certificate"), "{e}");
     let e = start(&certs.cert, &garbage).await;
-    assert!(e.starts_with("tls.key: ") && e.contains("garbage.pem"), "{e}");
+    assert!(
+        e.starts_with("tls.key: ") && e.contains("garbage.pem"),
+        "{e}"
+    );
     let e = start(&certs.cert, &other_key).await;
-    assert!(e.starts_with("tls.key: ") && e.contains("other-key.pem"), "{e}");
+    assert!(
+        e.starts_with("tls.key: ") && e.contains("other-key.pem"),
+        "{e}"
+    );
     assert!(e.contains("does not fit"), "{e}");
     for e in [&e] {
         assert!(!e.contains('\n'), "{e}");
@@ -415,14 +432,21 @@ async fn every_route_needs_one_of_the_tokens_and_health_is_open_by_default() {
         for (headers, why) in [
             (&[][..], "no token"),
             (&["Authorization: Bearer wrong-token"][..], "a wrong token"),
-            (&["Authorization: Bearer first-token-ab"][..], "a prefix of a token"),
-            (&["Authorization: Basic Zmlyc3QtdG9rZW4tYWJj"][..], "another scheme"),
+            (
+                &["Authorization: Bearer first-token-ab"][..],
+                "a prefix of a token",
+            ),
+            (
+                &["Authorization: Basic Zmlyc3QtdG9rZW4tYWJj"][..],
+                "another scheme",
+            ),
             (&["Authorization: first-token-abc"][..], "no scheme"),
         ] {
             let (code, head, body) = http_with(&node.http, "GET", path, headers).await;
             assert_eq!(code, 401, "{path} with {why}: {head} {body}");
             assert!(
-                head.to_ascii_lowercase().contains("www-authenticate: bearer"),
+                head.to_ascii_lowercase()
+                    .contains("www-authenticate: bearer"),
                 "{path} with {why}: {head}"
             );
             assert_eq!(body["error"], "unauthenticated", "{body}");
