@@ -5,7 +5,7 @@
 # packages), starts it on a throw-away directory and a non-default loopback port, and stops
 # it when it exits (scripts/lib/services.sh): ZooKeeper, etcd, Redis, PostgreSQL and MariaDB, each
 # once for the ordinary tests and once more for the tests that kill it with SIGKILL and start it
-# again. Every feature is built and tested (the etcd backends need protoc, installed here too).
+# again; PostgreSQL, MariaDB and Redis once more speaking TLS only. Every feature is built and tested (the etcd backends need protoc, installed here too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
@@ -51,6 +51,11 @@ start_postgres FLOE_TEST_POSTGRES_FAULTS
 start_mariadb FLOE_TEST_MARIADB_FAULTS
 start_etcd FLOE_TEST_ETCD_FAULTS
 start_zookeeper FLOE_TEST_ZOOKEEPER_FAULTS
+# TLS-only twins of the SQL and Redis stores, each with a throw-away CA (floe-sequencer's
+# tests/tls.rs).
+start_postgres_tls FLOE_TEST_POSTGRES_TLS
+start_mariadb_tls FLOE_TEST_MARIADB_TLS
+start_redis_tls FLOE_TEST_REDIS_TLS
 
 step "cargo test (workspace)"
 set +e

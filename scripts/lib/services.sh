@@ -207,3 +207,112 @@ START
   export "$name=mysql://root@127.0.0.1:$port/floe" "${name}_PID=$pid" "${name}_START=$dir/start.sh"
   echo "MariaDB $(mariadbd --version | awk '{print $3}') on 127.0.0.1:$port as $name (pid $pid, $dir)"
 }
+
+# --- TLS variants: the same servers, speaking TLS only, with a throw-away CA ---
+
+# make_test_ca DIR: a private CA (DIR/ca.pem) and a server certificate it signed for localhost
+# and 127.0.0.1 (DIR/server.pem, key DIR/server.key), for two days.
+make_test_ca() {
+  local dir=$1
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/ca.key" -out "$dir/ca.pem" -days 2 \
+    -subj "/CN=floe test CA" >/dev/null 2>&1 || return 1
+  openssl req -newkey rsa:2048 -nodes -keyout "$dir/server.key" -out "$dir/server.csr" \
+    -subj "/CN=localhost" >/dev/null 2>&1 || return 1
+  printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+    "keyUsage=digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" >"$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -out "$dir/server.pem" -days 2 -extfile "$dir/server.ext" >/dev/null 2>&1 \
+    || return 1
+  chmod 600 "$dir/server.key" "$dir/ca.key"
+}
+
+# start_postgres_tls [NAME]: PostgreSQL that accepts TLS connections only (pg_hba hostssl).
+# Exports NAME = postgres://postgres@127.0.0.1:PORT/postgres (add ?sslmode=...), NAME_CA (the
+# CA's PEM file), NAME_PID.
+start_postgres_tls() {
+  local name=${1:-FLOE_TEST_POSTGRES_TLS}
+  local bin=/usr/lib/postgresql/15/bin
+  ensure_package postgresql "$bin/postgres"
+  local dir port pid as_pg=()
+  dir=$(mktemp -d /tmp/floe-pg-tls.XXXXXX)
+  chmod 755 "$dir"
+  port=$(free_port 25442)
+  mkdir "$dir/tls" && make_test_ca "$dir/tls" || return 1
+  chmod 755 "$dir/tls"
+  chmod 644 "$dir/tls/ca.pem"
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres:postgres "$dir" "$dir/tls/server.key" "$dir/tls/server.pem"
+    as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups)
+  fi
+  "${as_pg[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust >"$dir/server.log" 2>&1 || {
+    tail -20 "$dir/server.log" >&2
+    return 1
+  }
+  # TLS only: every TCP line of pg_hba.conf becomes hostssl.
+  sed -i 's/^host /hostssl /' "$dir/data/pg_hba.conf"
+  cat >"$dir/start.sh" <<START
+exec ${as_pg[*]} $bin/postgres -D "$dir/data" -p $port -k "$dir" -c listen_addresses=127.0.0.1 \
+  -c ssl=on -c ssl_cert_file="$dir/tls/server.pem" -c ssl_key_file="$dir/tls/server.key" \
+  -c max_connections=50 >>"$dir/server.log" 2>&1
+START
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready PostgreSQL "$dir" "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" || return 1
+  export "$name=postgres://postgres@127.0.0.1:$port/postgres" "${name}_CA=$dir/tls/ca.pem" \
+    "${name}_PID=$pid"
+  echo "PostgreSQL (TLS only) on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}
+
+# start_redis_tls [NAME]: Redis on a TLS port only (no plain port, no client certificates).
+# Exports NAME = rediss://127.0.0.1:PORT, NAME_CA, NAME_PID.
+start_redis_tls() {
+  local name=${1:-FLOE_TEST_REDIS_TLS}
+  ensure_package redis-server /usr/bin/redis-server
+  local dir port pid
+  dir=$(mktemp -d /tmp/floe-redis-tls.XXXXXX)
+  port=$(free_port 26400)
+  make_test_ca "$dir" || return 1
+  cat >"$dir/start.sh" <<START
+exec redis-server --port 0 --tls-port $port --bind 127.0.0.1 --dir "$dir" \
+  --tls-cert-file "$dir/server.pem" --tls-key-file "$dir/server.key" \
+  --tls-ca-cert-file "$dir/ca.pem" --tls-auth-clients no --save '' --daemonize no \
+  >>"$dir/server.log" 2>&1
+START
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready Redis "$dir" sh -c "redis-cli --tls --cacert '$dir/ca.pem' -p $port ping | grep -q PONG" \
+    || return 1
+  export "$name=rediss://127.0.0.1:$port" "${name}_CA=$dir/ca.pem" "${name}_PID=$pid"
+  echo "Redis (TLS only) on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}
+
+# start_mariadb_tls [NAME]: MariaDB that refuses connections without TLS
+# (require_secure_transport). Exports NAME = mysql://root@127.0.0.1:PORT/floe (add
+# ?ssl-mode=...), NAME_CA, NAME_PID.
+start_mariadb_tls() {
+  local name=${1:-FLOE_TEST_MARIADB_TLS}
+  ensure_package mariadb-server /usr/sbin/mariadbd
+  local dir port pid
+  dir=$(mktemp -d /tmp/floe-maria-tls.XXXXXX)
+  port=$(free_port 23316)
+  make_test_ca "$dir" || return 1
+  mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
+    --auth-root-authentication-method=normal >"$dir/server.log" 2>&1 || {
+    tail -20 "$dir/server.log" >&2
+    return 1
+  }
+  cat >"$dir/start.sh" <<START
+exec mariadbd --no-defaults --user=$(id -un) --datadir="$dir/data" --socket="$dir/sock" --port=$port \
+  --bind-address=127.0.0.1 --skip-log-bin --max-connections=100 \
+  --ssl-cert="$dir/server.pem" --ssl-key="$dir/server.key" --ssl-ca="$dir/ca.pem" \
+  --require-secure-transport=ON >>"$dir/server.log" 2>&1
+START
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready MariaDB "$dir" mariadb-admin -h127.0.0.1 -P "$port" --protocol=tcp --ssl \
+    --ssl-ca="$dir/ca.pem" -uroot ping || return 1
+  mariadb -h127.0.0.1 -P "$port" --protocol=tcp --ssl --ssl-ca="$dir/ca.pem" -uroot \
+    -e 'CREATE DATABASE IF NOT EXISTS floe'
+  export "$name=mysql://root@127.0.0.1:$port/floe" "${name}_CA=$dir/ca.pem" "${name}_PID=$pid"
+  echo "MariaDB (TLS only) on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}

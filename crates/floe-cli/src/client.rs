@@ -21,7 +21,10 @@ use floe_server::proto_floe::{
     self as pb, NextIdsRequest, NextIdsResponse, NextSequenceRequest, NextSequenceResponse,
     StreamIdsRequest, StreamSequenceRequest,
 };
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Uri};
 use tonic::{Code, Status, Streaming};
 
 use crate::serve::SeqArgs;
@@ -34,23 +37,100 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// 18 bytes each on the wire) fits.
 const MAX_MESSAGE: usize = 64 << 20;
 
-/// The `--server` value as a gRPC endpoint: `http://HOST:PORT` or `HOST:PORT`.
+/// How `gen --server` and `seq --server` reach a server that asks for TLS or tokens.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClientArgs {
+    /// With --server https://...: trust this CA certificate (PEM) besides the system's roots.
+    #[arg(long, env = "FLOE_CA_CERT", value_name = "FILE")]
+    pub(crate) ca_cert: Option<std::path::PathBuf>,
+    /// With --server: send the first token of this file (one token a line; blank lines and #
+    /// comments left out) as `authorization: Bearer TOKEN`.
+    #[arg(long, env = "FLOE_TOKEN_FILE", value_name = "FILE")]
+    pub(crate) token_file: Option<std::path::PathBuf>,
+}
+
+impl ClientArgs {
+    /// The bearer token to send, read from `--token-file`.
+    fn token(&self) -> Result<Option<MetadataValue<Ascii>>, String> {
+        let Some(path) = &self.token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--token-file: cannot read {}: {e}", path.display()))?;
+        let token = floe_server::auth::token_lines(&text).next().ok_or_else(|| {
+            format!(
+                "--token-file: {} holds no token (one token a line; blank lines and # comments are left out)",
+                path.display()
+            )
+        })?;
+        let mut value: MetadataValue<Ascii> = format!("Bearer {token}").parse().map_err(|_| {
+            format!(
+                "--token-file: {}: the token holds characters a header cannot carry",
+                path.display()
+            )
+        })?;
+        value.set_sensitive(true);
+        Ok(Some(value))
+    }
+
+    /// TLS for an `https://` server: the system's roots, and `--ca-cert`'s.
+    fn tls(&self) -> Result<ClientTlsConfig, String> {
+        let mut tls = ClientTlsConfig::new().with_native_roots();
+        if let Some(path) = &self.ca_cert {
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("--ca-cert: cannot read {}: {e}", path.display()))?;
+            if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                return Err(format!(
+                    "--ca-cert: {}: no PEM certificate in it (expected a \"CERTIFICATE\" block)",
+                    path.display()
+                ));
+            }
+            tls = tls.ca_certificate(Certificate::from_pem(pem));
+        }
+        Ok(tls)
+    }
+}
+
+/// Adds the bearer token, if any, to every request.
+#[derive(Clone)]
+struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(token) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", token.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The `--server` value as a gRPC endpoint: `http://HOST:PORT`, `https://HOST:PORT` or
+/// `HOST:PORT`.
+#[cfg(test)]
 fn endpoint(url: &str) -> Result<Endpoint, String> {
+    endpoint_with(url, &ClientArgs::default())
+}
+
+/// [`endpoint`], with TLS for `https://` from `client`.
+fn endpoint_with(url: &str, client: &ClientArgs) -> Result<Endpoint, String> {
     let bad = |why: &str| {
         format!(
-            "--server: {why}: expected http://HOST:PORT or HOST:PORT (the server's gRPC address), found {}",
+            "--server: {why}: expected http://HOST:PORT, https://HOST:PORT or HOST:PORT (the server's gRPC address), found {}",
             inspect::shown(url)
         )
     };
     let lower = url.to_ascii_lowercase();
-    if lower.starts_with("https://") {
+    let tls = lower.starts_with("https://");
+    if client.ca_cert.is_some() && !tls {
         return Err(format!(
-            "--server: https:// is not supported yet (no TLS in the client): use http://HOST:PORT, found {}",
+            "--ca-cert: given for a server without TLS: use https://HOST:PORT, found {}",
             inspect::shown(url)
         ));
     }
     let full = match lower.find("://") {
-        Some(_) if lower.starts_with("http://") => url.to_string(),
+        Some(_) if lower.starts_with("http://") || tls => url.to_string(),
         Some(_) => return Err(bad("an unknown scheme")),
         None => format!("http://{url}"),
     };
@@ -68,9 +148,16 @@ fn endpoint(url: &str) -> Result<Endpoint, String> {
     if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
         return Err(bad("a path"));
     }
-    Endpoint::from_shared(full)
+    let endpoint = Endpoint::from_shared(full)
         .map(|e| e.connect_timeout(CONNECT_TIMEOUT))
-        .map_err(|_| bad("not a URL"))
+        .map_err(|_| bad("not a URL"))?;
+    if tls {
+        endpoint
+            .tls_config(client.tls()?)
+            .map_err(|e| format!("--server: TLS: {}", chain(&e)))
+    } else {
+        Ok(endpoint)
+    }
 }
 
 /// An error and its causes on one line, each said once.
@@ -133,12 +220,13 @@ fn status(s: Status) -> Failure {
 /// A connection to a server, and the runtime that drives it.
 struct Client {
     rt: tokio::runtime::Runtime,
-    floe: FloeClient<Channel>,
+    floe: FloeClient<InterceptedService<Channel, Bearer>>,
 }
 
 impl Client {
-    fn connect(url: &str) -> Result<Client, Failure> {
-        let endpoint = endpoint(url)?;
+    fn connect(url: &str, client: &ClientArgs) -> Result<Client, Failure> {
+        let endpoint = endpoint_with(url, client)?;
+        let token = client.token()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -146,7 +234,8 @@ impl Client {
         let channel = rt
             .block_on(endpoint.connect())
             .map_err(|e| format!("cannot reach the server at {url}: {}", chain(&e)))?;
-        let floe = FloeClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
+        let floe = FloeClient::with_interceptor(channel, Bearer(token))
+            .max_decoding_message_size(MAX_MESSAGE);
         Ok(Client { rt, floe })
     }
 
@@ -195,7 +284,7 @@ pub(crate) fn gen<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<()
     };
     let meta = args.meta.map(u32::from);
     let kind = proto_kind(args.kind) as i32;
-    let mut client = Client::connect(url)?;
+    let mut client = Client::connect(url, &args.client)?;
     let count = args.count;
     let mut got = 0u64;
     let mut write = |answer: &NextIdsResponse, out: &mut W| -> Result<(), Failure> {
@@ -258,7 +347,7 @@ pub(crate) fn seq(url: &str, args: &SeqArgs) -> Result<(), Failure> {
     } as i32;
     let store = args.store.clone().unwrap_or_default();
     let key = args.key.clone();
-    let mut client = Client::connect(url)?;
+    let mut client = Client::connect(url, &args.client)?;
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let count = args.count;
@@ -322,12 +411,12 @@ mod tests {
             "localhost:1",
             "HTTP://[::1]:34904",
             "http://example.com:80/",
+            "https://127.0.0.1:34904",
+            "HTTPS://localhost:1",
         ] {
             assert!(endpoint(ok).is_ok(), "{ok}");
         }
         for (bad, why) in [
-            ("https://127.0.0.1:34904", "https:// is not supported"),
-            ("HTTPS://h:1", "https:// is not supported"),
             ("grpc://h:1", "unknown scheme"),
             ("http://h", "no port"),
             ("h", "no port"),
@@ -335,6 +424,7 @@ mod tests {
             ("http://h:1?q", "a path"),
             ("http://u@h:1", "user name"),
             ("", "expected http://HOST:PORT"),
+            ("https://h", "no port"),
             ("http://:1", "expected http://HOST:PORT"),
             ("h:99999", "expected http://HOST:PORT"),
             ("h 1:2", "expected http://HOST:PORT"),

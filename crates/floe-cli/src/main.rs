@@ -146,7 +146,7 @@ struct GenArgs {
     #[command(flatten)]
     registry: worker::RegistryArgs,
     /// Ask a running `floe serve` for the IDs over gRPC instead of generating them here:
-    /// http://HOST:PORT or HOST:PORT, its gRPC address (no TLS yet). The server's generators,
+    /// http://HOST:PORT, https://HOST:PORT (TLS) or HOST:PORT, its gRPC address. The server's generators,
     /// node numbers and time bounds are used; the options that set up a local generator are
     /// refused with it.
     #[arg(
@@ -159,6 +159,8 @@ struct GenArgs {
         ]
     )]
     server: Option<String>,
+    #[command(flatten)]
+    client: client::ClientArgs,
     /// Whether --layout was given (its default, leaf, is not a generator name on a server).
     #[arg(skip)]
     layout_given: bool,

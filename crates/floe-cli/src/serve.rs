@@ -176,6 +176,20 @@ pub struct ServeArgs {
     /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_host: Vec<String>,
+    /// TLS on both listeners: the certificate chain, PEM (with --tls-key).
+    #[arg(long, env = "FLOE_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// TLS on both listeners: the certificate's private key, PEM (with --tls-cert).
+    #[arg(long, env = "FLOE_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Accepted bearer tokens, one a line (blank lines and # comments left out): every request
+    /// then needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata).
+    #[arg(long, env = "FLOE_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// With --token-file: health (/healthz, /readyz, /metrics, gRPC health) needs a token too
+    /// [default: open].
+    #[arg(long)]
+    health_needs_token: bool,
 }
 
 impl ServeArgs {
@@ -233,6 +247,16 @@ impl ServeArgs {
             &self.shutdown_timeout_secs,
         );
         c.listen.allow_hosts.extend(self.allow_host.iter().cloned());
+        if self.tls_cert.is_some() {
+            c.tls.cert = self.tls_cert.clone();
+        }
+        if self.tls_key.is_some() {
+            c.tls.key = self.tls_key.clone();
+        }
+        if self.token_file.is_some() {
+            c.auth.token_file = self.token_file.clone();
+        }
+        c.auth.health_needs_token |= self.health_needs_token;
         if !self.stores.is_empty() {
             c.stores.clear();
             for spec in &self.stores {
@@ -280,7 +304,7 @@ pub struct SeqArgs {
     #[command(flatten)]
     tuning: TuningArgs,
     /// Ask a running `floe serve` for the IDs over gRPC instead of opening the store here:
-    /// http://HOST:PORT or HOST:PORT, its gRPC address (no TLS yet). The options that open or
+    /// http://HOST:PORT, https://HOST:PORT (TLS) or HOST:PORT, its gRPC address. The options that open or
     /// tune a local store are refused with it.
     #[arg(
         long,
@@ -291,6 +315,8 @@ pub struct SeqArgs {
         ]
     )]
     pub(crate) server: Option<String>,
+    #[command(flatten)]
+    pub(crate) client: crate::client::ClientArgs,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -373,6 +399,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     init_logs(args.log_format)?;
     let rt = runtime()?;
     let result = rt.block_on(async {
+        let shutdown = shutdown_signal()?;
         let server = floe_server::Server::start(&config).await?;
         for note in &server.notes {
             if note.starts_with("warning: ") {
@@ -409,7 +436,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             "floe started: {}",
             server.described.join("; ")
         );
-        server.run(shutdown_signal()).await
+        server.run(shutdown).await
     });
     // Background tasks (WEAK fetches) hold stores until they end: a store call under way on a
     // blocking thread is given a moment.
@@ -417,20 +444,22 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     result
 }
 
-async fn shutdown_signal() {
+/// Completes on the first SIGTERM or SIGINT. The handlers are installed when this is called
+/// (not when first polled): a signal that comes while the server starts, or right after its
+/// start-up line, is a graceful stop, not the default action's death.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
         }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    tracing::info!("shutting down (SIGTERM or SIGINT)");
+        tracing::info!("shutting down (SIGTERM or SIGINT)");
+    })
 }
 
 /// Prints a key's IDs (or segments), from a store opened here or from a server (`--server`).

@@ -169,3 +169,19 @@ fn options_that_cannot_be_served_are_refused() {
         }
     }
 }
+
+/// SIGTERM the moment the start-up line is out is a graceful stop (exit 0, the tails lock and
+/// the lease released), never the default action's death: the handlers are installed before
+/// the server starts.
+#[test]
+fn sigterm_right_after_the_start_up_line_is_a_graceful_stop() {
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().display().to_string();
+        let server = serving::Serve::start(&["--state-dir", &state]);
+        server.term();
+        let (status, err, _) = server.wait(std::time::Duration::from_secs(30));
+        assert!(status.success(), "{status}: {err}");
+        assert!(err.contains("shutting down"), "{err}");
+    }
+}

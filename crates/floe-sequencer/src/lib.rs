@@ -15,7 +15,7 @@
 //! |---|---|---|---|
 //! | `embedded[:PATH]` | [`stores::embedded`]: one redb file (default) | yes (fsync per reservation) | no |
 //! | `memory` | [`stores::memory`] | **no** | no |
-//! | `redis://host:port[/db]` | [`stores::redis`]: `INCRBY` | with `appendfsync always` | yes |
+//! | `redis://host:port[/db]`, `rediss://` (TLS) | [`stores::redis`]: `INCRBY` | with `appendfsync always` | yes |
 //! | `postgres://user@host:port/db` | [`stores::postgres`]: `UPDATE ... RETURNING` | yes | yes |
 //! | `mysql://user@host:port/db` | [`stores::mysql`] (MariaDB too): `LAST_INSERT_ID(expr)` | yes | yes |
 //! | `etcd://host:port[/root]` | [`stores::etcd`] (feature `etcd`): CAS on the revision | yes | yes |
@@ -74,7 +74,7 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
             embedded_path(rest, state_dir),
         )?)),
         #[cfg(feature = "redis")]
-        "redis" => Ok(Arc::new(stores::redis::RedisStore::connect(url).await?)),
+        "redis" | "rediss" => Ok(Arc::new(stores::redis::RedisStore::connect(url).await?)),
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => {
             Ok(Arc::new(stores::postgres::PostgresStore::connect(url).await?))
@@ -86,7 +86,8 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
-        "redis" | "postgres" | "postgresql" | "mysql" | "mariadb" | "etcd" | "zk" | "zookeeper" => {
+        "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "etcd" | "zk"
+        | "zookeeper" => {
             Err(SeqError::config(format!(
                 "store: {url:?} needs floe built with the cargo feature for {scheme}"
             )))

@@ -209,6 +209,7 @@ pub struct Server {
     grpc: Option<TcpListener>,
     http: Option<TcpListener>,
     limits: Limits,
+    security: crate::Security,
     leases: Vec<Held<WorkerLease>>,
     bounds: Vec<Held<DurableHorizon>>,
     /// The state directory's tails lock, when this process holds it (WEAK tails are kept).
@@ -306,6 +307,13 @@ impl Server {
         let limits = config.limits().map_err(|e| e.to_string())?;
         let options = config.serve_options().map_err(|e| e.to_string())?;
         let floors = config.floors().map_err(|e| e.to_string())?;
+        // TLS and token files first: a bad one fails before anything is leased.
+        let security = {
+            let config = config.clone();
+            tokio::task::spawn_blocking(move || crate::Security::load(&config))
+                .await
+                .map_err(|e| format!("tls, auth: {e}"))??
+        };
         let state_dir = config.state_dir.as_path();
         let default_layout = layout_now(&config.snowflake.default, "snowflake.layout")?;
         let mut named_layouts = Vec::new();
@@ -612,6 +620,7 @@ impl Server {
             grpc,
             http,
             limits,
+            security,
             leases,
             bounds,
             tails,
@@ -651,14 +660,16 @@ impl Server {
             grpc,
             http,
             limits,
+            security,
             leases,
             bounds,
             tails,
             ..
         } = self;
-        let served = crate::serve_app(Arc::clone(&app), grpc, http, limits, shutdown)
-            .await
-            .map_err(|e| format!("server: {e}"));
+        let served =
+            crate::serve_app_secure(Arc::clone(&app), grpc, http, limits, security, shutdown)
+                .await
+                .map_err(|e| format!("server: {e}"));
         let mut result = served;
         match &tails {
             // Closes the stores too, even when the tails cannot be written.

@@ -51,6 +51,10 @@ pub struct ServerConfig {
     pub bigger_than: BTreeMap<String, i64>,
     /// Prometheus metrics.
     pub metrics: MetricsConfig,
+    /// TLS on both listeners.
+    pub tls: TlsConfig,
+    /// Bearer tokens on both listeners.
+    pub auth: AuthConfig,
 }
 
 /// Prometheus metrics (`/metrics` on the HTTP listener).
@@ -65,6 +69,49 @@ impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig { enabled: true }
     }
+}
+
+/// TLS on both listeners: both files or neither.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The certificate chain, PEM (the server's certificate first).
+    pub cert: Option<PathBuf>,
+    /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+}
+
+impl TlsConfig {
+    /// Both files or neither.
+    ///
+    /// # Errors
+    /// Naming the missing key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.cert, &self.key) {
+            (Some(_), None) => Err(bad(
+                "tls.key",
+                "missing: tls.cert is set, so the key is needed too (--tls-key, FLOE_TLS_KEY)",
+            )),
+            (None, Some(_)) => Err(bad(
+                "tls.cert",
+                "missing: tls.key is set, so the certificate is needed too (--tls-cert, FLOE_TLS_CERT)",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Bearer tokens. Tokens are read from a file only, never written in this file: `--print-config`
+/// prints the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// A file of accepted tokens, one a line (blank lines and `#` comments left out). When set,
+    /// every request needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata).
+    pub token_file: Option<PathBuf>,
+    /// Whether health (`/healthz`, `/readyz`, `/metrics`, gRPC health) needs a token too
+    /// (default: open).
+    pub health_needs_token: bool,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +129,8 @@ impl Default for ServerConfig {
             stores: BTreeMap::new(),
             bigger_than: BTreeMap::new(),
             metrics: MetricsConfig::default(),
+            tls: TlsConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -547,6 +596,13 @@ impl ServerConfig {
             ));
         }
         self.limits()?;
+        self.tls.validate()?;
+        if self.auth.health_needs_token && self.auth.token_file.is_none() {
+            return Err(bad(
+                "auth.health_needs_token",
+                "is set, but no auth.token_file is: set a token file (--token-file) or leave it out",
+            ));
+        }
         if self.limits.max_batch == 0 || self.limits.max_batch > 1_000_000 {
             return Err(bad(
                 "limits.max_batch",
@@ -737,6 +793,12 @@ mod tests {
         check(
             "[limits]\nrequest_timeout_secs = 1\n",
             "limits.request_timeout_secs",
+        );
+        check("[tls]\ncert = \"c.pem\"\n", "tls.key");
+        check("[tls]\nkey = \"k.pem\"\n", "tls.cert");
+        check(
+            "[auth]\nhealth_needs_token = true\n",
+            "auth.health_needs_token",
         );
         check("[ids]\nkinds = [\"guid\"]\n", "ids.kinds");
         check("[ids]\nkinds = [\"sno\", \"sno\"]\n", "ids.kinds");

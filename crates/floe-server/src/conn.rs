@@ -123,6 +123,8 @@ pub(crate) struct Served<S, B> {
     pub(crate) service: S,
     pub(crate) too_slow: fn() -> Response<B>,
     pub(crate) answer: fn(Response<B>) -> Response<B>,
+    /// TLS, when configured ([`crate::tls`]): each connection's handshake first.
+    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Where hyper runs the requests of HTTP/2 connections (one task per stream): tracked, so
@@ -230,7 +232,29 @@ pub(crate) async fn run<S, B>(
         let (served, builder) = (Arc::clone(&served), Arc::clone(&builder));
         let stop = stop.clone();
         conns.spawn(async move {
-            connection(stream, &builder, &served, limits, stop).await;
+            let opened = Instant::now();
+            match &served.tls {
+                None => connection(stream, &builder, &served, limits, stop, opened).await,
+                Some(tls) => {
+                    let mut stop_handshake = stop.clone();
+                    // The handshake counts against the header timeout: a client that opens a
+                    // socket and never finishes it is dropped then; a failed one ends this
+                    // connection alone.
+                    let shaken = tokio::select! {
+                        r = tokio::time::timeout(limits.header_timeout, tls.accept(stream)) => r,
+                        () = stopped(&mut stop_handshake) => return,
+                    };
+                    match shaken {
+                        Ok(Ok(stream)) => {
+                            connection(stream, &builder, &served, limits, stop, opened).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
+                        Err(_) => {
+                            tracing::debug!("TLS handshake not done within the header timeout")
+                        }
+                    }
+                }
+            }
             drop(permit);
         });
     }
@@ -278,13 +302,15 @@ pub const LINGER: Duration = Duration::from_millis(250);
 /// two it is asked to end (HTTP/1: closes once the request under way is answered; HTTP/2:
 /// GOAWAY), and dropped once no request has been under way for [`LINGER`] (the listener drops
 /// it sooner at the shutdown deadline).
-async fn connection<S, B>(
-    stream: tokio::net::TcpStream,
+async fn connection<I, S, B>(
+    stream: I,
     builder: &auto::Builder<Streams>,
     served: &Served<S, B>,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
+    opened: Instant,
 ) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: tower::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
         + Clone
         + Send
@@ -306,7 +332,6 @@ async fn connection<S, B>(
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let batching = served.protocol == Protocol::Http2;
-    let opened = Instant::now();
     tokio::select! {
         _ = std::future::poll_fn(|cx| answers_together(conn.as_mut(), &in_flight, batching, cx)) => {
             return;

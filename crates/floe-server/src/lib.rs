@@ -52,6 +52,7 @@ use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
 
 pub mod app;
+pub mod auth;
 pub mod codec;
 pub mod config;
 pub mod conn;
@@ -61,11 +62,14 @@ pub mod ids;
 pub mod leaf;
 pub mod lease;
 pub mod observe;
+pub mod security;
 pub mod status;
+pub mod tls;
 
 pub use app::{App, Server};
 pub use config::ServerConfig;
 pub use conn::Limits;
+pub use security::Security;
 
 /// The generated Layotto messages and service.
 #[allow(missing_docs, clippy::all)]
@@ -438,7 +442,28 @@ pub async fn serve_app(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    serve_app_secure(app, grpc, http, limits, Security::default(), shutdown).await
+}
+
+/// [`serve_app`] with TLS and bearer tokens ([`Security`]): a listener bound beyond loopback
+/// without either is warned about.
+///
+/// # Errors
+/// As [`serve_app`].
+pub async fn serve_app_secure(
+    app: Arc<App>,
+    grpc: Option<TcpListener>,
+    http: Option<TcpListener>,
+    limits: Limits,
+    security: Security,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     limits.validate()?;
+    for (name, listener) in [("listen.grpc", &grpc), ("listen.http", &http)] {
+        if let Some(addr) = listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            security.warn_if_exposed(name, addr);
+        }
+    }
     if grpc.is_none() && http.is_none() {
         return Err("grpc, http: both are off: nothing to serve".into());
     }
@@ -475,7 +500,15 @@ pub async fn serve_app(
         (Some(listener), Some(routes)) => {
             let served = conn::Served {
                 protocol: conn::Protocol::Http2,
-                service: observe::Observed::new(routes, observe::Listener::Grpc, metrics_on),
+                service: observe::Observed::new(
+                    auth::Guarded {
+                        inner: routes,
+                        guard: security.guard(auth::GRPC_HEALTH),
+                        refuse: auth::refuse_grpc,
+                    },
+                    observe::Listener::Grpc,
+                    metrics_on,
+                ),
                 too_slow: || {
                     Status::deadline_exceeded(
                         "the request took longer than the server's request timeout",
@@ -483,6 +516,7 @@ pub async fn serve_app(
                     .into_http()
                 },
                 answer: bounded_grpc,
+                tls: security.tls.as_ref().map(|t| t.grpc.clone()),
             };
             Some(conn::run(listener, served, limits, stopped.clone()))
         }
@@ -492,12 +526,17 @@ pub async fn serve_app(
         let served = conn::Served {
             protocol: conn::Protocol::Http1,
             service: observe::Observed::new(
-                http::router(Arc::clone(&app)),
+                auth::Guarded {
+                    inner: http::router(Arc::clone(&app)),
+                    guard: security.guard(auth::HTTP_HEALTH),
+                    refuse: auth::refuse_http,
+                },
                 observe::Listener::Http,
                 metrics_on,
             ),
             too_slow: http::too_slow,
             answer: |r| r,
+            tls: security.tls.as_ref().map(|t| t.http.clone()),
         };
         conn::run(listener, served, limits, stopped.clone())
     });

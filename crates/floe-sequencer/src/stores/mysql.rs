@@ -9,6 +9,10 @@
 //!   `SELECT LAST_INSERT_ID()` after it. A missing row is inserted at 0 (`INSERT IGNORE`) and
 //!   the update runs again; one that still matches nothing means the key is exhausted.
 //! - **Durable** with InnoDB's defaults (`innodb_flush_log_at_trx_commit = 1`).
+//! - **TLS** as the URL asks, with sqlx's own parameters (rustls, ring):
+//!   `?ssl-mode=REQUIRED` (encrypted, the certificate not checked), `VERIFY_CA` (checked against
+//!   the CA), `VERIFY_IDENTITY` (and the host name); `&ssl-ca=/path/ca.pem` names a private CA
+//!   (default: the system's roots). The default, `PREFERRED`, uses TLS when the server offers it.
 
 use async_trait::async_trait;
 use floe_core::sequence::Key;

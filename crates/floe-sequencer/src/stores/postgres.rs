@@ -8,6 +8,10 @@
 //!   update runs again; an update that still matches nothing means the key is exhausted.
 //! - **Durable** with PostgreSQL's defaults (`fsync`, `synchronous_commit = on`): an ID is
 //!   returned only after its commit.
+//! - **TLS** as the URL asks, with sqlx's own parameters (rustls, ring):
+//!   `?sslmode=require` (encrypted, the certificate not checked), `verify-ca` (checked against
+//!   the CA), `verify-full` (and the host name); `&sslrootcert=/path/ca.pem` names a private
+//!   CA (default: the system's roots). The default, `prefer`, uses TLS when the server offers it.
 
 use async_trait::async_trait;
 use floe_core::sequence::Key;

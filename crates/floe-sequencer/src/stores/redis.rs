@@ -8,6 +8,11 @@
 //!
 //! Keys are stored as `{prefix}{key}` (default prefix `floe:seq:`); `bigger_than` applies to the
 //! key as users name it. The client reconnects by itself after the server comes back.
+//!
+//! **TLS**: `rediss://host:port[/db]` (rustls with ring), the server's certificate checked
+//! against the system's roots, or against the CA of `?ca_cert=/path/ca.pem` (a PEM file,
+//! read at start-up; floe's own option, not passed to Redis). The name checked is the URL's
+//! host. `ca_cert` with `redis://` is refused.
 
 use std::time::Duration;
 
@@ -72,14 +77,46 @@ impl RedisStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when the server does not answer.
     pub async fn connect(url: &str) -> Result<RedisStore, SeqError> {
-        let (url, own) = take_options(url, &["prefix"]);
-        let prefix = own
-            .into_iter()
-            .map(|(_, v)| v)
-            .next()
-            .unwrap_or_else(|| "floe:seq:".into());
-        let client = redis::Client::open(url.as_str())
-            .map_err(|e| SeqError::config(format!("store: bad Redis URL: {e}")))?;
+        let (url, own) = take_options(url, &["prefix", "ca_cert"]);
+        let mut prefix = "floe:seq:".to_string();
+        let mut ca_cert = None;
+        for (name, value) in own {
+            match name {
+                "prefix" => prefix = value,
+                _ => ca_cert = Some(value),
+            }
+        }
+        let tls = url.starts_with("rediss://");
+        if tls {
+            // Redis builds its rustls configuration with the process's provider: ring, the
+            // only one floe is built with (a no-op when one is installed already).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let bad_url = |e: RedisError| SeqError::config(format!("store: bad Redis URL: {e}"));
+        let client = match ca_cert {
+            None => redis::Client::open(url.as_str()).map_err(bad_url)?,
+            Some(_) if !tls => {
+                return Err(SeqError::config(
+                    "store: ca_cert is for TLS: use rediss://host:port with it",
+                ))
+            }
+            Some(path) => {
+                let pem = tokio::fs::read(&path).await.map_err(|e| {
+                    SeqError::config(format!("store: ca_cert: cannot read {path}: {e}"))
+                })?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(SeqError::config(format!(
+                        "store: ca_cert: {path}: no PEM certificate in it"
+                    )));
+                }
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem),
+                };
+                redis::Client::build_with_tls(url.as_str(), certs)
+                    .map_err(|e| SeqError::config(format!("store: ca_cert: {path}: {e}")))?
+            }
+        };
         let address = client.get_connection_info().addr().to_string();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -89,7 +126,13 @@ impl RedisStore {
         let conn = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(|e| {
-                SeqError::unavailable(format!("redis: cannot connect to {address}: {e}"))
+                // A plain-text server reads a TLS handshake as the start of a command and waits.
+                let hint = if tls && e.is_timeout() {
+                    " (rediss:// speaks TLS: is the server's port a TLS port?)"
+                } else {
+                    ""
+                };
+                SeqError::unavailable(format!("redis: cannot connect to {address}: {e}{hint}"))
             })?;
         Ok(RedisStore {
             conn,

@@ -1,0 +1,130 @@
+//! The PostgreSQL, MariaDB and Redis stores over TLS, against real servers that accept TLS
+//! connections only (scripts/test.sh: `start_postgres_tls`, `start_mariadb_tls`,
+//! `start_redis_tls`, each with a throw-away CA in `FLOE_TEST_*_TLS_CA`): each issues IDs
+//! with the certificate checked against that CA; a connection without TLS is refused by the
+//! server (so the IDs did travel over TLS); an untrusted certificate is refused by floe; and a
+//! URL that asks for TLS of a plain-text server fails with a clear error, in bounded time.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use floe_sequencer::{ErrorKind, SeqError, Store};
+
+/// Opens `url`, within 15 s (a TLS mismatch must fail, not hang).
+async fn open(url: &str) -> Result<Arc<dyn Store>, SeqError> {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let opened = tokio::time::timeout(
+        Duration::from_secs(15),
+        floe_sequencer::open(url, dir.path()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("opening {url} hung"));
+    assert!(started.elapsed() < Duration::from_secs(15));
+    opened
+}
+
+/// The store issues increasing IDs of a fresh key, from two clients.
+async fn issues(url: &str) {
+    let store = open(url)
+        .await
+        .unwrap_or_else(|e| panic!("open {url}: {e}"));
+    let second = open(url).await.unwrap();
+    let key = common::key("tls");
+    let a = store.reserve(&key, 10).await.unwrap();
+    let b = second.reserve(&key, 10).await.unwrap();
+    let c = store.reserve(&key, 1).await.unwrap();
+    assert_eq!((a, b, c), (10, 20, 21), "{url}");
+    store.close().await;
+    second.close().await;
+}
+
+fn err(r: Result<Arc<dyn Store>, SeqError>) -> SeqError {
+    match r {
+        Ok(_) => panic!("opened"),
+        Err(e) => e,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_over_tls() {
+    let base = floe_testkit::env("FLOE_TEST_POSTGRES_TLS");
+    let ca = floe_testkit::env("FLOE_TEST_POSTGRES_TLS_CA");
+    issues(&format!("{base}?sslmode=verify-full&sslrootcert={ca}")).await;
+    issues(&format!("{base}?sslmode=verify-ca&sslrootcert={ca}")).await;
+    issues(&format!("{base}?sslmode=require")).await;
+    // The server takes TLS connections only.
+    let e = err(open(&format!("{base}?sslmode=disable")).await);
+    assert!(
+        e.message.contains("pg_hba.conf") || e.message.contains("no encryption"),
+        "{e}"
+    );
+    // The system's roots do not hold the test CA.
+    let e = err(open(&format!("{base}?sslmode=verify-full")).await);
+    assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    assert!(e.message.contains("cannot connect to"), "{e}");
+    // A URL that asks for TLS of a plain-text server.
+    let plain = floe_testkit::env("FLOE_TEST_POSTGRES");
+    let e = err(open(&format!("{plain}?sslmode=require")).await);
+    assert!(e.message.contains("cannot connect to"), "{e}");
+    assert!(e.message.to_lowercase().contains("tls"), "{e}");
+    assert!(!e.message.contains('\n'), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_over_tls() {
+    let base = floe_testkit::env("FLOE_TEST_MARIADB_TLS");
+    let ca = floe_testkit::env("FLOE_TEST_MARIADB_TLS_CA");
+    issues(&format!("{base}?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}")).await;
+    issues(&format!("{base}?ssl-mode=VERIFY_CA&ssl-ca={ca}")).await;
+    issues(&format!("{base}?ssl-mode=REQUIRED")).await;
+    // The server refuses connections without TLS (require_secure_transport: MariaDB 10.11
+    // answers "Access denied" to the same user it let in over TLS above).
+    let e = err(open(&format!("{base}?ssl-mode=DISABLED")).await);
+    assert!(
+        e.message.contains("Access denied") || e.message.contains("secure"),
+        "{e}"
+    );
+    let e = err(open(&format!("{base}?ssl-mode=VERIFY_IDENTITY")).await);
+    assert!(e.message.contains("cannot connect to"), "{e}");
+    let plain = floe_testkit::env("FLOE_TEST_MARIADB");
+    let e = err(open(&format!("{plain}?ssl-mode=REQUIRED")).await);
+    assert!(e.message.contains("cannot connect to"), "{e}");
+    assert!(
+        e.message.to_lowercase().contains("tls") || e.message.to_lowercase().contains("ssl"),
+        "{e}"
+    );
+    assert!(!e.message.contains('\n'), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_over_tls() {
+    let base = floe_testkit::env("FLOE_TEST_REDIS_TLS");
+    let ca = floe_testkit::env("FLOE_TEST_REDIS_TLS_CA");
+    issues(&format!("{base}/0?ca_cert={ca}")).await;
+    issues(&format!("{base}/0?ca_cert={ca}&prefix=floe:tls:")).await;
+    // Without the CA the certificate is not trusted.
+    let e = err(open(&format!("{base}/0")).await);
+    assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    // Plain text to the TLS port.
+    let plain_to_tls = base.replacen("rediss://", "redis://", 1);
+    let e = err(open(&format!("{plain_to_tls}/0")).await);
+    assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    // ca_cert without TLS, and a CA file that is not one.
+    let e = err(open(&format!("{plain_to_tls}/0?ca_cert={ca}")).await);
+    assert!(e.message.contains("ca_cert is for TLS"), "{e}");
+    let e = err(open(&format!("{base}/0?ca_cert=/nonexistent/ca.pem")).await);
+    assert!(
+        e.message
+            .contains("ca_cert: cannot read /nonexistent/ca.pem"),
+        "{e}"
+    );
+    // TLS to a plain-text server: an error, not a hang.
+    let plain = floe_testkit::env("FLOE_TEST_REDIS").replacen("redis://", "rediss://", 1);
+    let e = err(open(&format!("{plain}/0?ca_cert={ca}")).await);
+    assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    assert!(e.message.contains("cannot connect to"), "{e}");
+    assert!(e.message.contains("TLS"), "{e}");
+}

@@ -1,0 +1,112 @@
+//! What guards the listeners: TLS ([`crate::tls`]) and bearer tokens ([`crate::auth`]), read
+//! from the configuration's `[tls]` and `[auth]` sections at start-up, and the warning about a
+//! listener reachable beyond this machine without them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::auth::{Guard, Tokens};
+use crate::config::ServerConfig;
+use crate::tls::Tls;
+
+/// TLS and tokens for both listeners. The default is neither (plain text, no tokens).
+#[derive(Clone, Debug, Default)]
+pub struct Security {
+    /// TLS on both listeners.
+    pub tls: Option<Tls>,
+    /// The accepted bearer tokens (none: no token is asked for).
+    pub tokens: Option<Arc<Tokens>>,
+    /// Whether health (`/healthz`, `/readyz`, `/metrics`, gRPC health) needs a token too.
+    pub health_needs_token: bool,
+}
+
+impl Security {
+    /// Reads the certificate, key and token files `config` names. Blocking file I/O: call it
+    /// off the async executor.
+    ///
+    /// # Errors
+    /// One line naming the key (`tls.cert`, `tls.key`, `auth.token_file`), the file and what
+    /// is wrong with it.
+    pub fn load(config: &ServerConfig) -> Result<Security, String> {
+        let tls = match (&config.tls.cert, &config.tls.key) {
+            (Some(cert), Some(key)) => Some(Tls::load(cert, key)?),
+            (None, None) => None,
+            _ => {
+                config.tls.validate().map_err(|e| e.to_string())?;
+                None
+            }
+        };
+        let tokens = match &config.auth.token_file {
+            Some(path) => Some(Arc::new(Tokens::load(path)?)),
+            None => None,
+        };
+        Ok(Security {
+            tls,
+            tokens,
+            health_needs_token: config.auth.health_needs_token,
+        })
+    }
+
+    /// The guard of a listener whose health paths are `health`, if tokens are on.
+    pub(crate) fn guard(&self, health: &'static [&'static str]) -> Option<Arc<Guard>> {
+        self.tokens.as_ref().map(|tokens| {
+            Arc::new(Guard {
+                tokens: Arc::clone(tokens),
+                open: if self.health_needs_token { &[] } else { health },
+            })
+        })
+    }
+
+    /// What a listener bound to `addr` lacks, when `addr` is reachable beyond this machine:
+    /// `None` for a loopback address, or when it has both TLS and tokens.
+    pub fn exposed(&self, addr: SocketAddr) -> Option<String> {
+        if addr.ip().is_loopback() {
+            return None;
+        }
+        let missing: Vec<&str> = [
+            self.tls.is_none().then_some("TLS (--tls-cert, --tls-key)"),
+            self.tokens.is_none().then_some("tokens (--token-file)"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        (!missing.is_empty()).then(|| missing.join(" and "))
+    }
+
+    /// Warns (`tracing::warn!`) about `addr`, the address of listener `name`, when it is
+    /// reachable beyond this machine without TLS or tokens.
+    pub fn warn_if_exposed(&self, name: &str, addr: SocketAddr) {
+        if let Some(missing) = self.exposed(addr) {
+            tracing::warn!(
+                "{name} listens on {addr}, beyond this machine, without {missing}: anyone who reaches it can take IDs{}",
+                if self.tls.is_none() { " and read them in transit" } else { "" }
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_addresses_beyond_loopback_are_named() {
+        let plain = Security::default();
+        assert_eq!(plain.exposed("127.0.0.1:1".parse().unwrap()), None);
+        assert_eq!(plain.exposed("[::1]:1".parse().unwrap()), None);
+        let missing = plain.exposed("0.0.0.0:1".parse().unwrap()).unwrap();
+        assert!(
+            missing.contains("TLS") && missing.contains("tokens"),
+            "{missing}"
+        );
+        let tokens = Security {
+            tokens: Some(Arc::new(Tokens::parse("t\n").unwrap())),
+            ..Security::default()
+        };
+        let missing = tokens.exposed("10.0.0.1:1".parse().unwrap()).unwrap();
+        assert!(
+            missing.contains("TLS") && !missing.contains("tokens"),
+            "{missing}"
+        );
+    }
+}

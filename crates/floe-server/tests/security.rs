@@ -1,0 +1,548 @@
+//! TLS on both listeners and bearer tokens, against a whole server assembled from its
+//! configuration ([`floe_server::Server`]) in-process, with a private CA made here (rcgen).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::http_with;
+use floe_server::proto::runtime_client::RuntimeClient;
+use floe_server::proto::GetNextIdRequest;
+use floe_server::proto_floe::floe_client::FloeClient;
+use floe_server::proto_floe::{Kind, NextIdsRequest};
+use floe_server::{Server, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::Code;
+
+/// A private CA and a server certificate it signed for `localhost` and 127.0.0.1, as PEM
+/// files in `dir`.
+struct Certs {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn certs(dir: &Path) -> Certs {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "floe test CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let certs = Certs {
+        ca: dir.join("ca.pem"),
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+    };
+    std::fs::write(&certs.ca, ca.as_ref().pem()).unwrap();
+    std::fs::write(&certs.cert, cert.pem()).unwrap();
+    std::fs::write(&certs.key, key.serialize_pem()).unwrap();
+    certs
+}
+
+struct Node {
+    http: String,
+    grpc: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl Node {
+    async fn start(config: &ServerConfig) -> Node {
+        let server = Server::start(config).await.unwrap();
+        let http = server.http_addr().unwrap().to_string();
+        let grpc = server.grpc_addr().unwrap().to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Node {
+            http,
+            grpc,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+fn config(state: &Path) -> ServerConfig {
+    let mut c = ServerConfig {
+        state_dir: state.to_path_buf(),
+        ..ServerConfig::default()
+    };
+    c.listen.grpc = "127.0.0.1:0".into();
+    c.listen.http = "127.0.0.1:0".into();
+    c.listen.allow_hosts = vec!["floe".into()];
+    c.stores.insert("main".into(), "memory".into());
+    c.ids.kinds = vec!["ulid".into(), "uuid7".into()];
+    c
+}
+
+fn tls_config(state: &Path, certs: &Certs) -> ServerConfig {
+    let mut c = config(state);
+    c.tls.cert = Some(certs.cert.clone());
+    c.tls.key = Some(certs.key.clone());
+    c
+}
+
+/// A TLS client that trusts only the test CA and offers `alpn`.
+fn connector(ca: &Path, alpn: &[u8]) -> tokio_rustls::TlsConnector {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// One HTTP/1.1 request over TLS: status, header block, body; and the ALPN protocol agreed.
+async fn https(
+    addr: &str,
+    ca: &Path,
+    path: &str,
+    headers: &[&str],
+) -> (u16, String, String, Option<Vec<u8>>) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let mut s = connector(ca, b"http/1.1").connect(name, tcp).await.unwrap();
+    let alpn = s.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n");
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut text = Vec::new();
+    // A server may close without close_notify once it has answered: what was read counts.
+    let _ = s.read_to_end(&mut text).await;
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let code = text[9..12].parse().unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (code, head.to_string(), body.to_string(), alpn)
+}
+
+async fn tls_channel(
+    grpc: &str,
+    ca: &Path,
+    domain: &str,
+) -> Result<Channel, tonic::transport::Error> {
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(std::fs::read(ca).unwrap()))
+        .domain_name(domain);
+    Endpoint::from_shared(format!("https://{grpc}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_and_http_speak_tls_with_the_configured_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let node = Node::start(&tls_config(dir.path(), &certs)).await;
+
+    // gRPC over TLS, the name checked against the certificate (ALPN h2).
+    let channel = tls_channel(&node.grpc, &certs.ca, "localhost")
+        .await
+        .unwrap();
+    let ids = FloeClient::new(channel)
+        .next_ids(NextIdsRequest {
+            kind: Kind::Ulid as i32,
+            count: 3,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids.binary.len().max(ids.numbers.len()), 3, "{ids:?}");
+
+    // HTTP/1.1 over TLS (ALPN http/1.1).
+    let (code, _, body, alpn) = https(&node.http, &certs.ca, "/v1/ids/uuid7", &[]).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"id\""), "{body}");
+    assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]));
+
+    // A client that checks another name refuses the server's certificate.
+    let wrong = tls_channel(&node.grpc, &certs.ca, "elsewhere.example").await;
+    assert!(
+        wrong.is_err(),
+        "a certificate for another name was accepted"
+    );
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_text_to_a_tls_port_gets_no_answer_and_the_port_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let node = Node::start(&tls_config(dir.path(), &certs)).await;
+
+    // Plain HTTP: never an HTTP answer (a TLS alert at most, then the connection closes).
+    let mut s = TcpStream::connect(&node.http).await.unwrap();
+    s.write_all(b"GET /v1/ids/ulid HTTP/1.1\r\nHost: floe\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
+        .await
+        .expect("closed")
+        .ok();
+    assert!(
+        !String::from_utf8_lossy(&got).contains("HTTP/1.1"),
+        "{got:?}"
+    );
+
+    // Plain gRPC fails.
+    let plain = async {
+        let mut client = FloeClient::connect(format!("http://{}", node.grpc)).await?;
+        client
+            .next_ids(NextIdsRequest {
+                kind: Kind::Ulid as i32,
+                count: 1,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)?;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), plain)
+            .await
+            .expect("answered in time")
+            .is_err(),
+        "plain gRPC was served on a TLS port"
+    );
+
+    // Neither broke the accept loops.
+    let (code, _, body, _) = https(&node.http, &certs.ca, "/v1/ids/ulid", &[]).await;
+    assert_eq!(code, 200, "{body}");
+    let channel = tls_channel(&node.grpc, &certs.ca, "localhost")
+        .await
+        .unwrap();
+    FloeClient::new(channel)
+        .next_ids(NextIdsRequest {
+            kind: Kind::Ulid as i32,
+            count: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_finishes_the_handshake_is_dropped_at_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let mut c = tls_config(dir.path(), &certs);
+    c.limits.header_timeout_secs = 1;
+    let node = Node::start(&c).await;
+    for addr in [&node.http, &node.grpc] {
+        let opened = Instant::now();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        // Half a ClientHello's record header, then nothing.
+        s.write_all(&[0x16, 0x03]).await.unwrap();
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(8), s.read(&mut buf))
+            .await
+            .expect("the server closed the connection");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        let took = opened.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn bad_certificate_and_key_files_fail_at_start_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "not a PEM file\n").unwrap();
+    let other_key = dir.path().join("other-key.pem");
+    std::fs::write(
+        &other_key,
+        rcgen::KeyPair::generate().unwrap().serialize_pem(),
+    )
+    .unwrap();
+    let missing = dir.path().join("missing.pem");
+    let start = |cert: &Path, key: &Path| {
+        let mut c = config(dir.path());
+        c.tls.cert = Some(cert.to_path_buf());
+        c.tls.key = Some(key.to_path_buf());
+        async move { Server::start(&c).await.map(|_| ()).unwrap_err() }
+    };
+    let e = start(&missing, &certs.key).await;
+    assert!(e.starts_with("tls.cert: cannot read "), "{e}");
+    assert!(e.contains("missing.pem"), "{e}");
+    let e = start(&certs.cert, &missing).await;
+    assert!(e.starts_with("tls.key: cannot read "), "{e}");
+    let e = start(&garbage, &certs.key).await;
+    assert!(
+        e.starts_with("tls.cert: ") && e.contains("garbage.pem"),
+        "{e}"
+    );
+    assert!(e.contains("no certificate"), "{e}");
+    let e = start(&certs.cert, &garbage).await;
+    assert!(
+        e.starts_with("tls.key: ") && e.contains("garbage.pem"),
+        "{e}"
+    );
+    let e = start(&certs.cert, &other_key).await;
+    assert!(
+        e.starts_with("tls.key: ") && e.contains("other-key.pem"),
+        "{e}"
+    );
+    assert!(e.contains("does not fit"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+    // One file without the other is named before anything is read.
+    let mut c = config(dir.path());
+    c.tls.cert = Some(certs.cert.clone());
+    let e = Server::start(&c).await.map(|_| ()).unwrap_err();
+    assert!(e.starts_with("tls.key: missing"), "{e}");
+}
+
+// --- Tokens ---
+
+const TOKENS: &str = "# the ops team\n\nfirst-token-abc\n  second-token-xyz  \n# retired: old\n";
+
+fn token_config(state: &Path) -> ServerConfig {
+    let file = state.join("tokens");
+    std::fs::write(&file, TOKENS).unwrap();
+    let mut c = config(state);
+    c.auth.token_file = Some(file);
+    c
+}
+
+/// The HTTP routes of every kind: floe's IDs and sequences, the store list, Leaf's.
+const HTTP_ROUTES: &[&str] = &[
+    "/v1/ids/ulid",
+    "/v1/sequencer/main/k",
+    "/v1/stores",
+    "/api/segment/get/k",
+    "/api/snowflake/get/k",
+    "/no/such/route",
+];
+
+/// The status of each gRPC service kind: floe.v1, Layotto's Runtime, reflection, health.
+async fn grpc_codes(grpc: &str, token: Option<&str>) -> Vec<(&'static str, Code)> {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+
+    let channel = Endpoint::from_shared(format!("http://{grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    fn with<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(message);
+        if let Some(t) = token {
+            r.metadata_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        r
+    }
+    let code = |r: Result<(), tonic::Status>| r.map_or_else(|s| s.code(), |()| Code::Ok);
+    let floe = FloeClient::new(channel.clone())
+        .next_ids(with(
+            NextIdsRequest {
+                kind: Kind::Ulid as i32,
+                count: 1,
+                ..Default::default()
+            },
+            token,
+        ))
+        .await
+        .map(drop);
+    let layotto = RuntimeClient::new(channel.clone())
+        .get_next_id(with(
+            GetNextIdRequest {
+                store_name: "main".into(),
+                key: "k".into(),
+                ..Default::default()
+            },
+            token,
+        ))
+        .await
+        .map(drop);
+    let reflection = async {
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = ServerReflectionClient::new(channel.clone())
+            .server_reflection_info(with(tokio_stream::iter([request]), token))
+            .await?
+            .into_inner();
+        answers.message().await.map(drop)
+    }
+    .await;
+    let health = HealthClient::new(channel)
+        .check(with(HealthCheckRequest::default(), token))
+        .await
+        .map(drop);
+    vec![
+        ("floe.v1", code(floe)),
+        ("layotto", code(layotto)),
+        ("reflection", code(reflection)),
+        ("health", code(health)),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_needs_one_of_the_tokens_and_health_is_open_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&token_config(dir.path())).await;
+
+    for path in HTTP_ROUTES {
+        for (headers, why) in [
+            (&[][..], "no token"),
+            (&["Authorization: Bearer wrong-token"][..], "a wrong token"),
+            (
+                &["Authorization: Bearer first-token-ab"][..],
+                "a prefix of a token",
+            ),
+            (
+                &["Authorization: Basic Zmlyc3QtdG9rZW4tYWJj"][..],
+                "another scheme",
+            ),
+            (&["Authorization: first-token-abc"][..], "no scheme"),
+        ] {
+            let (code, head, body) = http_with(&node.http, "GET", path, headers).await;
+            assert_eq!(code, 401, "{path} with {why}: {head} {body}");
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("www-authenticate: bearer"),
+                "{path} with {why}: {head}"
+            );
+            assert_eq!(body["error"], "unauthenticated", "{body}");
+            assert!(!body.to_string().contains("token-"), "{body}");
+        }
+        for token in ["first-token-abc", "second-token-xyz"] {
+            let auth = format!("Authorization: Bearer {token}");
+            let (code, head, body) = http_with(&node.http, "GET", path, &[auth.as_str()]).await;
+            assert_ne!(code, 401, "{path} with {token}: {head} {body}");
+        }
+    }
+    // The token lets a request through to its route: it is served.
+    let (code, _, body) = http_with(
+        &node.http,
+        "GET",
+        "/v1/ids/ulid",
+        &["authorization: bearer second-token-xyz"],
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, _, body) = http_with(&node.http, "GET", "/healthz", &[]).await;
+    assert_eq!(code, 200, "health is open by default: {body}");
+
+    for token in [None, Some("wrong-token"), Some("# retired: old")] {
+        for (what, code) in grpc_codes(&node.grpc, token).await {
+            let expected = if what == "health" {
+                Code::Ok
+            } else {
+                Code::Unauthenticated
+            };
+            assert_eq!(code, expected, "{what} with {token:?}");
+        }
+    }
+    for token in ["first-token-abc", "second-token-xyz"] {
+        for (what, code) in grpc_codes(&node.grpc, Some(token)).await {
+            assert_eq!(code, Code::Ok, "{what} with {token}");
+        }
+    }
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_needs_a_token_when_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = token_config(dir.path());
+    c.auth.health_needs_token = true;
+    let node = Node::start(&c).await;
+    let (code, head, _) = http_with(&node.http, "GET", "/healthz", &[]).await;
+    assert_eq!(code, 401, "{head}");
+    let (code, _, _) = http_with(
+        &node.http,
+        "GET",
+        "/healthz",
+        &["Authorization: Bearer first-token-abc"],
+    )
+    .await;
+    assert_eq!(code, 200);
+    for (what, code) in grpc_codes(&node.grpc, None).await {
+        assert_eq!(code, Code::Unauthenticated, "{what}");
+    }
+    for (what, code) in grpc_codes(&node.grpc, Some("first-token-abc")).await {
+        assert_eq!(code, Code::Ok, "{what}");
+    }
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_tls_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let mut c = token_config(dir.path());
+    c.tls = tls_config(dir.path(), &certs).tls;
+    let node = Node::start(&c).await;
+    let (code, head, _, _) = https(&node.http, &certs.ca, "/v1/ids/ulid", &[]).await;
+    assert_eq!(code, 401, "{head}");
+    let (code, _, body, _) = https(
+        &node.http,
+        &certs.ca,
+        "/v1/ids/ulid",
+        &["Authorization: Bearer first-token-abc"],
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn an_empty_or_missing_token_file_fails_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "# nobody yet\n\n   \n").unwrap();
+    let mut c = config(dir.path());
+    c.auth.token_file = Some(file);
+    let e = Server::start(&c).await.map(|_| ()).unwrap_err();
+    assert!(e.starts_with("auth.token_file: "), "{e}");
+    assert!(e.contains("holds no token"), "{e}");
+    c.auth.token_file = Some(dir.path().join("nope"));
+    let e = Server::start(&c).await.map(|_| ()).unwrap_err();
+    assert!(e.starts_with("auth.token_file: cannot read "), "{e}");
+    assert!(e.contains("nope"), "{e}");
+}
