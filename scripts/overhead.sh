@@ -65,7 +65,13 @@ start() { # start NAME ENV... -- ARGS...: sets ADDR_GRPC, ADDR_HTTP
   exit 1
 }
 
-start observed -- --token-file "$work/tokens"
+# OBSERVED=metrics or tokens: the observed server with that part only (to find what costs).
+case "${OBSERVED:-all}" in
+  all) start observed -- --token-file "$work/tokens" ;;
+  metrics) start observed -- ;;
+  tokens) start observed -- --token-file "$work/tokens" --config "$work/plain.toml" ;;
+  *) echo "OBSERVED: all, metrics or tokens" >&2; exit 2 ;;
+esac
 observed_grpc=$ADDR_GRPC observed_http=$ADDR_HTTP
 start plain RUST_LOG=off -- --config "$work/plain.toml"
 plain_grpc=$ADDR_GRPC plain_http=$ADDR_HTTP
@@ -73,9 +79,10 @@ echo "observed: grpc=$observed_grpc http=$observed_http; plain: grpc=$plain_grpc
 
 auth="authorization: Bearer $TOKEN"
 # The token is checked: without it the observed server refuses.
-code=$(curl -s -o /dev/null -w '%{http_code}' "http://$observed_http/v1/sequencer/default/k")
-[ "$code" = 401 ] || { echo "observed server answered $code without a token" >&2; exit 1; }
-curl -fsS -o /dev/null -H "$auth" "http://$observed_http/metrics"
+if [ "${OBSERVED:-all}" != metrics ]; then
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://$observed_http/v1/sequencer/default/k")
+  [ "$code" = 401 ] || { echo "observed server answered $code without a token" >&2; exit 1; }
+fi
 
 frame() { # frame FILE HEX-OF-MESSAGE
   local hex=$2 len=$((${#2} / 2))

@@ -370,3 +370,59 @@ fn text_logs_by_default_and_rust_log_filters_them() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("RUST_LOG"));
 }
+
+/// The clock stepped back under a running server (libfaketime reading its offset from a file
+/// at every call): Snowflake IDs are refused (503) and never repeated, the refusal is a
+/// warning in the log and a count in the metrics, and IDs come again once the clock is back.
+#[test]
+fn a_clock_stepped_back_while_serving_is_refused_warned_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state").display().to_string();
+    let offset = dir.path().join("faketime");
+    std::fs::write(&offset, "+0\n").unwrap();
+    let lib = common::faults::faketime_lib();
+    let offset_text = offset.display().to_string();
+    let server = Serve::start_with_env(
+        "127.0.0.1:0",
+        "127.0.0.1:0",
+        &["--state-dir", &state],
+        &[
+            ("LD_PRELOAD", lib.as_str()),
+            ("FAKETIME_TIMESTAMP_FILE", offset_text.as_str()),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    let id = |server: &Serve| -> (u16, String) { http(&server.http, "GET", "/v1/ids/snowflake").unwrap() };
+    let (code, first) = id(&server);
+    assert_eq!(code, 200, "{first}");
+    let (_, before) = metrics(&server);
+    std::fs::write(&offset, "-30s\n").unwrap();
+    let (code, body) = id(&server);
+    assert_eq!(code, 503, "an ID 30 s in the past would be refused: {body}");
+    assert!(body.contains("clock") || body.contains("behind"), "{body}");
+    let (_, after) = metrics(&server);
+    let refused = |s: &[Sample]| {
+        value(s, "floe_clock_rollback_refusals_total", &[("generator", "snowflake default")])
+            + value(s, "floe_clock_rollback_waits_total", &[("generator", "snowflake default")])
+    };
+    assert!(refused(&after) > refused(&before), "the step back is counted");
+    std::fs::write(&offset, "+0\n").unwrap();
+    let (code, again) = id(&server);
+    assert_eq!(code, 200, "{again}");
+    let number = |body: &str| -> u64 {
+        serde_json::from_str::<serde_json::Value>(body).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(number(&again) > number(&first));
+    server.term();
+    let (status, err, _) = server.wait(Duration::from_secs(30));
+    assert!(status.success(), "{err}");
+    assert!(
+        err.lines().any(|l| l.contains("WARN") && l.contains("clock refused")),
+        "{err}"
+    );
+}
