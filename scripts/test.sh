@@ -5,7 +5,7 @@
 # packages), starts it on a throw-away directory and a non-default loopback port, and stops
 # it when it exits (scripts/lib/services.sh): ZooKeeper, etcd, Redis, PostgreSQL and MariaDB, each
 # once for the ordinary tests and once more for the tests that kill it with SIGKILL and start it
-# again. Every feature is built and tested (the etcd backends need protoc, installed here too).
+# again. Every feature is built and tested (no protoc needed: every .proto is compiled by protox).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
@@ -13,8 +13,6 @@ source scripts/lib/services.sh
 step() { printf '\n==> %s\n' "$*"; }
 
 step "build tools"
-ensure_package protobuf-compiler /usr/bin/protoc
-ensure_package libprotobuf-dev /usr/include/google/protobuf/empty.proto
 # libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/crash.rs).
 ensure_package faketime /usr/bin/faketime
 

@@ -37,9 +37,8 @@ pub mod pb {
 use pb::etcdserverpb::kv_client::KvClient;
 use pb::etcdserverpb::lease_client::LeaseClient;
 use pb::etcdserverpb::{
-    compare, request_op, response_op, DeleteRangeRequest, LeaseGrantRequest,
-    LeaseKeepAliveRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest,
-    RequestOp, TxnRequest,
+    compare, request_op, response_op, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest,
+    LeaseRevokeRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
 };
 pub use pb::etcdserverpb::{
     DeleteRangeResponse, LeaseGrantResponse, LeaseKeepAliveResponse, LeaseRevokeResponse,
@@ -296,7 +295,8 @@ impl Client {
     ) -> Result<Option<LeaseKeepAliveResponse>, Error> {
         use tokio_stream::StreamExt;
         // The request side stays open until the answer is read (the stream is dropped then).
-        let requests = tokio_stream::once(LeaseKeepAliveRequest { id }).chain(tokio_stream::pending());
+        let requests =
+            tokio_stream::once(LeaseKeepAliveRequest { id }).chain(tokio_stream::pending());
         let round = async {
             let mut answers = self
                 .lease
@@ -427,10 +427,12 @@ impl TxnOp {
 
     /// Deletes `key`.
     pub fn delete(key: impl Into<Vec<u8>>) -> TxnOp {
-        TxnOp(request_op::Request::RequestDeleteRange(DeleteRangeRequest {
-            key: key.into(),
-            ..Default::default()
-        }))
+        TxnOp(request_op::Request::RequestDeleteRange(
+            DeleteRangeRequest {
+                key: key.into(),
+                ..Default::default()
+            },
+        ))
     }
 
     fn into_put(self) -> PutRequest {
@@ -462,18 +464,18 @@ impl Txn {
     /// Adds operations run when the conditions hold.
     #[must_use]
     pub fn and_then(mut self, ops: impl IntoIterator<Item = TxnOp>) -> Txn {
-        self.0.success.extend(ops.into_iter().map(|o| RequestOp {
-            request: Some(o.0),
-        }));
+        self.0
+            .success
+            .extend(ops.into_iter().map(|o| RequestOp { request: Some(o.0) }));
         self
     }
 
     /// Adds operations run when they do not.
     #[must_use]
     pub fn or_else(mut self, ops: impl IntoIterator<Item = TxnOp>) -> Txn {
-        self.0.failure.extend(ops.into_iter().map(|o| RequestOp {
-            request: Some(o.0),
-        }));
+        self.0
+            .failure
+            .extend(ops.into_iter().map(|o| RequestOp { request: Some(o.0) }));
         self
     }
 }
@@ -530,6 +532,10 @@ mod tests {
         let started = std::time::Instant::now();
         let e = client.get("/x").await.unwrap_err();
         assert!(!e.is_config(), "{e}");
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

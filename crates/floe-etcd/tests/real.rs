@@ -22,7 +22,13 @@ async fn keys_are_written_read_listed_and_deleted() {
     assert!(a.kvs[0].mod_revision > 0);
     let all = c.get_prefix(format!("{root}/")).await.unwrap();
     let keys: Vec<_> = all.kvs.iter().map(|kv| kv.key.clone()).collect();
-    assert_eq!(keys, [format!("{root}/a").into_bytes(), format!("{root}/b").into_bytes()]);
+    assert_eq!(
+        keys,
+        [
+            format!("{root}/a").into_bytes(),
+            format!("{root}/b").into_bytes()
+        ]
+    );
     c.delete(format!("{root}/a")).await.unwrap();
     assert!(c.get(format!("{root}/a")).await.unwrap().kvs.is_empty());
 }
@@ -44,11 +50,18 @@ async fn a_compare_and_swap_applies_once_and_reads_what_beat_it() {
     let second = c.txn(create()).await.unwrap();
     assert!(!second.succeeded);
     let seen = &second.gets()[0].kvs[0];
-    assert_eq!((seen.value.as_slice(), seen.mod_revision), (&b"1"[..], revision));
+    assert_eq!(
+        (seen.value.as_slice(), seen.mod_revision),
+        (&b"1"[..], revision)
+    );
     // Swap on the revision seen: once only.
     let swap = || {
         Txn::new()
-            .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, revision)])
+            .when([Compare::mod_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                revision,
+            )])
             .and_then([TxnOp::put(key.as_str(), "2", 0)])
     };
     assert!(c.txn(swap()).await.unwrap().succeeded);
@@ -94,7 +107,10 @@ async fn a_lease_not_kept_alive_expires() {
     // Real time: etcd expires leases by its own clock (TTL 2 s, checked every 0.5 s).
     let deadline = std::time::Instant::now() + Duration::from_secs(6);
     while !c.get(key.as_str()).await.unwrap().kvs.is_empty() {
-        assert!(std::time::Instant::now() < deadline, "{key} outlived its lease");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{key} outlived its lease"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

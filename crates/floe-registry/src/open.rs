@@ -79,7 +79,7 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
         }
         #[cfg(not(feature = "etcd"))]
         "etcd" => Err(RegistryError::config(
-            "registry: etcd is not in this build: build floe with --features etcd (it needs protoc)",
+            "registry: etcd is not in this build: build floe with the cargo feature etcd (on by default)",
         )),
         other => Err(RegistryError::config(format!(
             "registry: unknown scheme {other:?} in {url:?}: expected file:, static:, zk: or etcd:"
