@@ -15,6 +15,10 @@ step() { printf '\n==> %s\n' "$*"; }
 step "build tools"
 # libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/crash.rs).
 ensure_package faketime /usr/bin/faketime
+# Packaging tests (crates/floe-cli/tests/packaging.rs): man pages rendered with man -l, the
+# systemd unit checked by systemd-analyze verify.
+ensure_package man-db /usr/bin/man
+ensure_package systemd /usr/bin/systemd-analyze
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
