@@ -55,12 +55,14 @@ impl Progress {
         match &self.bar {
             Some(bar) => bar.set_position(self.done),
             None if self.started.elapsed() >= AFTER => {
+                // Its clock starts with the run, not with the bar.
                 let bar = ProgressBar::with_draw_target(
                     Some(self.total),
                     ProgressDrawTarget::stderr_with_hz(4),
-                );
+                )
+                .with_elapsed(self.started.elapsed());
                 if let Ok(style) = ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} IDs, {per_sec}, {eta} left",
+                    "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} IDs ({percent}%), {eta} left",
                 ) {
                     bar.set_style(style.progress_chars("=> "));
                 }
