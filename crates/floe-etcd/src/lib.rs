@@ -1,7 +1,8 @@
 //! A small etcd v3 client: just what floe's etcd registry and store need.
 //!
-//! - [`Client::connect`] to `host:port` endpoints (plain HTTP/2; requests balanced over them),
-//!   every call bounded by a timeout;
+//! - [`Client::connect`] to `host:port` endpoints (plain HTTP/2): calls go to one endpoint at
+//!   a time, the next one taking over when it cannot be connected to; every call bounded by a
+//!   timeout;
 //! - key-value calls: [`Client::get`], [`Client::get_prefix`], [`Client::put`],
 //!   [`Client::delete`];
 //! - transactions, e.g. a compare-and-swap on a key's revision: [`Txn`] with [`Compare`] and
@@ -17,6 +18,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
@@ -75,7 +78,21 @@ impl fmt::Display for Error {
         match self {
             Error::InvalidArgs(e) => write!(f, "invalid arguments: {e}"),
             Error::InvalidUri(e) => write!(f, "invalid uri: {e}"),
-            Error::Transport(e) => write!(f, "transport error: {e}"),
+            Error::Transport(e) => {
+                // tonic's own text is just "transport error": what happened is in its causes.
+                f.write_str("transport error")?;
+                let mut said = vec!["transport error".to_string()];
+                let mut cause = std::error::Error::source(e);
+                while let Some(c) = cause {
+                    let text = c.to_string();
+                    if !said.iter().any(|s| s.contains(&text)) {
+                        write!(f, ": {text}")?;
+                        said.push(text);
+                    }
+                    cause = c.source();
+                }
+                Ok(())
+            }
             Error::Status(e) => write!(f, "grpc request error: {e}"),
             Error::Timeout(d) => write!(f, "no answer within {} ms", d.as_millis()),
         }
@@ -129,16 +146,48 @@ impl ConnectOptions {
 /// A client of an etcd cluster. Cheap to clone: clones share the connections.
 #[derive(Clone)]
 pub struct Client {
-    kv: KvClient<Channel>,
-    lease: LeaseClient<Channel>,
-    /// The bound on a whole call: a connection, then the answer.
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    nodes: Vec<Node>,
+    /// The node calls go to first: the last one a connection was made to.
+    current: AtomicUsize,
+    /// The bound on a whole call: connections, then the answer.
     deadline: Duration,
+}
+
+/// One endpoint, and its connection once made (dropped after a failure, made again on the
+/// next call).
+struct Node {
+    endpoint: Endpoint,
+    channel: Mutex<Option<Channel>>,
+}
+
+impl Node {
+    fn cached(&self) -> Option<Channel> {
+        self.channel
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, channel: Option<Channel>) {
+        *self.channel.lock().unwrap_or_else(PoisonError::into_inner) = channel;
+    }
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let endpoints: Vec<String> = self
+            .inner
+            .nodes
+            .iter()
+            .map(|n| n.endpoint.uri().to_string())
+            .collect();
         f.debug_struct("Client")
-            .field("deadline", &self.deadline)
+            .field("endpoints", &endpoints)
+            .field("deadline", &self.inner.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -157,9 +206,11 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 impl Client {
-    /// A client of the cluster at `endpoints` (`host:port`, or `http://host:port`). Connections
-    /// are made when first needed (so an unreachable cluster shows at the first call) and
-    /// made again after a failure. Must be called within a Tokio runtime.
+    /// A client of the cluster at `endpoints` (`host:port`, or `http://host:port`). A
+    /// connection is made when first needed (so an unreachable cluster shows at the first
+    /// call), to the endpoint last used or else the next one that accepts it, and made again
+    /// after a failure. A call is never sent twice: one that failed once sent is the caller's
+    /// to retry.
     ///
     /// # Errors
     /// [`Error::InvalidArgs`] for no endpoint, [`Error::InvalidUri`] for a bad one.
@@ -184,22 +235,85 @@ impl Client {
         if list.is_empty() {
             return Err(Error::InvalidArgs("no endpoint".into()));
         }
-        let channel = Channel::balance_list(list.into_iter());
+        let nodes = list
+            .into_iter()
+            .map(|endpoint| Node {
+                endpoint,
+                channel: Mutex::new(None),
+            })
+            .collect();
         Ok(Client {
-            kv: KvClient::new(channel.clone()),
-            lease: LeaseClient::new(channel),
-            deadline: options.connect_timeout.saturating_add(options.timeout),
+            inner: Arc::new(Inner {
+                nodes,
+                current: AtomicUsize::new(0),
+                deadline: options.connect_timeout.saturating_add(options.timeout),
+            }),
         })
     }
 
-    /// Runs `call` within the client's deadline.
-    async fn bounded<T>(
-        &self,
-        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-    ) -> Result<T, Error> {
-        match tokio::time::timeout(self.deadline, call).await {
+    /// A connection: the current node's, or a new one to the first node from it on that
+    /// accepts one. `Err`: none did (so nothing was sent).
+    async fn channel(&self) -> Result<(usize, Channel), Error> {
+        let nodes = &self.inner.nodes;
+        let start = self.inner.current.load(Ordering::Relaxed);
+        let mut failed = None;
+        for i in 0..nodes.len() {
+            let index = (start + i) % nodes.len();
+            let node = &nodes[index];
+            if let Some(channel) = node.cached() {
+                return Ok((index, channel));
+            }
+            match node.endpoint.connect().await {
+                Ok(channel) => {
+                    node.set(Some(channel.clone()));
+                    self.inner.current.store(index, Ordering::Relaxed);
+                    return Ok((index, channel));
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        Err(failed.map_or_else(
+            || Error::InvalidArgs("no endpoint".into()),
+            Error::Transport,
+        ))
+    }
+
+    /// After a failed call on node `index`: a status made on this side (the connection broke)
+    /// or etcd's UNAVAILABLE (e.g. no leader) drops its connection, so that the next call
+    /// connects again, to another node if this one does not answer.
+    fn failed(&self, index: usize, status: &tonic::Status) {
+        let broken = std::error::Error::source(status).is_some();
+        if broken || status.code() == tonic::Code::Unavailable {
+            self.inner.nodes[index].set(None);
+            if self.inner.nodes.len() > 1 {
+                // Start from the next node, so a dead one is not always tried first.
+                let next = (index + 1) % self.inner.nodes.len();
+                let _ = self.inner.current.compare_exchange(
+                    index,
+                    next,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+    }
+
+    /// Runs `call` on a connection, within the client's deadline.
+    async fn bounded<T, F, Fut>(&self, call: F) -> Result<T, Error>
+    where
+        F: FnOnce(Channel) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let work = async {
+            let (index, channel) = self.channel().await?;
+            call(channel).await.map_err(|status| {
+                self.failed(index, &status);
+                Error::Status(status)
+            })
+        };
+        match tokio::time::timeout(self.inner.deadline, work).await {
             Ok(answer) => Ok(answer?.into_inner()),
-            Err(_) => Err(Error::Timeout(self.deadline)),
+            Err(_) => Err(Error::Timeout(self.inner.deadline)),
         }
     }
 
@@ -212,7 +326,8 @@ impl Client {
             key: key.into(),
             ..Default::default()
         };
-        self.bounded(self.kv.clone().range(request)).await
+        self.bounded(|c| async move { KvClient::new(c).range(request).await })
+            .await
     }
 
     /// Every key that starts with `prefix`.
@@ -226,7 +341,8 @@ impl Client {
             key,
             ..Default::default()
         };
-        self.bounded(self.kv.clone().range(request)).await
+        self.bounded(|c| async move { KvClient::new(c).range(request).await })
+            .await
     }
 
     /// Writes `value` at `key`, attached to `lease` (0: none).
@@ -240,7 +356,8 @@ impl Client {
         lease: i64,
     ) -> Result<PutResponse, Error> {
         let request = TxnOp::put(key, value, lease).into_put();
-        self.bounded(self.kv.clone().put(request)).await
+        self.bounded(|c| async move { KvClient::new(c).put(request).await })
+            .await
     }
 
     /// Deletes the key `key`.
@@ -252,7 +369,8 @@ impl Client {
             key: key.into(),
             ..Default::default()
         };
-        self.bounded(self.kv.clone().delete_range(request)).await
+        self.bounded(|c| async move { KvClient::new(c).delete_range(request).await })
+            .await
     }
 
     /// Runs a transaction: `succeeded` says whether its comparisons held.
@@ -260,7 +378,8 @@ impl Client {
     /// # Errors
     /// The cluster's or the connection's.
     pub async fn txn(&self, txn: Txn) -> Result<TxnResponse, Error> {
-        self.bounded(self.kv.clone().txn(txn.0)).await
+        self.bounded(|c| async move { KvClient::new(c).txn(txn.0).await })
+            .await
     }
 
     /// A new lease of `ttl_secs` seconds (its `id`).
@@ -272,7 +391,8 @@ impl Client {
             ttl: ttl_secs,
             id: 0,
         };
-        self.bounded(self.lease.clone().lease_grant(request)).await
+        self.bounded(|c| async move { LeaseClient::new(c).lease_grant(request).await })
+            .await
     }
 
     /// Ends lease `id` now: the keys attached to it are deleted.
@@ -280,7 +400,8 @@ impl Client {
     /// # Errors
     /// The cluster's (e.g. `NOT_FOUND` for a lease already gone) or the connection's.
     pub async fn lease_revoke(&self, id: i64) -> Result<LeaseRevokeResponse, Error> {
-        self.bounded(self.lease.clone().lease_revoke(LeaseRevokeRequest { id }))
+        let request = LeaseRevokeRequest { id };
+        self.bounded(|c| async move { LeaseClient::new(c).lease_revoke(request).await })
             .await
     }
 
@@ -298,17 +419,22 @@ impl Client {
         let requests =
             tokio_stream::once(LeaseKeepAliveRequest { id }).chain(tokio_stream::pending());
         let round = async {
-            let mut answers = self
-                .lease
-                .clone()
-                .lease_keep_alive(requests)
-                .await?
-                .into_inner();
-            answers.message().await
+            let (index, channel) = self.channel().await?;
+            let answer = async {
+                let mut answers = LeaseClient::new(channel)
+                    .lease_keep_alive(requests)
+                    .await?
+                    .into_inner();
+                answers.message().await
+            };
+            answer.await.map_err(|status| {
+                self.failed(index, &status);
+                Error::Status(status)
+            })
         };
-        match tokio::time::timeout(self.deadline, round).await {
-            Ok(answer) => Ok(answer?),
-            Err(_) => Err(Error::Timeout(self.deadline)),
+        match tokio::time::timeout(self.inner.deadline, round).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::Timeout(self.inner.deadline)),
         }
     }
 
@@ -322,7 +448,7 @@ impl Client {
         keys: bool,
     ) -> Result<LeaseTimeToLiveResponse, Error> {
         let request = LeaseTimeToLiveRequest { id, keys };
-        self.bounded(self.lease.clone().lease_time_to_live(request))
+        self.bounded(|c| async move { LeaseClient::new(c).lease_time_to_live(request).await })
             .await
     }
 }

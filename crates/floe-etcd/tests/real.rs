@@ -114,3 +114,58 @@ async fn a_lease_not_kept_alive_expires() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A cluster named by several endpoints, one of them dead: calls go to the live one, whichever
+/// comes first.
+#[tokio::test]
+async fn a_dead_endpoint_beside_a_live_one_is_passed_over() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let live = env("FLOE_TEST_ETCD");
+    for endpoints in [[dead.clone(), live.clone()], [live, dead]] {
+        let c = Client::connect(endpoints, ConnectOptions::default()).unwrap();
+        let key = format!("/floe-etcd-test/{}", unique("two"));
+        for i in 0..20 {
+            c.put(key.as_str(), i.to_string(), 0).await.unwrap();
+            let got = c.get(key.as_str()).await.unwrap();
+            assert_eq!(got.kvs[0].value, i.to_string().into_bytes());
+        }
+        let lease = c.lease_grant(5).await.unwrap();
+        assert!(
+            c.lease_keep_alive_once(lease.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .ttl
+                > 0
+        );
+        c.lease_revoke(lease.id).await.unwrap();
+    }
+}
+
+/// Every endpoint dead: an error, within the deadline, and not a configuration error.
+#[tokio::test]
+async fn every_endpoint_dead_is_an_error_in_time() {
+    let dead = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    };
+    let options = ConnectOptions::both(Duration::from_millis(500));
+    let c = Client::connect([dead(), dead()], options).unwrap();
+    let started = std::time::Instant::now();
+    let e = c.get("/x").await.unwrap_err();
+    assert!(!e.is_config(), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let e = c.lease_keep_alive_once(1).await.unwrap_err();
+    assert!(!e.is_config(), "{e}");
+}
