@@ -5,8 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
-ensure_package protobuf-compiler /usr/bin/protoc
-ensure_package libprotobuf-dev /usr/include/google/protobuf/empty.proto
 trap stop_services EXIT
 start_redis FLOE_TEST_REDIS
 start_postgres FLOE_TEST_POSTGRES

@@ -10,8 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
-ensure_package protobuf-compiler /usr/bin/protoc
-ensure_package libprotobuf-dev /usr/include/google/protobuf/empty.proto
 ensure_package faketime /usr/bin/faketime
 table=$(mktemp)
 trap 'stop_services; rm -f "$table"' EXIT

@@ -5,7 +5,7 @@
 # packages), starts it on a throw-away directory and a non-default loopback port, and stops
 # it when it exits (scripts/lib/services.sh): ZooKeeper, etcd, Redis, PostgreSQL and MariaDB, each
 # once for the ordinary tests and once more for the tests that kill it with SIGKILL and start it
-# again; PostgreSQL, MariaDB and Redis once more speaking TLS only. Every feature is built and tested (the etcd backends need protoc, installed here too).
+# again; PostgreSQL, MariaDB and Redis once more speaking TLS only. Every feature is built and tested (no protoc needed: every .proto is compiled by protox).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
@@ -13,14 +13,16 @@ source scripts/lib/services.sh
 step() { printf '\n==> %s\n' "$*"; }
 
 step "build tools"
-ensure_package protobuf-compiler /usr/bin/protoc
-ensure_package libprotobuf-dev /usr/include/google/protobuf/empty.proto
 # libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/crash.rs).
 ensure_package faketime /usr/bin/faketime
 # promtool, Prometheus's own parser of /metrics (crates/floe-cli/tests/operate.rs), and a
 # headless browser for the status page (crates/floe-cli/tests/status_page.rs).
 ensure_package prometheus /usr/bin/promtool
 ensure_package chromium /usr/bin/chromium
+# Packaging tests (crates/floe-cli/tests/packaging.rs): man pages rendered with man -l, the
+# systemd unit checked by systemd-analyze verify.
+ensure_package man-db /usr/bin/man
+ensure_package systemd /usr/bin/systemd-analyze
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -225,14 +225,14 @@ async fn stores(dir: &std::path::Path) -> Vec<(&'static str, Arc<dyn Store>, Raw
         let store = floe_sequencer::open(&format!("etcd://{addr}"), dir)
             .await
             .unwrap();
-        let client = etcd_client::Client::connect([format!("http://{addr}")], None)
-            .await
-            .unwrap();
+        let client =
+            floe_etcd::Client::connect([addr.as_str()], floe_etcd::ConnectOptions::default())
+                .unwrap();
         // etcd has no increment: the raw operation is its plainest write, a put.
         let raw: RawOp = Arc::new(move || {
-            let mut client = client.clone();
+            let client = client.clone();
             Box::pin(async move {
-                client.put("/floe-bench-raw", "1", None).await.unwrap();
+                client.put("/floe-bench-raw", "1", 0).await.unwrap();
             })
         });
         out.push(("etcd", store, raw));

@@ -27,6 +27,7 @@ use tonic::service::Interceptor;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Uri};
 use tonic::{Code, Status, Streaming};
 
+use crate::progress::Progress;
 use crate::serve::SeqArgs;
 use crate::{gen, inspect, Failure, GenArgs, Kind};
 
@@ -205,7 +206,7 @@ fn code_name(code: Code) -> &'static str {
     }
 }
 
-/// A status as one line: `server: CODE: message` (exit 2), with its cause when the status was
+/// A status as one line: `server: CODE: message` (its exit code by the code), with its cause when the status was
 /// made on this side (a connection that broke, an answer that is not gRPC).
 fn status(s: Status) -> Failure {
     let message = if s.message().is_empty() {
@@ -213,8 +214,18 @@ fn status(s: Status) -> Failure {
     } else {
         s.message().to_string()
     };
-    let message = with_causes(message, std::error::Error::source(&s));
-    Failure::Usage(format!("server: {}: {message}", code_name(s.code())))
+    let source = std::error::Error::source(&s);
+    let made_here = source.is_some();
+    let message = format!(
+        "server: {}: {}",
+        code_name(s.code()),
+        with_causes(message, source)
+    );
+    if made_here {
+        // Not the server's answer: the connection broke (or what answered is not gRPC).
+        return Failure::Unavailable(message);
+    }
+    Failure::from_status(s.code(), message)
 }
 
 /// A connection to a server, and the runtime that drives it.
@@ -230,10 +241,10 @@ impl Client {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-        let channel = rt
-            .block_on(endpoint.connect())
-            .map_err(|e| format!("cannot reach the server at {url}: {}", chain(&e)))?;
+            .map_err(|e| Failure::Other(format!("cannot start the async runtime: {e}")))?;
+        let channel = rt.block_on(endpoint.connect()).map_err(|e| {
+            Failure::Unavailable(format!("cannot reach the server at {url}: {}", chain(&e)))
+        })?;
         let floe = FloeClient::with_interceptor(channel, Bearer(token))
             .max_decoding_message_size(MAX_MESSAGE);
         Ok(Client { rt, floe })
@@ -287,12 +298,11 @@ pub(crate) fn gen<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<()
     let mut client = Client::connect(url, &args.client)?;
     let count = args.count;
     let mut got = 0u64;
+    let mut progress = Progress::new(count);
     let mut write = |answer: &NextIdsResponse, out: &mut W| -> Result<(), Failure> {
-        take(
-            &mut got,
-            count,
-            answer.numbers.len().max(answer.binary.len()),
-        )?;
+        let n = answer.numbers.len().max(answer.binary.len());
+        take(&mut got, count, n)?;
+        progress.add(n as u64);
         gen::write_answer(out, args.kind, args.output, answer)?;
         // Each message as it comes: a slow stream shows its progress, and a closed output
         // (`| head`) is noticed at the next message.
@@ -352,9 +362,11 @@ pub(crate) fn seq(url: &str, args: &SeqArgs) -> Result<(), Failure> {
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let count = args.count;
     let mut got = 0u64;
+    let mut progress = Progress::new(count);
     let mut write =
         |answer: &NextSequenceResponse, out: &mut BufWriter<_>| -> Result<(), Failure> {
             take(&mut got, count, answer.ids.len())?;
+            progress.add(answer.ids.len() as u64);
             for id in &answer.ids {
                 writeln!(out, "{id}")?;
             }

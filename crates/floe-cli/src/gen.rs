@@ -14,6 +14,7 @@ use floe_registry::IdSpace;
 use floe_server::proto_floe::NextIdsResponse;
 
 use crate::describe::{hex, Described};
+use crate::progress::Progress;
 use crate::{host_name, parse_partition, worker, Failure, GenArgs, Kind, Output};
 
 /// `floe gen`: `args.count` IDs of `args.kind` to standard output, one a line.
@@ -201,26 +202,23 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     };
     config = match (&lease, args.id) {
         (Some(l), _) => config
-            .node_id(u64::from(l.lease.id))
-            .map_err(|e| e.to_string())?
+            .node_id(u64::from(l.lease.id))?
             .not_before_ms(l.lease.not_before_ms)
             .fence(l.lease.fence.clone()),
-        (None, Some(id)) => config.node_id(id).map_err(|e| e.to_string())?,
+        (None, Some(id)) => config.node_id(id)?,
         (None, None) => config
             .datacenter(args.datacenter.unwrap_or(0))
             .worker(args.worker.unwrap_or(0)),
     };
     // Checked before the state directory is touched: a bad node fails as before.
-    layout
-        .check_node(config.datacenter, config.worker)
-        .map_err(|e| e.to_string())?;
+    layout.check_node(config.datacenter, config.worker)?;
     // The durable time bound: the lease's, or the node's own slot.
     let standalone = match &lease {
         Some(l) => {
             config = config.horizon(
                 l.lease
                     .horizon()
-                    .ok_or_else(|| "internal: no time bound".to_string())?,
+                    .ok_or_else(|| Failure::Other("internal: no time bound".into()))?,
             );
             None
         }
@@ -234,15 +232,17 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         }
     };
     if let Some(nb) = config.not_before_ms {
-        wait_for_unit(&layout, nb, args.registry.max_clock_wait_ms)?;
+        wait_for_unit(&layout, nb, args.registry.max_clock_wait_ms).map_err(Failure::TempFail)?;
     }
-    let g = Arc::new(config.build(SystemClock).map_err(|e| e.to_string())?);
+    let g = Arc::new(config.build(SystemClock)?);
     if let Some(l) = &mut lease {
         let g = g.clone();
         l.start_heartbeats(move || g.last_timestamp_ms());
     }
+    let mut progress = Progress::new(args.count);
     for _ in 0..args.count {
-        let id = g.next_id().map_err(|e| e.to_string())?;
+        progress.add(1);
+        let id = g.next_id()?;
         emit(
             out,
             args.output,
@@ -256,7 +256,7 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         l.finish(g.last_timestamp_ms())?;
     }
     if let Some(h) = standalone {
-        h.close(g.last_timestamp_ms()).map_err(|e| e.to_string())?;
+        h.close(g.last_timestamp_ms())?;
     }
     Ok(())
 }
@@ -274,9 +274,7 @@ fn sno<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     let partition = match (&lease, &args.partition) {
         (Some(l), _) => Partition::from_u16(l.lease.id as u16),
         (None, Some(p)) => parse_partition(p)?,
-        (None, None) => SnoGenerator::new(SystemClock)
-            .map_err(|e| e.to_string())?
-            .partition(),
+        (None, None) => SnoGenerator::new(SystemClock)?.partition(),
     };
     // The durable time bound: the lease's, or the partition's own slot when it was given by
     // hand. (A partition from sno's in-process pool is drawn from the clock at each start, so
@@ -300,7 +298,7 @@ fn sno<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         args.sequence_min,
         args.sequence_max,
     );
-    let mut g = SnoGenerator::from_snapshot(&snapshot, SystemClock).map_err(|e| e.to_string())?;
+    let mut g = SnoGenerator::from_snapshot(&snapshot, SystemClock)?;
     if let Some(l) = &lease {
         g = g.with_fence(l.lease.fence.clone());
     }
@@ -312,10 +310,10 @@ fn sno<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         let g = g.clone();
         l.start_heartbeats(move || g.last_time_ms());
     }
+    let mut progress = Progress::new(args.count);
     for _ in 0..args.count {
-        let id = g
-            .new_id(args.meta.unwrap_or(0))
-            .map_err(|e| e.to_string())?;
+        progress.add(1);
+        let id = g.new_id(args.meta.unwrap_or(0))?;
         let text = |o: &mut _| Write::write_all(o, &id.encode());
         emit(out, args.output, text, id.to_bytes(), || Described::Sno(id))?;
     }
@@ -324,9 +322,7 @@ fn sno<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         l.finish(g.last_time_ms())?;
     }
     if let Some(s) = standalone {
-        s.horizon
-            .close(g.last_time_ms())
-            .map_err(|e| e.to_string())?;
+        s.horizon.close(g.last_time_ms())?;
     }
     Ok(())
 }
@@ -342,8 +338,10 @@ fn lexical<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     let g = LexicalGenerator::new(SystemClock, worker)
         .not_before_ms(started.not_before_ms)
         .horizon(started.horizon.horizon());
+    let mut progress = Progress::new(args.count);
     for _ in 0..args.count {
-        let id = g.next_id().map_err(|e| e.to_string())?;
+        progress.add(1);
+        let id = g.next_id()?;
         let text = |o: &mut _| Write::write_all(o, &id.encode());
         emit(out, args.output, text, id.to_bytes(), || {
             Described::Lexical(id)
@@ -352,14 +350,16 @@ fn lexical<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     out.flush()?;
     // Timestamps run ahead of the clock past a million IDs a second.
     let last_ms = g.last_time_ms();
-    started.horizon.close(last_ms).map_err(|e| e.to_string())?;
+    started.horizon.close(last_ms)?;
     Ok(())
 }
 
 fn uuid7<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     let g = Uuid7Generator::new(SystemClock);
     let mut buf = Uuid::encode_buffer();
+    let mut progress = Progress::new(args.count);
     for _ in 0..args.count {
+        progress.add(1);
         let id = g.generate();
         let text =
             |o: &mut _| Write::write_all(o, id.as_hyphenated().encode_lower(&mut buf).as_bytes());
@@ -373,8 +373,10 @@ fn uuid7<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
 fn ulid<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     let g = UlidGenerator::new(SystemClock);
     let mut buf = [0u8; 26];
+    let mut progress = Progress::new(args.count);
     for _ in 0..args.count {
-        let id = g.generate().map_err(|e| e.to_string())?;
+        progress.add(1);
+        let id = g.generate()?;
         let text = |o: &mut _| Write::write_all(o, id.array_to_str(&mut buf).as_bytes());
         emit(out, args.output, text, id.to_bytes(), || {
             Described::Ulid(id)

@@ -1,10 +1,13 @@
 //! `floe`: generate and inspect IDs, and serve per-key sequences. A thin shell over `floe-core`: argument parsing,
-//! formatting, and exit codes (0 ok, 2 bad input or a refused generation).
+//! formatting, and exit codes by kind (see [`failure`]: 0 ok, 2 bad input, 69 unreachable,
+//! 74 local I/O, 75 refused for now, 1 anything else).
 
 mod client;
 mod describe;
+mod failure;
 mod gen;
 mod inspect;
+mod progress;
 mod serve;
 mod worker;
 
@@ -17,13 +20,24 @@ use floe_core::sno::Partition;
 use floe_core::snowflake::Layout;
 
 use describe::Described;
+pub(crate) use failure::Failure;
 use inspect::Format;
+
+/// `floe --version`: the version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FLOE_BUILD_COMMIT"),
+    ")"
+);
 
 #[derive(Debug, Parser)]
 #[command(
     name = "floe",
-    version,
-    about = "Distributed unique IDs: generate and inspect Snowflake, sno, LexicalUUID, UUIDv7 and ULID"
+    version = VERSION,
+    propagate_version = true,
+    about = "Distributed unique IDs: generate and inspect Snowflake, sno, LexicalUUID, UUIDv7 and ULID",
+    after_help = failure::EXIT_CODES_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,6 +58,22 @@ enum Command {
     /// Print a key's sequence IDs (or segments) from a store, or from a `floe serve` with
     /// --server.
     Seq(serve::SeqArgs),
+    /// Print a shell completion script to standard output, e.g.
+    /// `floe completions bash > /etc/bash_completion.d/floe`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) of floe, or of one of its commands (`floe man gen`,
+    /// `floe man worker list`); with --out-dir, write every page as floe.1, floe-gen.1, ...
+    Man {
+        /// The command whose page to print (default: floe's own).
+        #[arg(conflicts_with = "out_dir")]
+        command: Vec<String>,
+        /// Write every page into this directory instead (e.g. /usr/share/man/man1).
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -193,45 +223,61 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gen(args) => gen::run(&args),
         Command::Inspect(args) => inspect_all(&args),
-        Command::Worker(args) => worker::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Failure::Usage),
-        Command::Serve(args) => serve::serve(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Failure::Usage),
+        Command::Worker(args) => worker::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => serve::serve(&args).map(|()| ExitCode::SUCCESS),
         Command::Seq(args) => serve::seq(&args).map(|()| ExitCode::SUCCESS),
+        Command::Completions { shell } => completions(shell).map(|()| ExitCode::SUCCESS),
+        Command::Man { command, out_dir } => {
+            man(&command, out_dir.as_deref()).map(|()| ExitCode::SUCCESS)
+        }
     };
-    match result {
-        Ok(code) => code,
-        Err(Failure::Usage(msg)) => {
-            eprintln!("floe: error: {msg}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(Failure::Io(e)) => {
-            eprintln!("floe: error: {e}");
-            ExitCode::from(1)
-        }
-    }
+    result.unwrap_or_else(Failure::report)
 }
 
-#[derive(Debug)]
-enum Failure {
-    /// Bad input or a refused generation: exit 2.
-    Usage(String),
-    Io(io::Error),
+/// `floe completions SHELL`.
+fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "floe", &mut out);
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(&out)?;
+    stdout.flush()?;
+    Ok(())
 }
 
-impl From<String> for Failure {
-    fn from(msg: String) -> Self {
-        Failure::Usage(msg)
+/// `floe man [COMMAND...]` / `floe man --out-dir DIR`.
+fn man(command: &[String], out_dir: Option<&std::path::Path>) -> Result<(), Failure> {
+    let cmd = Cli::command();
+    if let Some(dir) = out_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("--out-dir {}: {e}", dir.display())))?;
+        return clap_mangen::generate_to(cmd, dir).map_err(|e| {
+            Failure::Io(io::Error::new(
+                e.kind(),
+                format!("--out-dir {}: {e}", dir.display()),
+            ))
+        });
     }
-}
-
-impl From<io::Error> for Failure {
-    fn from(e: io::Error) -> Self {
-        Failure::Io(e)
+    // Built, so that each command's page is named floe-gen, floe-worker-list, ...
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
+    let mut page = &cmd;
+    for name in command {
+        page = page.find_subcommand(name).ok_or_else(|| {
+            let known: Vec<&str> = page.get_subcommands().map(|c| c.get_name()).collect();
+            Failure::Usage(format!(
+                "man: no command {} under `{}`: expected one of {}",
+                inspect::shown(name),
+                page.get_display_name().unwrap_or(page.get_name()),
+                known.join(", ")
+            ))
+        })?;
     }
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page.clone()).render(&mut out)?;
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(&out)?;
+    stdout.flush()?;
+    Ok(())
 }
 
 fn parse_epoch(text: &str) -> Result<u64, String> {

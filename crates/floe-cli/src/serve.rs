@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use floe_core::clock::Clock;
 use floe_sequencer::{Key, Mode, ServeOptions, StepPolicy, StoreHandle};
 use floe_server::ServerConfig;
 
@@ -385,7 +386,12 @@ fn init_logs(format: LogFormat) -> Result<(), String> {
 }
 
 /// Runs the server until SIGINT or SIGTERM, on one async runtime.
-pub fn serve(args: &ServeArgs) -> Result<(), String> {
+///
+/// Exit codes: a bad configuration is a usage error (2); a failure to start once it is valid
+/// (a registry or store unreachable, a port taken, a clock behind) is 1 for now, since
+/// floe-server reports it as text. (A service manager then restarts it, and does not restart
+/// a bad configuration.)
+pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     let config = args.config()?;
     let origin = args
         .config
@@ -396,8 +402,13 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         print!("{}", config.to_toml());
         return Ok(());
     }
+    // A layout that cannot issue now is the configuration's fault (2), not a failure to start.
+    let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
+    config
+        .validate_now(now_ms)
+        .map_err(|e| format!("{origin}{e}"))?;
     init_logs(args.log_format)?;
-    let rt = runtime()?;
+    let rt = runtime().map_err(crate::Failure::Other)?;
     let result = rt.block_on(async {
         let shutdown = shutdown_signal()?;
         let server = floe_server::Server::start(&config).await?;
@@ -441,7 +452,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     // Background tasks (WEAK fetches) hold stores until they end: a store call under way on a
     // blocking thread is given a moment.
     rt.shutdown_timeout(Duration::from_secs(2));
-    result
+    result.map_err(crate::Failure::Other)
 }
 
 /// Completes on the first SIGTERM or SIGINT. The handlers are installed when this is called
@@ -470,35 +481,27 @@ pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
     let options = args.tuning.options()?;
     let mode: Mode = args.increment.parse()?;
     let key = Key::new(args.key.as_str()).map_err(|e| e.to_string())?;
-    let rt = runtime()?;
+    let rt = runtime().map_err(crate::Failure::Other)?;
     let stdout = std::io::stdout();
     rt.block_on(async {
         let store =
             floe_sequencer::open(args.store.as_deref().unwrap_or("embedded"), &args.state_dir)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
         let handle = args.tuning.handle("cli", store, options)?;
         if let Some(n) = args.bigger_than {
-            handle
-                .init(&BTreeMap::from([(key.clone(), n)]))
-                .await
-                .map_err(|e| e.to_string())?;
+            handle.init(&BTreeMap::from([(key.clone(), n)])).await?;
         }
         let mut out = std::io::BufWriter::new(stdout.lock());
+        let mut progress = crate::progress::Progress::new(args.count);
         for _ in 0..args.count {
+            progress.add(1);
             match args.segment {
                 Some(size) => {
-                    let s = handle
-                        .segment(key.as_str(), size)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let s = handle.segment(key.as_str(), size).await?;
                     writeln!(out, "{} {}", s.start, s.end)?;
                 }
                 None => {
-                    let id = handle
-                        .next_id(key.as_str(), mode)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let id = handle.next_id(key.as_str(), mode).await?;
                     writeln!(out, "{id}")?;
                 }
             }

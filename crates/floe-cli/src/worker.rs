@@ -15,6 +15,8 @@ use floe_server::config::RegistryConfig;
 use floe_server::lease::WorkerLease;
 use serde_json::json;
 
+use crate::Failure;
+
 /// Where worker IDs come from (shared by `floe worker` and `floe gen`).
 #[derive(Debug, Clone, Args)]
 pub struct RegistryArgs {
@@ -56,10 +58,9 @@ impl RegistryArgs {
 
 /// A durable time bound for a generator whose node number was given by hand (no registry):
 /// slot `slot` in the state directory. Prints what happened on the way to stderr.
-pub fn standalone_horizon(args: &RegistryArgs, slot: &str) -> Result<Started, String> {
-    let file = HorizonFile::open(&args.state_dir, slot).map_err(|e| e.to_string())?;
-    let started = floe_registry::horizon::start(file, &[], args.horizon_config(), SystemClock)
-        .map_err(|e| e.to_string())?;
+pub fn standalone_horizon(args: &RegistryArgs, slot: &str) -> Result<Started, Failure> {
+    let file = HorizonFile::open(&args.state_dir, slot)?;
+    let started = floe_registry::horizon::start(file, &[], args.horizon_config(), SystemClock)?;
     for note in &started.notes {
         eprintln!("floe: {note}");
     }
@@ -97,8 +98,8 @@ enum WorkerCommand {
 /// Runs `f` on the process's runtime. One runtime for the whole process, with a worker
 /// thread of its own: a registry's session (ZooKeeper's pings) runs on it in the background
 /// while IDs are generated, between these calls.
-pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, String> {
-    Ok(runtime()?.block_on(f))
+pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, Failure> {
+    Ok(runtime().map_err(Failure::Other)?.block_on(f))
 }
 
 fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
@@ -128,8 +129,8 @@ fn registry_url(args: &RegistryArgs) -> Result<&str, String> {
     })
 }
 
-fn open(args: &RegistryArgs) -> Result<Box<dyn Registry>, String> {
-    block_on(floe_registry::open(registry_url(args)?))?.map_err(|e| e.to_string())
+fn open(args: &RegistryArgs) -> Result<Box<dyn Registry>, Failure> {
+    Ok(block_on(floe_registry::open(registry_url(args)?))??)
 }
 
 fn identity(args: &RegistryArgs, host: &Option<String>) -> Identity {
@@ -154,7 +155,7 @@ impl GenLease {
         host: &Option<String>,
         space: IdSpace,
         kind: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Failure> {
         let config = RegistryConfig {
             url: Some(registry_url(args)?.to_string()),
             service: args.service.clone(),
@@ -164,7 +165,7 @@ impl GenLease {
             reclaim_after_secs: args.reclaim_after,
             max_clock_wait_ms: args.max_clock_wait_ms,
         };
-        let inner = block_on(WorkerLease::acquire(
+        let inner = block_on(WorkerLease::try_acquire(
             &config,
             &args.state_dir,
             identity(args, host),
@@ -191,28 +192,26 @@ impl GenLease {
 
     /// Stops the heartbeats, records the last issued time in the registry and the cache, and
     /// ends this process's hold on the ID so that the next run finds it free at once.
-    pub fn finish(self, last_time_ms: u64) -> Result<(), String> {
+    pub fn finish(self, last_time_ms: u64) -> Result<(), Failure> {
         let GenLease { lease, inner } = self;
         drop(lease);
-        block_on(inner.finish(last_time_ms))?
+        Ok(block_on(inner.try_finish(last_time_ms))??)
     }
 }
 
 /// `floe worker ...`.
-pub fn run(args: &WorkerArgs) -> Result<(), String> {
+pub fn run(args: &WorkerArgs) -> Result<(), Failure> {
     let registry = open(&args.registry)?;
     let layout = Layout::preset(&args.layout).map_err(|e| e.to_string())?;
     let who = identity(&args.registry, &args.host);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let io = |e: std::io::Error| e.to_string();
     match args.command {
         WorkerCommand::List => {
-            let records =
-                block_on(registry.list(&args.registry.service))?.map_err(|e| e.to_string())?;
+            let records = block_on(registry.list(&args.registry.service))??;
             let now = now_ms();
             if !args.json {
-                writeln!(out, "{:<6} {:<40} last alive", "id", "holder").map_err(io)?;
+                writeln!(out, "{:<6} {:<40} last alive", "id", "holder").map_err(Failure::Io)?;
             }
             for r in records {
                 let age = (r.last_time_ms > 0).then(|| now.saturating_sub(r.last_time_ms));
@@ -221,30 +220,31 @@ pub fn run(args: &WorkerArgs) -> Result<(), String> {
                         "id": r.id, "service": r.identity.service, "host": r.identity.host,
                         "port": r.identity.port, "last_time_ms": r.last_time_ms, "age_ms": age,
                     });
-                    writeln!(out, "{v}").map_err(io)?;
+                    writeln!(out, "{v}").map_err(Failure::Io)?;
                 } else {
                     let holder = format!("{}:{}", r.identity.host, r.identity.port);
                     let age = age.map_or("never".to_string(), |a| {
                         format!("{:.1} s ago", a as f64 / 1000.0)
                     });
-                    writeln!(out, "{:<6} {holder:<40} {age}", r.id).map_err(io)?;
+                    writeln!(out, "{:<6} {holder:<40} {age}", r.id).map_err(Failure::Io)?;
                 }
             }
         }
         WorkerCommand::Register => {
-            let reg = block_on(registry.register(&who, IdSpace::snowflake(&layout)))?
-                .map_err(|e| e.to_string())?;
+            let reg = block_on(registry.register(&who, IdSpace::snowflake(&layout)))??;
             if args.json {
                 let v = json!({"id": reg.record.id, "existing": reg.existing, "last_time_ms": reg.record.last_time_ms});
-                writeln!(out, "{v}").map_err(io)?;
+                writeln!(out, "{v}").map_err(Failure::Io)?;
             } else {
-                writeln!(out, "{}", reg.record.id).map_err(io)?;
+                writeln!(out, "{}", reg.record.id).map_err(Failure::Io)?;
             }
         }
         WorkerCommand::Release => {
-            let released = block_on(registry.release(&who))?.map_err(|e| e.to_string())?;
+            let released = block_on(registry.release(&who))??;
             if !released {
-                return Err(format!("{who} holds no worker ID in this registry"));
+                return Err(Failure::Usage(format!(
+                    "{who} holds no worker ID in this registry"
+                )));
             }
         }
     }

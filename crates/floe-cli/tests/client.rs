@@ -74,9 +74,15 @@ fn ok(args: &[&str]) -> String {
 /// A run that must fail with exit code 2, nothing on standard output and one line on standard
 /// error; that line.
 fn bad(args: &[&str]) -> String {
+    failing(2, args)
+}
+
+/// A run that must fail with exit code `code`, nothing on standard output and one line on
+/// standard error; that line.
+fn failing(code: i32, args: &[&str]) -> String {
     let out = run(args);
     let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "floe {args:?}: {err}");
+    assert_eq!(out.status.code(), Some(code), "floe {args:?}: {err}");
     assert_eq!(stdout(&out), "", "floe {args:?}");
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
@@ -294,13 +300,13 @@ fn server_errors_are_one_line_and_exit_2() {
         "{}",
         stderr(&out)
     );
-    // The HTTP port is not gRPC: one line from the server side, exit 2.
-    let e = bad(&["gen", "sno", "--server", &server.serve.http]);
+    // The HTTP port is not gRPC: one line, exit 69 (no gRPC server could be reached there).
+    let e = failing(69, &["gen", "sno", "--server", &server.serve.http]);
     assert!(e.starts_with("floe: error: server: "), "{e}");
 }
 
-/// No server at the address: one line naming it, exit 2. A bad or https:// URL is refused
-/// before connecting, naming --server.
+/// No server at the address: one line naming it, exit 69 (EX_UNAVAILABLE). A bad or https://
+/// URL is refused before connecting, naming --server (exit 2).
 #[test]
 fn unreachable_server_names_the_url() {
     let port = {
@@ -318,7 +324,7 @@ fn unreachable_server_names_the_url() {
             vec!["gen", "uuid7", "-n", "100000", "--server", &url],
             vec!["seq", "k", "--server", &url],
         ] {
-            let e = bad(&args);
+            let e = failing(69, &args);
             assert!(
                 e.starts_with(&format!("floe: error: cannot reach the server at {url}: ")),
                 "{e}"
@@ -452,7 +458,7 @@ fn early_close_exits_0_quietly_and_cancels_the_stream() {
     );
 }
 
-/// A server that dies under a stream: what came is written, then one line and exit 2.
+/// A server that dies under a stream: what came is written, then one line and exit 69.
 #[test]
 fn a_server_gone_mid_stream_is_an_error() {
     let mut server = Server::start();
@@ -479,7 +485,7 @@ fn a_server_gone_mid_stream_is_an_error() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert_eq!(status.code(), Some(2), "{err}");
+    assert_eq!(status.code(), Some(69), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.starts_with("floe: error: server: "), "{err}");
     // Every whole line written before is an ID.

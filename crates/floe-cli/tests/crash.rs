@@ -104,7 +104,8 @@ fn a_second_process_with_the_same_worker_id_is_refused() {
         }
         let out = floe(&args(second_args), None).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{second_args:?}: {err}");
+        // EX_TEMPFAIL: the slot is free again once the other process ends.
+        assert_eq!(out.status.code(), Some(75), "{second_args:?}: {err}");
         assert!(
             err.contains("another process") && err.contains(slot),
             "{err}"
@@ -126,26 +127,29 @@ fn start_ups_that_cannot_issue_fail_clearly() {
         all.extend(["--state-dir".to_string(), state.clone()]);
         floe(&all, None).output().unwrap()
     };
-    let bad = |args: &[&str], want: &str| {
+    let refused = |code: i32, args: &[&str], want: &str| {
         let out = run(args);
         let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     };
     // An epoch in the future, a layout whose time ran out: refused, no time bound left behind
     // (it would have made the next start wait).
-    bad(
+    refused(
+        2,
         &["gen", "snowflake", "--epoch", "2099-01-01T00:00:00Z"],
         "epoch",
     );
-    bad(
+    refused(
+        2,
         &["gen", "snowflake", "--layout", "22/10/12", "--epoch", "0"],
         "ran out",
     );
     assert!(!dir.path().join("state").exists());
     // Two snowflake stores in one serve would lease one worker ID twice.
-    bad(
+    refused(
+        2,
         &[
             "serve",
             "--http",
@@ -161,7 +165,8 @@ fn start_ups_that_cannot_issue_fail_clearly() {
     );
     // A service name too long for a file name is bad configuration, not an unreachable registry.
     let long = "s".repeat(300);
-    bad(
+    refused(
+        2,
         &[
             "gen",
             "snowflake",
@@ -187,5 +192,6 @@ fn start_ups_that_cannot_issue_fail_clearly() {
     assert!(run(&minute).status.success());
     let mut again = minute.to_vec();
     again.extend(["--max-clock-wait-ms", "100"]);
-    bad(&again, "the next unit starts at");
+    // EX_TEMPFAIL: the same command succeeds once the next unit has begun.
+    refused(75, &again, "the next unit starts at");
 }

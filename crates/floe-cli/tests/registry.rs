@@ -133,9 +133,9 @@ fn registry_down_uses_the_cache_then_refuses_without_one_unless_fallback() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(worker_of(&ok(out)), first);
     assert!(err.contains("started from the local cache"), "{err}");
-    // No cache either: refuse, exit 2, one line.
+    // No cache either: refuse, exit 69 (EX_UNAVAILABLE), one line.
     let out = gen_with(dir.path(), "empty-state", &[]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(69));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refusing to start"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -156,7 +156,8 @@ fn a_clock_behind_the_cached_last_time_refuses_naming_both_times() {
     entry["last_time_ms"] = future.into();
     std::fs::write(&cache, entry.to_string()).unwrap();
     let out = gen_with(dir.path(), "state", &[]);
-    assert_eq!(out.status.code(), Some(2));
+    // EX_TEMPFAIL: the clock catches up.
+    assert_eq!(out.status.code(), Some(75));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("behind the last recorded time"), "{err}");
     assert!(err.contains(&format!("local cache {future} ms")), "{err}");
@@ -183,7 +184,8 @@ fn a_full_id_space_fails_clearly() {
         ]));
     }
     let out = gen_with(dir.path(), "state", &["--layout", "41/2/12"]);
-    assert_eq!(out.status.code(), Some(2));
+    // Not temporary unless a holder leaves: 1.
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("all 4 IDs"), "{err}");
     let list = common::worker_list(&url(dir.path()), "orders");
@@ -259,7 +261,8 @@ fn a_static_id_is_still_guarded_by_the_local_cache() {
     entry["last_time_ms"] = (entry["last_time_ms"].as_u64().unwrap() + 3_600_000).into();
     std::fs::write(&cache, entry.to_string()).unwrap();
     let out = gen();
-    assert_eq!(out.status.code(), Some(2));
+    // EX_TEMPFAIL: the clock catches up.
+    assert_eq!(out.status.code(), Some(75));
     assert!(String::from_utf8_lossy(&out.stderr).contains("behind the last recorded time"));
 }
 

@@ -186,10 +186,6 @@ fn seq_reports_bad_input_clearly() {
             vec!["seq", "k", "--store", "cassandra://x"],
             "store: expected embedded",
         ),
-        (
-            vec!["seq", "k", "--store", "redis://127.0.0.1:1"],
-            "redis: cannot connect",
-        ),
         (vec!["seq", "k", "--step-min", "0"], "step.min"),
         (vec!["serve", "--store", "a b=memory"], "store: a name is"),
         (
@@ -201,6 +197,33 @@ fn seq_reports_bad_input_clearly() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(text), "{args:?}: {err}");
+    }
+}
+
+/// A store that cannot be reached is EX_UNAVAILABLE (69), not bad input, whichever store.
+#[test]
+fn an_unreachable_store_exits_69() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for (url, text) in [
+        (format!("redis://127.0.0.1:{port}"), "redis: cannot connect"),
+        (format!("etcd://127.0.0.1:{port}"), "etcd: cannot reach"),
+        (format!("zk://127.0.0.1:{port}"), "zookeeper"),
+        (format!("postgres://floe@127.0.0.1:{port}/floe"), "postgres"),
+    ] {
+        let out = cmd()
+            .args(["seq", "k", "--store", &url, "--state-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{url}: {err}");
+        assert!(err.contains(text), "{url}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{url}: {err}");
+        assert!(out.stdout.is_empty(), "{url}");
     }
 }
 

@@ -126,11 +126,12 @@ fn server_unreachable_at_start_up_uses_the_cache(scheme: &str, server: &str) {
         format!("{scheme}://{proxy_addr}/{root}-other"),
     ] {
         let out = gen(&other);
-        assert_eq!(out.status.code(), Some(2), "{other}");
+        // EX_UNAVAILABLE: no registry and no cache for this root.
+        assert_eq!(out.status.code(), Some(69), "{other}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("refusing to start"), "{other}: {err}");
     }
-    // Without a cache: refused.
+    // Without a cache: refused, EX_UNAVAILABLE (69).
     let empty = tempfile::tempdir().unwrap();
     let out = floe()
         .args([
@@ -147,7 +148,7 @@ fn server_unreachable_at_start_up_uses_the_cache(scheme: &str, server: &str) {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(69));
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to start"));
 }
 

@@ -23,13 +23,26 @@ fn servers_and_root<'a>(kind: &str, url: &'a str) -> Result<(&'a str, &'a str), 
         .map_err(|e| RegistryError::config(format!("registry: {e}")))
 }
 
-/// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
-/// or `zk://host:port[,host:port...][/root]` (root `/floe` by default).
-///
-/// # Errors
-/// [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field `registry`: an unknown scheme, a bad path or ID;
-/// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when a server registry cannot be reached.
-pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
+/// What a registry URL names, parsed and checked, nothing opened yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    File(String),
+    Static(u32),
+    #[cfg(feature = "zookeeper")]
+    Zk {
+        cluster: String,
+        root: String,
+    },
+    #[cfg(feature = "etcd")]
+    Etcd {
+        endpoints: String,
+        root: String,
+        ttl: i64,
+    },
+}
+
+/// Parses a registry URL (see [`open`]) without opening anything.
+fn parse(url: &str) -> Result<Target, RegistryError> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| {
         RegistryError::config(format!(
             "registry: expected a URL such as file:///var/lib/floe or static:7, found {url:?}"
@@ -43,12 +56,7 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
                     "registry: {url:?} has no directory"
                 )));
             }
-            let path = path.to_string();
-            let registry = off_executor("file registry: open", move || {
-                file::FileRegistry::new(path)
-            })
-            .await?;
-            Ok(Box::new(registry))
+            Ok(Target::File(path.to_string()))
         }
         "static" => {
             let id = rest.trim_start_matches('/').parse::<u32>().map_err(|_| {
@@ -56,14 +64,16 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
                     "registry: expected static:ID with a number, found {url:?}"
                 ))
             })?;
-            Ok(Box::new(static_id::StaticRegistry::new(id)))
+            Ok(Target::Static(id))
         }
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => {
             let (cluster, root) = servers_and_root("ZooKeeper", url)?;
-            Ok(Box::new(
-                zookeeper::ZkRegistry::connect(cluster, root).await?,
-            ))
+            check_servers("ZooKeeper", cluster, root)?;
+            Ok(Target::Zk {
+                cluster: cluster.to_string(),
+                root: root.to_string(),
+            })
         }
         #[cfg(feature = "etcd")]
         "etcd" => {
@@ -74,16 +84,65 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
                 })?,
                 None => 10,
             };
+            if !(2..=3600).contains(&ttl) {
+                return Err(RegistryError::config(format!(
+                    "registry: ttl must be 2 to 3600 seconds, found {ttl}"
+                )));
+            }
             let (endpoints, root) = servers_and_root("etcd", &base)?;
-            Ok(Box::new(etcd::EtcdRegistry::connect(endpoints, root, ttl).await?))
+            check_servers("etcd", endpoints, root)?;
+            Ok(Target::Etcd {
+                endpoints: endpoints.to_string(),
+                root: root.to_string(),
+                ttl,
+            })
         }
         #[cfg(not(feature = "etcd"))]
         "etcd" => Err(RegistryError::config(
-            "registry: etcd is not in this build: build floe with --features etcd (it needs protoc)",
+            "registry: etcd is not in this build: build floe with the cargo feature etcd (on by default)",
         )),
         other => Err(RegistryError::config(format!(
             "registry: unknown scheme {other:?} in {url:?}: expected file:, static:, zk: or etcd:"
         ))),
+    }
+}
+
+/// Checks a registry URL as [`open`] would, without opening anything: for a caller that tells
+/// a bad URL from an unreachable registry before it starts (the CLI's exit codes).
+///
+/// # Errors
+/// [`ErrorKind::Config`](crate::ErrorKind::Config), as [`open`].
+pub fn check_url(url: &str) -> Result<(), RegistryError> {
+    parse(url).map(drop)
+}
+
+/// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
+/// `zk://host:port[,host:port...][/root]` (root `/floe` by default), or
+/// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]`.
+///
+/// # Errors
+/// [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field `registry`: an unknown scheme, a bad path or ID;
+/// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when a server registry cannot be reached.
+pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
+    match parse(url)? {
+        Target::File(path) => {
+            let registry =
+                off_executor("file registry: open", move || file::FileRegistry::new(path)).await?;
+            Ok(Box::new(registry))
+        }
+        Target::Static(id) => Ok(Box::new(static_id::StaticRegistry::new(id))),
+        #[cfg(feature = "zookeeper")]
+        Target::Zk { cluster, root } => Ok(Box::new(
+            zookeeper::ZkRegistry::connect(&cluster, &root).await?,
+        )),
+        #[cfg(feature = "etcd")]
+        Target::Etcd {
+            endpoints,
+            root,
+            ttl,
+        } => Ok(Box::new(
+            etcd::EtcdRegistry::connect(&endpoints, &root, ttl).await?,
+        )),
     }
 }
 

@@ -18,6 +18,11 @@ use floe_registry::cache::LocalCache;
 use floe_registry::lease::{acquire, LeaseConfig};
 use floe_registry::{ErrorKind, IdSpace, Identity, WorkerRecord};
 
+/// A client of the test server, for what an operator would do by hand.
+fn admin(server: &str) -> floe_etcd::Client {
+    floe_etcd::Client::connect([server], floe_etcd::ConnectOptions::default()).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
     let server = env("FLOE_TEST_ETCD");
@@ -37,16 +42,14 @@ async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
     let before = gen.next_id().unwrap();
 
     // Someone revokes our lease and removes our worker record (an operator, by mistake).
-    let mut admin = etcd_client::Client::connect([format!("http://{server}")], None)
-        .await
-        .unwrap();
+    let admin = admin(&server);
     let holder = format!("{root}/orders/holders/h1:8080");
     let worker = format!("{root}/orders/workers/{}", lease.id);
-    let record = admin.get(worker.as_str(), None).await.unwrap().kvs()[0]
-        .value()
-        .to_vec();
-    let lease_id = admin.get(holder.as_str(), None).await.unwrap().kvs()[0].lease();
-    admin.delete(worker.as_str(), None).await.unwrap();
+    let record = admin.get(worker.as_str()).await.unwrap().kvs[0]
+        .value
+        .clone();
+    let lease_id = admin.get(holder.as_str()).await.unwrap().kvs[0].lease;
+    admin.delete(worker.as_str()).await.unwrap();
     admin.lease_revoke(lease_id).await.unwrap();
 
     // The keeper notices within a keep-alive period: the generator stops.
@@ -60,14 +63,14 @@ async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
 
     // The record is back: the keeper holds the ID under a new lease and lets it go on.
-    admin.put(worker.as_str(), record, None).await.unwrap();
+    admin.put(worker.as_str(), record, 0).await.unwrap();
     until("the fence to fall", Duration::from_secs(5), || {
         !fence.is_raised()
     })
     .await;
     assert!(gen.next_id().unwrap() > before);
     assert_eq!(fence.periods(), 1);
-    let new_lease = admin.get(holder.as_str(), None).await.unwrap().kvs()[0].lease();
+    let new_lease = admin.get(holder.as_str()).await.unwrap().kvs[0].lease;
     assert_ne!(new_lease, lease_id);
 }
 
@@ -150,16 +153,13 @@ async fn an_id_taken_under_a_live_lease_stays_fenced_through_keep_alives() {
     gen.next_id().unwrap();
     // Another identity takes the ID over (an operator's take-over, by mistake); our lease
     // stays alive.
-    let mut admin = etcd_client::Client::connect([format!("http://{server}")], None)
-        .await
-        .unwrap();
+    let admin = admin(&server);
     let worker = format!("{root}/orders/workers/{}", lease.id);
     let mut record: WorkerRecord =
-        serde_json::from_slice(admin.get(worker.as_str(), None).await.unwrap().kvs()[0].value())
-            .unwrap();
+        serde_json::from_slice(&admin.get(worker.as_str()).await.unwrap().kvs[0].value).unwrap();
     record.identity = Identity::new("orders", "h9", 9);
     admin
-        .put(worker.as_str(), serde_json::to_vec(&record).unwrap(), None)
+        .put(worker.as_str(), serde_json::to_vec(&record).unwrap(), 0)
         .await
         .unwrap();
     let err = lease
@@ -200,20 +200,17 @@ async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
         .unwrap();
     // The record shows a later time than this process recorded (another process held the ID
     // and may have issued IDs up to it), and the lease is lost.
-    let mut admin = etcd_client::Client::connect([format!("http://{server}")], None)
-        .await
-        .unwrap();
+    let admin = admin(&server);
     let worker = format!("{root}/orders/workers/{}", lease.id);
     let holder = format!("{root}/orders/holders/h1:8080");
     let mut record: WorkerRecord =
-        serde_json::from_slice(admin.get(worker.as_str(), None).await.unwrap().kvs()[0].value())
-            .unwrap();
+        serde_json::from_slice(&admin.get(worker.as_str()).await.unwrap().kvs[0].value).unwrap();
     record.last_time_ms = recorded + 60_000;
     admin
-        .put(worker.as_str(), serde_json::to_vec(&record).unwrap(), None)
+        .put(worker.as_str(), serde_json::to_vec(&record).unwrap(), 0)
         .await
         .unwrap();
-    let lease_id = admin.get(holder.as_str(), None).await.unwrap().kvs()[0].lease();
+    let lease_id = admin.get(holder.as_str()).await.unwrap().kvs[0].lease;
     admin.lease_revoke(lease_id).await.unwrap();
 
     // The keeper fences, holds a new lease, finds the ID used and gives it up: fenced for good,
@@ -235,13 +232,7 @@ async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
     // The identity is not kept claimed (the keeper ends its new lease at its next round).
     let mut gone = false;
     for _ in 0..50 {
-        if admin
-            .get(holder.as_str(), None)
-            .await
-            .unwrap()
-            .kvs()
-            .is_empty()
-        {
+        if admin.get(holder.as_str()).await.unwrap().kvs.is_empty() {
             gone = true;
             break;
         }
@@ -251,7 +242,6 @@ async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
     let record: WorkerRecord =
-        serde_json::from_slice(admin.get(worker.as_str(), None).await.unwrap().kvs()[0].value())
-            .unwrap();
+        serde_json::from_slice(&admin.get(worker.as_str()).await.unwrap().kvs[0].value).unwrap();
     assert_eq!(record.last_time_ms, recorded + 60_000, "never moved back");
 }

@@ -76,15 +76,42 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         #[cfg(feature = "redis")]
         "redis" | "rediss" => Ok(Arc::new(stores::redis::RedisStore::connect(url).await?)),
         #[cfg(feature = "postgres")]
-        "postgres" | "postgresql" => {
-            Ok(Arc::new(stores::postgres::PostgresStore::connect(url).await?))
-        }
+        "postgres" | "postgresql" => Ok(Arc::new(
+            stores::postgres::PostgresStore::connect(url).await?,
+        )),
         #[cfg(feature = "mysql")]
         "mysql" | "mariadb" => Ok(Arc::new(stores::mysql::MysqlStore::connect(url).await?)),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
+        // Not a store of this build: check_scheme says why.
+        _ => Err(check_scheme(url).err().unwrap_or_else(|| {
+            SeqError::config(format!("store: {url:?}: no opener for {scheme}"))
+        })),
+    }
+}
+
+/// Checks that a store URL names a store of this build (its scheme), without opening
+/// anything: for a caller that tells a bad URL from an unreachable store before it starts
+/// (the CLI's exit codes). The rest of the URL is checked when it is opened.
+///
+/// # Errors
+/// `Config` naming the URL, as [`open`]: an unknown scheme, or a store built without its feature.
+pub fn check_scheme(url: &str) -> Result<(), SeqError> {
+    let (scheme, _) = url.split_once(':').unwrap_or((url, ""));
+    match scheme {
+        "memory" | "embedded" => Ok(()),
+        #[cfg(feature = "redis")]
+        "redis" => Ok(()),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(()),
+        #[cfg(feature = "mysql")]
+        "mysql" | "mariadb" => Ok(()),
+        #[cfg(feature = "etcd")]
+        "etcd" => Ok(()),
+        #[cfg(feature = "zookeeper")]
+        "zk" | "zookeeper" => Ok(()),
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
         "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "etcd" | "zk"
         | "zookeeper" => {

@@ -14,7 +14,7 @@ use floe_core::clock::SystemClock;
 use floe_registry::cache::LocalCache;
 use floe_registry::horizon::HorizonConfig;
 use floe_registry::lease::{acquire, run_heartbeats, Lease, LeaseConfig, HEARTBEAT_INTERVAL};
-use floe_registry::{IdSpace, Identity, Registry};
+use floe_registry::{ErrorKind, IdSpace, Identity, Registry, RegistryError};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -60,16 +60,34 @@ impl WorkerLease {
         space: IdSpace,
         kind: &str,
     ) -> Result<WorkerLease, String> {
-        let url = registry_url(config, state_dir);
-        let registry: Arc<dyn Registry> = floe_registry::open_or_unreachable(&url)
+        Self::try_acquire(config, state_dir, identity, space, kind)
             .await
-            .map_err(|e| e.to_string())?
-            .into();
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`acquire`](Self::acquire), with the error's kind (unreachable, clock behind, held
+    /// elsewhere...) kept, for a caller that tells them apart (the CLI's exit codes).
+    ///
+    /// # Errors
+    /// The registry's, the cache's or the time bound's.
+    pub async fn try_acquire(
+        config: &RegistryConfig,
+        state_dir: &Path,
+        identity: Identity,
+        space: IdSpace,
+        kind: &str,
+    ) -> Result<WorkerLease, RegistryError> {
+        let url = registry_url(config, state_dir);
+        let registry: Arc<dyn Registry> = floe_registry::open_or_unreachable(&url).await?.into();
         let dir = state_dir.to_path_buf();
         let cache = tokio::task::spawn_blocking(move || LocalCache::new(dir))
             .await
-            .map_err(|e| format!("cannot open the local cache: {e}"))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                RegistryError::new(
+                    ErrorKind::Corrupt,
+                    format!("cannot open the local cache: {e}"),
+                )
+            })??;
         let mut lease_config = LeaseConfig::new(identity, space);
         lease_config.port_fallback = config.port_fallback;
         lease_config.reclaim_after = config.reclaim_after_secs.map(Duration::from_secs);
@@ -78,9 +96,7 @@ impl WorkerLease {
             max_start_wait: Duration::from_millis(config.max_clock_wait_ms),
             ..HorizonConfig::default()
         };
-        let lease = acquire(registry.as_ref(), &cache, &lease_config, &SystemClock)
-            .await
-            .map_err(|e| e.to_string())?;
+        let lease = acquire(registry.as_ref(), &cache, &lease_config, &SystemClock).await?;
         Ok(WorkerLease {
             lease: Arc::new(lease),
             registry,
@@ -119,7 +135,17 @@ impl WorkerLease {
     ///
     /// # Errors
     /// The registry's words.
-    pub async fn finish(mut self, last_time_ms: u64) -> Result<(), String> {
+    pub async fn finish(self, last_time_ms: u64) -> Result<(), String> {
+        self.try_finish(last_time_ms)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`finish`](Self::finish), with the error's kind kept.
+    ///
+    /// # Errors
+    /// The registry's or the cache's.
+    pub async fn try_finish(mut self, last_time_ms: u64) -> Result<(), RegistryError> {
         if let Some((stop, task)) = self.beats.take() {
             let _ = stop.send(());
             let _ = task.await;
@@ -130,11 +156,9 @@ impl WorkerLease {
             cache,
             ..
         } = self;
-        let lease = Arc::try_unwrap(lease)
-            .map_err(|_| "internal: the lease is still shared".to_string())?;
-        lease
-            .close(registry.as_ref(), &cache, last_time_ms)
-            .await
-            .map_err(|e| e.to_string())
+        let lease = Arc::try_unwrap(lease).map_err(|_| {
+            RegistryError::new(ErrorKind::Corrupt, "internal: the lease is still shared")
+        })?;
+        lease.close(registry.as_ref(), &cache, last_time_ms).await
     }
 }

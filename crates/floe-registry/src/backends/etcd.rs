@@ -26,11 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, GetOptions, PutOptions, Txn,
-    TxnOp,
-};
 use floe_core::fence::Fence;
+use floe_etcd::{Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnOp};
 use tokio::time::Instant;
 
 use super::records::{self, decode, encode, Claim, Claims, VersionedRecords};
@@ -65,9 +62,10 @@ impl fmt::Debug for EtcdRegistry {
 }
 
 fn map_err(what: &str, e: EtcdError) -> RegistryError {
-    let kind = match e {
-        EtcdError::InvalidArgs(_) | EtcdError::InvalidUri(_) => ErrorKind::Config,
-        _ => ErrorKind::Unavailable,
+    let kind = if e.is_config() {
+        ErrorKind::Config
+    } else {
+        ErrorKind::Unavailable
     };
     RegistryError::new(kind, format!("etcd: {what}: {e}"))
 }
@@ -102,19 +100,11 @@ impl EtcdRegistry {
                 "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"
             )));
         }
-        let urls: Vec<String> = endpoints
-            .split(',')
-            .map(|e| format!("http://{e}"))
-            .collect();
-        let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(3))
-            .with_timeout(Duration::from_secs(3));
-        let mut client = Client::connect(urls, Some(options))
-            .await
+        let client = Client::connect(endpoints.split(','), ConnectOptions::default())
             .map_err(|e| map_err(&format!("cannot connect to {endpoints}"), e))?;
         // The connection is made lazily: ask once, so that an unreachable cluster says so now.
         client
-            .get(root, None)
+            .get(root)
             .await
             .map_err(|e| map_err(&format!("cannot reach {endpoints}"), e))?;
         Ok(EtcdRegistry {
@@ -170,13 +160,8 @@ impl Keys {
 
     /// Runs a transaction; whether its conditions held. `what` names it in errors.
     async fn run(&self, txn: Txn, what: &str) -> Result<bool, RegistryError> {
-        let resp = self
-            .client
-            .clone()
-            .txn(txn)
-            .await
-            .map_err(|e| map_err(what, e))?;
-        Ok(resp.succeeded())
+        let resp = self.client.txn(txn).await.map_err(|e| map_err(what, e))?;
+        Ok(resp.succeeded)
     }
 }
 
@@ -196,12 +181,11 @@ impl VersionedRecords for Keys {
         let key = self.worker_key(service, id);
         let resp = self
             .client
-            .clone()
-            .get(key.as_str(), None)
+            .get(key.as_str())
             .await
             .map_err(|e| map_err(&format!("read {key}"), e))?;
-        match resp.kvs().first() {
-            Some(kv) => Ok(Some((decode("etcd", &key, kv.value())?, kv.mod_revision()))),
+        match resp.kvs.first() {
+            Some(kv) => Ok(Some((decode("etcd", &key, &kv.value)?, kv.mod_revision))),
             None => Ok(None),
         }
     }
@@ -210,15 +194,14 @@ impl VersionedRecords for Keys {
         let prefix = self.workers(service);
         let resp = self
             .client
-            .clone()
-            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+            .get_prefix(prefix.as_str())
             .await
             .map_err(|e| map_err(&format!("list {prefix}"), e))?;
-        resp.kvs()
+        resp.kvs
             .iter()
             .map(|kv| {
-                let key = String::from_utf8_lossy(kv.key());
-                Ok((decode("etcd", &key, kv.value())?, kv.mod_revision()))
+                let key = String::from_utf8_lossy(&kv.key);
+                Ok((decode("etcd", &key, &kv.value)?, kv.mod_revision))
             })
             .collect()
     }
@@ -227,7 +210,7 @@ impl VersionedRecords for Keys {
         let key = self.worker_key(&record.identity.service, record.id);
         let txn = Txn::new()
             .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, 0)]);
         self.run(txn, &format!("create {key}")).await
     }
 
@@ -239,7 +222,7 @@ impl VersionedRecords for Keys {
                 CompareOp::Equal,
                 version,
             )])
-            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, 0)]);
         self.run(txn, &format!("write {key}")).await
     }
 
@@ -257,7 +240,7 @@ impl VersionedRecords for Keys {
                 Compare::mod_revision(key.as_str(), CompareOp::Equal, version),
                 Compare::create_revision(previous_holder.as_str(), CompareOp::Equal, 0),
             ])
-            .and_then([TxnOp::put(key.as_str(), encode(record)?, None)]);
+            .and_then([TxnOp::put(key.as_str(), encode(record)?, 0)]);
         self.run(txn, &format!("take over {key}")).await
     }
 
@@ -269,7 +252,7 @@ impl VersionedRecords for Keys {
                 CompareOp::Equal,
                 version,
             )])
-            .and_then([TxnOp::delete(key.as_str(), None)]);
+            .and_then([TxnOp::delete(key.as_str())]);
         self.run(txn, &format!("delete {key}")).await
     }
 }
@@ -279,21 +262,16 @@ async fn claim_holder(
     holder: &str,
     ttl_secs: i64,
 ) -> Result<Option<i64>, RegistryError> {
-    let mut client = client.clone();
     let lease = client
-        .lease_grant(ttl_secs, None)
+        .lease_grant(ttl_secs)
         .await
         .map_err(|e| map_err("grant a lease", e))?
-        .id();
+        .id;
     let txn = Txn::new()
         .when([Compare::create_revision(holder, CompareOp::Equal, 0)])
-        .and_then([TxnOp::put(
-            holder,
-            lease.to_string(),
-            Some(PutOptions::new().with_lease(lease)),
-        )]);
+        .and_then([TxnOp::put(holder, lease.to_string(), lease)]);
     match client.txn(txn).await {
-        Ok(resp) if resp.succeeded() => Ok(Some(lease)),
+        Ok(resp) if resp.succeeded => Ok(Some(lease)),
         other => {
             let _ = client.lease_revoke(lease).await;
             other
@@ -306,14 +284,9 @@ async fn claim_holder(
 /// Whether the keep-alive of `lease` succeeded: `Some(true)` alive, `Some(false)` the lease is
 /// gone, `None` etcd did not answer in time.
 async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Option<bool> {
-    let mut client = client.clone();
-    let round = async {
-        let (mut keeper, mut stream) = client.lease_keep_alive(lease).await.ok()?;
-        keeper.keep_alive().await.ok()?;
-        stream.message().await.ok()?
-    };
+    let round = async { client.lease_keep_alive_once(lease).await.ok()? };
     match tokio::time::timeout(within, round).await {
-        Ok(Some(resp)) => Some(resp.ttl() > 0),
+        Ok(Some(resp)) => Some(resp.ttl > 0),
         // The stream ended without an answer: treat as no answer.
         Ok(None) | Err(_) => None,
     }
@@ -332,7 +305,7 @@ async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
     loop {
         tokio::time::sleep(period).await;
         if claim.lost().is_some() {
-            let _ = client.clone().lease_revoke(lease).await;
+            let _ = client.lease_revoke(lease).await;
             return;
         }
         match keep_alive_once(client, lease, period).await {
@@ -377,7 +350,7 @@ async fn hold_again(keys: &Keys, claim: &Claim, new_lease: Option<i64>) -> bool 
     }
     if held.is_err() {
         if let Some(new_lease) = new_lease {
-            let _ = keys.client.clone().lease_revoke(new_lease).await;
+            let _ = keys.client.lease_revoke(new_lease).await;
         }
     }
     held.is_ok()
@@ -414,7 +387,7 @@ impl Registry for EtcdRegistry {
         match records::allocate(&self.keys, identity, space).await {
             Ok((record, existing)) => Ok(self.registration(record, existing, lease)),
             Err(e) => {
-                let _ = self.keys.client.clone().lease_revoke(lease).await;
+                let _ = self.keys.client.lease_revoke(lease).await;
                 Err(e)
             }
         }
@@ -457,14 +430,14 @@ impl Registry for EtcdRegistry {
 
     async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
         let holder = self.keys.holder_key(identity);
-        let mut client = self.keys.client.clone();
+        let client = &self.keys.client;
         let resp = client
-            .get(holder.as_str(), None)
+            .get(holder.as_str())
             .await
             .map_err(|e| map_err(&format!("read {holder}"), e))?;
-        if let Some(kv) = resp.kvs().first() {
+        if let Some(kv) = resp.kvs.first() {
             client
-                .lease_revoke(kv.lease())
+                .lease_revoke(kv.lease)
                 .await
                 .map_err(|e| map_err("revoke the lease", e))?;
         }
@@ -487,7 +460,7 @@ impl Registry for EtcdRegistry {
         let taken = records::take_over_idle(&self.keys, identity, space, idle_before_ms).await;
         if !matches!(taken, Ok(Some(_))) {
             // Nothing taken: do not keep the identity claimed.
-            let _ = self.keys.client.clone().lease_revoke(lease).await;
+            let _ = self.keys.client.lease_revoke(lease).await;
         }
         Ok(taken?.map(|record| self.registration(record, false, lease)))
     }

@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnOp, TxnOpResponse,
-};
 use floe_core::sequence::Key;
+use floe_etcd::{
+    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnGet, TxnOp,
+};
 
 use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
 use crate::{servers_and_root, ErrorKind, SeqError, Store};
@@ -36,9 +36,10 @@ impl std::fmt::Debug for EtcdStore {
 }
 
 fn map_err(what: &str, key: &Key, e: EtcdError) -> SeqError {
-    let kind = match e {
-        EtcdError::InvalidArgs(_) | EtcdError::InvalidUri(_) => ErrorKind::Config,
-        _ => ErrorKind::Unavailable,
+    let kind = if e.is_config() {
+        ErrorKind::Config
+    } else {
+        ErrorKind::Unavailable
     };
     SeqError::new(kind, format!("etcd: {what} key {:?}: {e}", key.as_str()))
 }
@@ -50,18 +51,12 @@ impl EtcdStore {
     /// `Config` for a bad URL; `Unavailable` when no endpoint answers.
     pub async fn connect(url: &str) -> Result<EtcdStore, SeqError> {
         let (endpoints, root) = servers_and_root("etcd", url)?;
-        let urls: Vec<String> = endpoints
-            .split(',')
-            .map(|e| format!("http://{e}"))
-            .collect();
-        let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(2))
-            .with_timeout(Duration::from_secs(2));
-        let mut client = Client::connect(urls, Some(options)).await.map_err(|e| {
+        let options = ConnectOptions::both(Duration::from_secs(2));
+        let client = Client::connect(endpoints.split(','), options).map_err(|e| {
             SeqError::unavailable(format!("etcd: cannot connect to {endpoints}: {e}"))
         })?;
         client
-            .get(root, None)
+            .get(root)
             .await
             .map_err(|e| SeqError::unavailable(format!("etcd: cannot reach {endpoints}: {e}")))?;
         Ok(EtcdStore {
@@ -90,23 +85,21 @@ impl EtcdStore {
                     CompareOp::Equal,
                     revision,
                 )])
-                .and_then([TxnOp::put(path.as_str(), new.to_string(), None)])
-                .or_else([TxnOp::get(path.as_str(), None)]);
-            let resp = self.client.clone().txn(txn).await.map_err(|e| {
+                .and_then([TxnOp::put(path.as_str(), new.to_string(), 0)])
+                .or_else([TxnOp::get(path.as_str())]);
+            let resp = self.client.txn(txn).await.map_err(|e| {
                 self.seen.forget(key);
                 map_err("update", key, e)
             })?;
-            if resp.succeeded() {
-                let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
+            if resp.succeeded {
+                let rev = resp.header.as_ref().map_or(0, |h| h.revision);
                 self.seen.put(key, (new, rev));
                 return Ok(new);
             }
             (value, revision) = (0, 0);
-            for op in resp.op_responses() {
-                if let TxnOpResponse::Get(get) = op {
-                    if let Some(kv) = get.kvs().first() {
-                        (value, revision) = (parse("etcd", key, kv.value())?, kv.mod_revision());
-                    }
+            for get in resp.gets() {
+                if let Some(kv) = get.kvs.first() {
+                    (value, revision) = (parse("etcd", key, &kv.value)?, kv.mod_revision);
                 }
             }
         }
@@ -127,6 +120,15 @@ impl Store for EtcdStore {
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
         self.swap(key, 0, Some(floor)).await.map(drop)
+    }
+
+    async fn ping(&self) -> Result<(), SeqError> {
+        // A read of one key under the root: answered by any member with a quorum.
+        self.client
+            .get(format!("{}/", self.root))
+            .await
+            .map(drop)
+            .map_err(|e| SeqError::unavailable(format!("etcd: {}: {e}", self.endpoints)))
     }
 }
 

@@ -1,0 +1,261 @@
+//! Why a command failed, and its exit code (like sysexits.h): each failure gets its kind where
+//! it is produced, from the typed errors of floe-registry, floe-sequencer, floe-core and gRPC,
+//! never from its message.
+
+use std::io;
+use std::process::ExitCode;
+
+use floe_core::lexical::LexicalError;
+use floe_core::sno::SnoError;
+use floe_core::snowflake::SnowflakeError;
+use floe_core::ulid::UlidOverflow;
+use floe_registry::{ErrorKind as RegistryKind, RegistryError};
+use floe_sequencer::{ErrorKind as SeqKind, SeqError};
+use tonic::Code;
+
+/// The exit codes, documented in `floe --help` ([`EXIT_CODES_HELP`]).
+pub mod code {
+    /// Bad usage, input or configuration (clap's own code for a bad command line too).
+    pub const USAGE: u8 = 2;
+    /// EX_UNAVAILABLE: a registry, store or `--server` that cannot be reached.
+    pub const UNAVAILABLE: u8 = 69;
+    /// EX_IOERR: reading or writing a local file, standard input or output failed.
+    pub const IO: u8 = 74;
+    /// EX_TEMPFAIL: refused for now, the same command may succeed later.
+    pub const TEMPFAIL: u8 = 75;
+    /// Anything else.
+    pub const OTHER: u8 = 1;
+}
+
+/// The exit codes, as `floe --help` ends.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   success
+  1   any other failure (e.g. a store holding something floe did not write)
+  2   bad usage, input or configuration (an unknown option, a bad ID, layout or URL)
+  69  unavailable: a registry, store or --server that cannot be reached (EX_UNAVAILABLE)
+  74  a local I/O error: the state directory, standard input or output (EX_IOERR)
+  75  refused for now, try again later: the clock is behind the last recorded time, the
+      worker ID is held by another live process, or its lease was lost (EX_TEMPFAIL)";
+
+/// A failed command: its message (printed as `floe: error: ...`) and its kind.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad input or configuration: exit 2.
+    Usage(String),
+    /// A registry, store or server that cannot be reached: exit 69.
+    Unavailable(String),
+    /// Refused for now (clock behind, ID held elsewhere, lease lost): exit 75.
+    TempFail(String),
+    /// A local I/O error: exit 74 (a closed pipe on standard output is success).
+    Io(io::Error),
+    /// Anything else: exit 1.
+    Other(String),
+}
+
+impl Failure {
+    /// The exit code of this failure.
+    pub fn code(&self) -> u8 {
+        match self {
+            Failure::Usage(_) => code::USAGE,
+            Failure::Unavailable(_) => code::UNAVAILABLE,
+            Failure::TempFail(_) => code::TEMPFAIL,
+            Failure::Io(_) => code::IO,
+            Failure::Other(_) => code::OTHER,
+        }
+    }
+
+    /// Prints the message to standard error and gives the exit code.
+    pub fn report(self) -> ExitCode {
+        match self {
+            Failure::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            other => {
+                let code = other.code();
+                eprintln!("floe: error: {}", other.message());
+                ExitCode::from(code)
+            }
+        }
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> String {
+        match self {
+            Failure::Usage(m)
+            | Failure::Unavailable(m)
+            | Failure::TempFail(m)
+            | Failure::Other(m) => m.clone(),
+            Failure::Io(e) => e.to_string(),
+        }
+    }
+
+    /// A gRPC status from a `--server`, as `server: CODE: message`.
+    pub fn from_status(code: Code, message: String) -> Failure {
+        match code {
+            // The server, or the store behind it, cannot serve now.
+            Code::Unavailable | Code::DeadlineExceeded => Failure::Unavailable(message),
+            // What was asked is refused as it is.
+            Code::InvalidArgument
+            | Code::NotFound
+            | Code::OutOfRange
+            | Code::FailedPrecondition
+            | Code::AlreadyExists
+            | Code::Unimplemented => Failure::Usage(message),
+            Code::Ok
+            | Code::Cancelled
+            | Code::Unknown
+            | Code::PermissionDenied
+            | Code::ResourceExhausted
+            | Code::Aborted
+            | Code::Internal
+            | Code::DataLoss
+            | Code::Unauthenticated => Failure::Other(message),
+        }
+    }
+}
+
+impl From<String> for Failure {
+    /// A plain message is bad input: the commands' own checks of their arguments.
+    fn from(msg: String) -> Self {
+        Failure::Usage(msg)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+impl From<RegistryError> for Failure {
+    fn from(e: RegistryError) -> Self {
+        let m = e.to_string();
+        match e.kind {
+            RegistryKind::Config => Failure::Usage(m),
+            // Neither the registry nor the cache could give an ID: the registry is unreachable.
+            RegistryKind::Unavailable | RegistryKind::NoWorkerId => Failure::Unavailable(m),
+            // Retryable: the clock catches up, a holder's lease ends.
+            RegistryKind::ClockBehind | RegistryKind::Conflict => Failure::TempFail(m),
+            // Every ID allocated: waiting does not help unless a holder leaves; an operator's
+            // call (--reclaim-after, `floe worker release`).
+            RegistryKind::SpaceFull | RegistryKind::Corrupt => Failure::Other(m),
+            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
+            _ => Failure::Other(m),
+        }
+    }
+}
+
+impl From<SeqError> for Failure {
+    fn from(e: SeqError) -> Self {
+        let m = e.to_string();
+        match e.kind {
+            SeqKind::InvalidArgument
+            | SeqKind::UnknownStore
+            | SeqKind::Unsupported
+            | SeqKind::Config => Failure::Usage(m),
+            SeqKind::Unavailable => Failure::Unavailable(m),
+            SeqKind::Exhausted | SeqKind::Corrupt => Failure::Other(m),
+            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
+            _ => Failure::Other(m),
+        }
+    }
+}
+
+impl From<SnowflakeError> for Failure {
+    fn from(e: SnowflakeError) -> Self {
+        let m = e.to_string();
+        match e {
+            SnowflakeError::InvalidLayout { .. }
+            | SnowflakeError::InvalidNode { .. }
+            | SnowflakeError::InvalidParts { .. }
+            | SnowflakeError::ClockBeforeEpoch { .. } => Failure::Usage(m),
+            SnowflakeError::ClockMovedBackwards { .. }
+            | SnowflakeError::SequenceExhausted { .. }
+            | SnowflakeError::LeaseLost
+            | SnowflakeError::HorizonStalled(_) => Failure::TempFail(m),
+            SnowflakeError::TimestampOverflow { .. } => Failure::Other(m),
+            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
+            _ => Failure::Other(m),
+        }
+    }
+}
+
+impl From<SnoError> for Failure {
+    fn from(e: SnoError) -> Self {
+        let m = e.to_string();
+        match e {
+            SnoError::InvalidSequenceBounds { .. } | SnoError::TimeOutOfRange { .. } => {
+                Failure::Usage(m)
+            }
+            SnoError::PartitionPoolExhausted
+            | SnoError::LeaseLost
+            | SnoError::HorizonStalled(_) => Failure::TempFail(m),
+            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
+            _ => Failure::Other(m),
+        }
+    }
+}
+
+impl From<LexicalError> for Failure {
+    fn from(e: LexicalError) -> Self {
+        let m = e.to_string();
+        match e {
+            LexicalError::HorizonStalled(_) => Failure::TempFail(m),
+            LexicalError::TimestampOverflow => Failure::Other(m),
+            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
+            _ => Failure::Other(m),
+        }
+    }
+}
+
+impl From<UlidOverflow> for Failure {
+    /// Every ULID of this millisecond was issued: the next millisecond has more.
+    fn from(e: UlidOverflow) -> Self {
+        Failure::TempFail(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_have_their_codes() {
+        let reg = |kind| Failure::from(RegistryError::new(kind, "x".to_string())).code();
+        assert_eq!(reg(RegistryKind::Unavailable), 69);
+        assert_eq!(reg(RegistryKind::NoWorkerId), 69);
+        assert_eq!(reg(RegistryKind::ClockBehind), 75);
+        assert_eq!(reg(RegistryKind::Conflict), 75);
+        assert_eq!(reg(RegistryKind::Config), 2);
+        assert_eq!(reg(RegistryKind::SpaceFull), 1);
+        let seq = |kind| Failure::from(SeqError::new(kind, "x")).code();
+        assert_eq!(seq(SeqKind::Unavailable), 69);
+        assert_eq!(seq(SeqKind::Config), 2);
+        assert_eq!(seq(SeqKind::Corrupt), 1);
+        assert_eq!(Failure::from(SnowflakeError::LeaseLost).code(), 75);
+        assert_eq!(Failure::from(io::Error::other("disk")).code(), 74);
+        assert_eq!(
+            Failure::from_status(Code::Unavailable, "x".into()).code(),
+            69
+        );
+        assert_eq!(
+            Failure::from_status(Code::InvalidArgument, "x".into()).code(),
+            2
+        );
+    }
+
+    #[test]
+    fn the_help_names_every_code() {
+        for c in [
+            code::USAGE,
+            code::UNAVAILABLE,
+            code::IO,
+            code::TEMPFAIL,
+            code::OTHER,
+        ] {
+            assert!(
+                EXIT_CODES_HELP.contains(&format!("\n  {c} ")),
+                "{c} missing from the help"
+            );
+        }
+    }
+}

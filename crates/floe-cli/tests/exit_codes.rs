@@ -1,0 +1,118 @@
+//! Exit codes by kind (sysexits.h), as `floe --help` documents them: 2 bad usage, 69 a
+//! registry, store or --server that cannot be reached, 75 refused for now, 74 local I/O.
+//! (The store and --server cases are in sequencer.rs and client.rs, with the tests they
+//! belong to; the clock-behind cases in registry.rs and crash.rs.)
+
+mod common;
+
+use common::{cmd, run};
+
+/// A port on loopback that nothing listens on (bound, then closed).
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn the_help_documents_every_code() {
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "Exit codes:",
+        "  0   success",
+        "  1   ",
+        "  2   bad usage",
+        "  69  unavailable",
+        "  74  a local I/O error",
+        "  75  refused for now",
+    ] {
+        assert!(help.contains(line), "{line:?} missing from:\n{help}");
+    }
+}
+
+#[test]
+fn a_typo_is_a_usage_error() {
+    for args in [
+        &["gne", "snowflake"][..],
+        &["gen", "snowflak"],
+        &["gen", "snowflake", "--cuont", "3"],
+        &["gen", "snowflake", "-n", "many"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// `--registry` on a port nobody listens on, with no local cache to fall back on: 69, one
+/// line naming the registry, nothing issued.
+#[test]
+fn an_unreachable_registry_is_unavailable() {
+    let port = closed_port();
+    for (command, url) in [
+        (
+            &["gen", "snowflake"][..],
+            format!("zk://127.0.0.1:{port}/floe"),
+        ),
+        (&["gen", "sno"], format!("etcd://127.0.0.1:{port}/floe")),
+        (&["worker", "list"], format!("zk://127.0.0.1:{port}/floe")),
+        (&["worker", "register"], format!("etcd://127.0.0.1:{port}")),
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let out = cmd()
+            .args(command)
+            .args(["--registry", &url, "--state-dir"])
+            .arg(state.path())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(69), "{command:?} {url}: {err}");
+        assert!(out.stdout.is_empty(), "{command:?} {url}: nothing issued");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(
+            err.contains(&format!("127.0.0.1:{port}")),
+            "names the registry: {err}"
+        );
+    }
+}
+
+/// A bad registry URL is the user's to fix: 2, not 69.
+#[test]
+fn a_bad_registry_url_is_a_usage_error() {
+    let out = run(&["gen", "snowflake", "--registry", "zk://"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// Standard output that cannot be written is a local I/O error (74, EX_IOERR); a closed pipe
+/// is not an error at all.
+#[test]
+fn local_output_errors_are_io_errors() {
+    // Standard output is a file on a full device: /dev/full.
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        panic!("/dev/full is needed for this test");
+    };
+    let out = cmd()
+        .args(["gen", "uuid7", "-n", "100000"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    // A closed pipe is not an error (`floe gen ... | head`).
+    let mut child = cmd()
+        .args(["gen", "uuid7", "-n", "10000000"])
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
