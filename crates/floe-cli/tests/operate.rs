@@ -393,7 +393,9 @@ fn a_clock_stepped_back_while_serving_is_refused_warned_and_counted() {
             ("DONT_FAKE_MONOTONIC", "1"),
         ],
     );
-    let id = |server: &Serve| -> (u16, String) { http(&server.http, "GET", "/v1/ids/snowflake").unwrap() };
+    let id = |server: &Serve| -> (u16, String) {
+        http(&server.http, "GET", "/v1/ids/snowflake").unwrap()
+    };
     let (code, first) = id(&server);
     assert_eq!(code, 200, "{first}");
     let (_, before) = metrics(&server);
@@ -403,10 +405,20 @@ fn a_clock_stepped_back_while_serving_is_refused_warned_and_counted() {
     assert!(body.contains("clock") || body.contains("behind"), "{body}");
     let (_, after) = metrics(&server);
     let refused = |s: &[Sample]| {
-        value(s, "floe_clock_rollback_refusals_total", &[("generator", "snowflake default")])
-            + value(s, "floe_clock_rollback_waits_total", &[("generator", "snowflake default")])
+        value(
+            s,
+            "floe_clock_rollback_refusals_total",
+            &[("generator", "snowflake default")],
+        ) + value(
+            s,
+            "floe_clock_rollback_waits_total",
+            &[("generator", "snowflake default")],
+        )
     };
-    assert!(refused(&after) > refused(&before), "the step back is counted");
+    assert!(
+        refused(&after) > refused(&before),
+        "the step back is counted"
+    );
     std::fs::write(&offset, "+0\n").unwrap();
     let (code, again) = id(&server);
     assert_eq!(code, 200, "{again}");
@@ -422,7 +434,8 @@ fn a_clock_stepped_back_while_serving_is_refused_warned_and_counted() {
     let (status, err, _) = server.wait(Duration::from_secs(30));
     assert!(status.success(), "{err}");
     assert!(
-        err.lines().any(|l| l.contains("WARN") && l.contains("clock refused")),
+        err.lines()
+            .any(|l| l.contains("WARN") && l.contains("clock refused")),
         "{err}"
     );
 }

@@ -509,43 +509,86 @@ const GRPC_METHODS: &[&str] = &[
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
 ];
 
+/// HTTP route templates (the last: a path that matches none).
+const HTTP_ROUTES: &[&str] = &[
+    "/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/cache",
+    "/decodeSnowflakeId",
+    "/v1/status",
+    "/v1/stores",
+    "/v1/ids/:kind",
+    "/v1/sequencer/:store/:key",
+    "/v1/sequencer/:store/:key/segment",
+    "/api/segment/get/:key",
+    "/api/snowflake/get/:key",
+    "unmatched",
+];
+
+/// The index in [`HTTP_ROUTES`] of an HTTP path's template (no allocation).
+fn http_route_index(path: &str) -> usize {
+    let mut parts = [""; 5];
+    let mut n = 0;
+    for part in path.trim_start_matches('/').split('/') {
+        if n == parts.len() {
+            return HTTP_ROUTES.len() - 1;
+        }
+        parts[n] = part;
+        n += 1;
+    }
+    let route = match &parts[..n] {
+        [""] => "/",
+        ["healthz"] => "/healthz",
+        ["readyz"] => "/readyz",
+        ["metrics"] => "/metrics",
+        ["cache"] => "/cache",
+        ["decodeSnowflakeId"] => "/decodeSnowflakeId",
+        ["v1", "status"] => "/v1/status",
+        ["v1", "stores"] => "/v1/stores",
+        ["v1", "ids", _] => "/v1/ids/:kind",
+        ["v1", "sequencer", _, _] => "/v1/sequencer/:store/:key",
+        ["v1", "sequencer", _, _, "segment"] => "/v1/sequencer/:store/:key/segment",
+        ["api", "segment", "get", _] => "/api/segment/get/:key",
+        ["api", "snowflake", "get", _] => "/api/snowflake/get/:key",
+        _ => "unmatched",
+    };
+    HTTP_ROUTES
+        .iter()
+        .position(|r| *r == route)
+        .unwrap_or(HTTP_ROUTES.len() - 1)
+}
+
 /// The route template of an HTTP path (from the fixed list of routes; `unmatched` otherwise).
 pub fn http_route(path: &str) -> &'static str {
-    let mut parts = path.trim_start_matches('/').split('/');
-    let first = parts.next().unwrap_or("");
-    let rest: Vec<&str> = parts.collect();
-    match (first, rest.as_slice()) {
-        ("", []) => "/",
-        ("healthz", []) => "/healthz",
-        ("readyz", []) => "/readyz",
-        ("metrics", []) => "/metrics",
-        ("cache", []) => "/cache",
-        ("decodeSnowflakeId", []) => "/decodeSnowflakeId",
-        ("v1", ["status"]) => "/v1/status",
-        ("v1", ["stores"]) => "/v1/stores",
-        ("v1", ["ids", _]) => "/v1/ids/:kind",
-        ("v1", ["sequencer", _, _]) => "/v1/sequencer/:store/:key",
-        ("v1", ["sequencer", _, _, "segment"]) => "/v1/sequencer/:store/:key/segment",
-        ("api", ["segment", "get", _]) => "/api/segment/get/:key",
-        ("api", ["snowflake", "get", _]) => "/api/snowflake/get/:key",
-        _ => "unmatched",
-    }
+    HTTP_ROUTES[http_route_index(path)]
+}
+
+/// The index in [`GRPC_METHODS`] of a gRPC path (`GRPC_METHODS.len()`: `unknown`).
+fn grpc_route_index(path: &str) -> usize {
+    GRPC_METHODS
+        .iter()
+        .position(|m| *m == path)
+        .unwrap_or(GRPC_METHODS.len())
 }
 
 fn grpc_route(path: &str) -> &'static str {
     GRPC_METHODS
-        .iter()
-        .find(|m| **m == path)
+        .get(grpc_route_index(path))
         .copied()
         .unwrap_or("unknown")
 }
 
-fn method_label(method: &hyper::Method) -> &'static str {
+/// The methods, as labels.
+const METHODS: [&str; 4] = ["GET", "POST", "HEAD", "OTHER"];
+
+fn method_index(method: &hyper::Method) -> usize {
     match *method {
-        hyper::Method::GET => "GET",
-        hyper::Method::POST => "POST",
-        hyper::Method::HEAD => "HEAD",
-        _ => "OTHER",
+        hyper::Method::GET => 0,
+        hyper::Method::POST => 1,
+        hyper::Method::HEAD => 2,
+        _ => 3,
     }
 }
 
@@ -599,15 +642,27 @@ pub struct Observed<S> {
     listener: Listener,
     /// Record `floe_request_duration_seconds` (metrics on).
     metrics: bool,
+    /// The histograms of successful answers, per route and method, registered on first use
+    /// (every other status goes through the registry).
+    ok: Arc<Vec<OnceLock<metrics::Histogram>>>,
 }
 
 impl<S> Observed<S> {
     /// `inner`, measured as requests of `listener` when `metrics` is set.
     pub fn new(inner: S, listener: Listener, metrics: bool) -> Observed<S> {
+        let routes = match listener {
+            Listener::Grpc => GRPC_METHODS.len() + 1,
+            Listener::Http => HTTP_ROUTES.len(),
+        };
         Observed {
             inner,
             listener,
             metrics,
+            ok: Arc::new(
+                (0..routes * METHODS.len())
+                    .map(|_| OnceLock::new())
+                    .collect(),
+            ),
         }
     }
 }
@@ -626,17 +681,23 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let path = request.uri().path();
-        let route = match self.listener {
-            Listener::Grpc => grpc_route(path),
-            Listener::Http => http_route(path),
+        let (route_index, route) = match self.listener {
+            Listener::Grpc => (grpc_route_index(path), grpc_route(path)),
+            Listener::Http => {
+                let i = http_route_index(path);
+                (i, HTTP_ROUTES[i])
+            }
         };
-        let method = method_label(request.method());
+        let method_i = method_index(request.method());
+        let method = METHODS[method_i];
         // Neither metrics nor debug lines: no clock read either.
         let timed = self.metrics || tracing::enabled!(tracing::Level::DEBUG);
         ObservedFuture {
             inner: self.inner.call(request),
             started: timed.then(Instant::now),
             metrics: self.metrics,
+            ok: Arc::clone(&self.ok),
+            slot: route_index * METHODS.len() + method_i,
             route,
             method,
             listener: self.listener,
@@ -651,6 +712,8 @@ pin_project_lite::pin_project! {
         inner: F,
         started: Option<Instant>,
         metrics: bool,
+        ok: Arc<Vec<OnceLock<metrics::Histogram>>>,
+        slot: usize,
         route: &'static str,
         method: &'static str,
         listener: Listener,
@@ -679,14 +742,21 @@ where
             Listener::Http => "http",
         };
         if *this.metrics {
-            histogram!(
-                "floe_request_duration_seconds",
-                "listener" => listener,
-                "route" => *this.route,
-                "method" => *this.method,
-                "status" => status
-            )
-            .record(seconds);
+            let register = || {
+                histogram!(
+                    "floe_request_duration_seconds",
+                    "listener" => listener,
+                    "route" => *this.route,
+                    "method" => *this.method,
+                    "status" => status
+                )
+            };
+            match this.ok.get(*this.slot) {
+                Some(cached) if status == "200" || status == "OK" => {
+                    cached.get_or_init(register).record(seconds);
+                }
+                _ => register().record(seconds),
+            }
         }
         tracing::debug!(
             listener,
