@@ -9,6 +9,7 @@
 #
 #   scripts/overhead.sh                 # 5 rounds of 4 s per target
 #   ROUNDS=3 SECONDS_PER_RUN=3 scripts/overhead.sh
+#   H2_CONNS=4x1 HTTP_PATHS=" " ROUNDS=10 scripts/overhead.sh   # one measurement, more rounds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
@@ -115,12 +116,12 @@ pair() { if (($1 % 2)); then eval "$2"; eval "$3"; else eval "$3"; eval "$2"; fi
 
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS" >&2
-  for cm in 16x8 4x1; do
+  for cm in ${H2_CONNS:-16x8 4x1}; do
     pair "$round" \
       "h2 'grpc GetNextId WEAK c${cm/x/ m}' observed $round $cm http://$observed_grpc$get_next_id" \
       "h2 'grpc GetNextId WEAK c${cm/x/ m}' plain $round $cm http://$plain_grpc$get_next_id"
   done
-  for route in /v1/sequencer/default/k /api/segment/get/k; do
+  for route in ${HTTP_PATHS:-/v1/sequencer/default/k /api/segment/get/k}; do
     pair "$round" \
       "http 'http $route' observed $round http://$observed_http$route" \
       "http 'http $route' plain $round http://$plain_http$route"

@@ -144,6 +144,18 @@ impl From<RegistryError> for Failure {
     }
 }
 
+impl From<floe_server::StartError> for Failure {
+    fn from(e: floe_server::StartError) -> Self {
+        use floe_server::StartErrorKind as K;
+        match e.kind {
+            K::Config => Failure::Usage(e.message),
+            K::Unavailable => Failure::Unavailable(e.message),
+            K::Refused => Failure::TempFail(e.message),
+            K::Other => Failure::Other(e.message),
+        }
+    }
+}
+
 impl From<SeqError> for Failure {
     fn from(e: SeqError) -> Self {
         let m = e.to_string();

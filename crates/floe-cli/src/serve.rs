@@ -410,7 +410,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     init_logs(args.log_format)?;
     let rt = runtime().map_err(crate::Failure::Other)?;
     let result = rt.block_on(async {
-        let shutdown = shutdown_signal()?;
+        let shutdown = shutdown_signal().map_err(crate::Failure::Other)?;
         let server = floe_server::Server::start(&config).await?;
         for note in &server.notes {
             if note.starts_with("warning: ") {
@@ -447,12 +447,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
             "floe started: {}",
             server.described.join("; ")
         );
-        server.run(shutdown).await
+        server.run(shutdown).await.map_err(crate::Failure::Other)
     });
     // Background tasks (WEAK fetches) hold stores until they end: a store call under way on a
     // blocking thread is given a moment.
     rt.shutdown_timeout(Duration::from_secs(2));
-    result.map_err(crate::Failure::Other)
+    result
 }
 
 /// Completes on the first SIGTERM or SIGINT. The handlers are installed when this is called

@@ -116,3 +116,46 @@ fn local_output_errors_are_io_errors() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// `floe serve` tells a service manager why it did not start: a registry or store that cannot
+/// be reached is 69 (retry), a bad configuration 2 (do not), each in one error line.
+#[test]
+fn floe_serve_exits_by_kind_when_it_cannot_start() {
+    let port = closed_port();
+    let cases: [(&[&str], u8); 4] = [
+        (&["--registry", &format!("zk://127.0.0.1:{port}/floe")], 69),
+        (&["--store", &format!("main=redis://127.0.0.1:{port}/")], 69),
+        (
+            &[
+                "--store",
+                &format!("main=postgres://floe@127.0.0.1:{port}/floe"),
+            ],
+            69,
+        ),
+        (&["--store", "main=nosuch://x"], 2),
+    ];
+    for (args, code) in cases {
+        let state = tempfile::tempdir().unwrap();
+        let out = cmd()
+            .args([
+                "serve",
+                "--grpc",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+                "--state-dir",
+            ])
+            .arg(state.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(i32::from(code)), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: never served");
+        let errors: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("floe: error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{args:?}: {err}");
+    }
+}

@@ -202,6 +202,97 @@ fn keep(
     leases.push(Held { held: lease, last });
 }
 
+/// What kind of failure kept a server from starting (the CLI's exit code follows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartErrorKind {
+    /// The configuration is wrong: fix it (a restart alone does not help).
+    Config,
+    /// A registry or store cannot be reached.
+    Unavailable,
+    /// Refused for now: the clock behind the last recorded time, a worker ID held by another
+    /// live process. The same start may succeed later.
+    Refused,
+    /// Anything else (a port in use, every worker ID taken, a store holding what floe did not
+    /// write).
+    Other,
+}
+
+/// Why a server did not start: one line, and its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartError {
+    /// The kind.
+    pub kind: StartErrorKind,
+    /// The line, naming the configuration key or component.
+    pub message: String,
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<String> for StartError {
+    fn from(message: String) -> Self {
+        StartError {
+            kind: StartErrorKind::Other,
+            message,
+        }
+    }
+}
+
+impl From<&str> for StartError {
+    fn from(message: &str) -> Self {
+        StartError::from(message.to_string())
+    }
+}
+
+impl StartError {
+    fn config(message: impl std::fmt::Display) -> StartError {
+        StartError {
+            kind: StartErrorKind::Config,
+            message: message.to_string(),
+        }
+    }
+
+    /// A registry's error under `context`, of the kind its own kind says.
+    fn registry(context: &str, e: &floe_registry::RegistryError) -> StartError {
+        use floe_registry::ErrorKind as K;
+        let kind = match e.kind {
+            K::Config => StartErrorKind::Config,
+            K::Unavailable | K::NoWorkerId => StartErrorKind::Unavailable,
+            K::ClockBehind | K::Conflict => StartErrorKind::Refused,
+            K::SpaceFull | K::Corrupt => StartErrorKind::Other,
+            // A kind added later (the enum is non-exhaustive): Other until it is given one.
+            _ => StartErrorKind::Other,
+        };
+        StartError {
+            kind,
+            message: format!("{context}: {e}"),
+        }
+    }
+
+    /// A store's error under `context`, of the kind its own kind says.
+    fn store(context: &str, e: &SeqError) -> StartError {
+        let kind = match e.kind {
+            ErrorKind::InvalidArgument
+            | ErrorKind::UnknownStore
+            | ErrorKind::Unsupported
+            | ErrorKind::Config => StartErrorKind::Config,
+            ErrorKind::Unavailable => StartErrorKind::Unavailable,
+            ErrorKind::Exhausted | ErrorKind::Corrupt => StartErrorKind::Other,
+            // A kind added later (the enum is non-exhaustive): Other until it is given one.
+            _ => StartErrorKind::Other,
+        };
+        StartError {
+            kind,
+            message: format!("{context}: {e}"),
+        }
+    }
+}
+
 /// A server, started: listeners bound, numbers leased, stores open.
 #[derive(Debug)]
 pub struct Server {
@@ -302,25 +393,27 @@ impl Server {
     ///
     /// # Errors
     /// One line naming the configuration key or the component that failed.
-    pub async fn start(config: &ServerConfig) -> Result<Server, String> {
-        config.validate().map_err(|e| e.to_string())?;
-        let limits = config.limits().map_err(|e| e.to_string())?;
-        let options = config.serve_options().map_err(|e| e.to_string())?;
-        let floors = config.floors().map_err(|e| e.to_string())?;
+    pub async fn start(config: &ServerConfig) -> Result<Server, StartError> {
+        config.validate().map_err(StartError::config)?;
+        let limits = config.limits().map_err(StartError::config)?;
+        let options = config.serve_options().map_err(StartError::config)?;
+        let floors = config.floors().map_err(StartError::config)?;
         // TLS and token files first: a bad one fails before anything is leased.
         let security = {
             let config = config.clone();
             tokio::task::spawn_blocking(move || crate::Security::load(&config))
                 .await
-                .map_err(|e| format!("tls, auth: {e}"))??
+                .map_err(|e| format!("tls, auth: {e}"))?
+                .map_err(StartError::config)?
         };
         let state_dir = config.state_dir.as_path();
-        let default_layout = layout_now(&config.snowflake.default, "snowflake.layout")?;
+        let default_layout = layout_now(&config.snowflake.default, "snowflake.layout")
+            .map_err(StartError::config)?;
         let mut named_layouts = Vec::new();
         for (name, l) in &config.snowflake.named {
             named_layouts.push((
                 name.clone(),
-                layout_now(l, &format!("snowflake.named.{name}"))?,
+                layout_now(l, &format!("snowflake.named.{name}")).map_err(StartError::config)?,
             ));
         }
 
@@ -352,7 +445,7 @@ impl Server {
                     format!("snowflake-{name}"),
                 )
             };
-            let lease = WorkerLease::acquire(
+            let lease = WorkerLease::try_acquire(
                 &config.registry,
                 state_dir,
                 Identity::new(svc, host.clone(), port),
@@ -360,7 +453,7 @@ impl Server {
                 &kind,
             )
             .await
-            .map_err(|e| format!("snowflake {name}: worker ID: {e}"))?;
+            .map_err(|e| StartError::registry(&format!("snowflake {name}: worker ID"), &e))?;
             notes.extend(
                 lease
                     .lease
@@ -409,7 +502,7 @@ impl Server {
 
         // sno: a partition of its own.
         if serves(IdKind::Sno) {
-            let sno_lease = WorkerLease::acquire(
+            let sno_lease = WorkerLease::try_acquire(
                 &config.registry,
                 state_dir,
                 Identity::new(format!("{service}-sno"), host.clone(), port),
@@ -417,7 +510,7 @@ impl Server {
                 "sno",
             )
             .await
-            .map_err(|e| format!("sno: partition: {e}"))?;
+            .map_err(|e| StartError::registry("sno: partition", &e))?;
             notes.extend(sno_lease.lease.notes.iter().map(|n| format!("sno: {n}")));
             let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
             described.push(format!(
@@ -454,14 +547,14 @@ impl Server {
                     })
                     .await
                     .map_err(|e| format!("lexical: time bound: {e}"))?
-                    .map_err(|e| format!("lexical: time bound: {e}"))?;
+                    .map_err(|e| StartError::registry("lexical: time bound", &e))?;
                     notes.extend(started.notes.iter().map(|n| format!("lexical: {n}")));
                     let horizon = started.horizon.horizon();
                     lexical_bound = Some(started.horizon);
                     (worker, started.not_before_ms, horizon, None)
                 }
                 None => {
-                    let lease = WorkerLease::acquire(
+                    let lease = WorkerLease::try_acquire(
                         &config.registry,
                         state_dir,
                         Identity::new(format!("{service}-lexical"), host.clone(), port),
@@ -469,7 +562,7 @@ impl Server {
                         "lexical",
                     )
                     .await
-                    .map_err(|e| format!("lexical: worker ID: {e}"))?;
+                    .map_err(|e| StartError::registry("lexical: worker ID", &e))?;
                     notes.extend(lease.lease.notes.iter().map(|n| format!("lexical: {n}")));
                     let l = &lease.lease;
                     let horizon = l
@@ -565,14 +658,14 @@ impl Server {
             } else {
                 floe_sequencer::open(url, state_dir)
                     .await
-                    .map_err(|e| format!("stores.{name}: {e}"))?
+                    .map_err(|e| StartError::store(&format!("stores.{name}"), &e))?
             };
             let handle = StoreHandle::new(name.clone(), store, options)
                 .key_limits(KeyLimits {
                     idle: Duration::from_secs(config.sequencer.key_idle_secs),
                     max_keys: config.sequencer.max_keys,
                 })
-                .map_err(|e| format!("sequencer.max_keys: {e}"))?;
+                .map_err(|e| StartError::config(format!("sequencer.max_keys: {e}")))?;
             let handle = handle.with_tails(url, state_dir, &mut saved);
             if handle.tails_pending() > 0 {
                 notes.push(format!(
@@ -584,7 +677,7 @@ impl Server {
                 handle
                     .init(f)
                     .await
-                    .map_err(|e| format!("bigger_than: store {name}: {e}"))?;
+                    .map_err(|e| StartError::store(&format!("bigger_than: store {name}"), &e))?;
             }
             described.push(format!("store {name}: {}", handle.store().kind()));
             if fleet && !handle.store().capabilities().shared {

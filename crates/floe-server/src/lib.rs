@@ -66,7 +66,7 @@ pub mod security;
 pub mod status;
 pub mod tls;
 
-pub use app::{App, Server};
+pub use app::{App, Server, StartError, StartErrorKind};
 pub use config::ServerConfig;
 pub use conn::Limits;
 pub use security::Security;

@@ -302,33 +302,33 @@ async fn bad_certificate_and_key_files_fail_at_start_naming_the_file() {
         async move { Server::start(&c).await.map(|_| ()).unwrap_err() }
     };
     let e = start(&missing, &certs.key).await;
-    assert!(e.starts_with("tls.cert: cannot read "), "{e}");
-    assert!(e.contains("missing.pem"), "{e}");
+    assert!(e.message.starts_with("tls.cert: cannot read "), "{e}");
+    assert!(e.message.contains("missing.pem"), "{e}");
     let e = start(&certs.cert, &missing).await;
-    assert!(e.starts_with("tls.key: cannot read "), "{e}");
+    assert!(e.message.starts_with("tls.key: cannot read "), "{e}");
     let e = start(&garbage, &certs.key).await;
     assert!(
-        e.starts_with("tls.cert: ") && e.contains("garbage.pem"),
+        e.message.starts_with("tls.cert: ") && e.message.contains("garbage.pem"),
         "{e}"
     );
-    assert!(e.contains("no certificate"), "{e}");
+    assert!(e.message.contains("no certificate"), "{e}");
     let e = start(&certs.cert, &garbage).await;
     assert!(
-        e.starts_with("tls.key: ") && e.contains("garbage.pem"),
+        e.message.starts_with("tls.key: ") && e.message.contains("garbage.pem"),
         "{e}"
     );
     let e = start(&certs.cert, &other_key).await;
     assert!(
-        e.starts_with("tls.key: ") && e.contains("other-key.pem"),
+        e.message.starts_with("tls.key: ") && e.message.contains("other-key.pem"),
         "{e}"
     );
-    assert!(e.contains("does not fit"), "{e}");
-    assert!(!e.contains('\n'), "{e}");
+    assert!(e.message.contains("does not fit"), "{e}");
+    assert!(!e.message.contains('\n'), "{e}");
     // One file without the other is named before anything is read.
     let mut c = config(dir.path());
     c.tls.cert = Some(certs.cert.clone());
     let e = Server::start(&c).await.map(|_| ()).unwrap_err();
-    assert!(e.starts_with("tls.key: missing"), "{e}");
+    assert!(e.message.starts_with("tls.key: missing"), "{e}");
 }
 
 // --- Tokens ---
@@ -539,10 +539,13 @@ async fn an_empty_or_missing_token_file_fails_at_start() {
     let mut c = config(dir.path());
     c.auth.token_file = Some(file);
     let e = Server::start(&c).await.map(|_| ()).unwrap_err();
-    assert!(e.starts_with("auth.token_file: "), "{e}");
-    assert!(e.contains("holds no token"), "{e}");
+    assert!(e.message.starts_with("auth.token_file: "), "{e}");
+    assert!(e.message.contains("holds no token"), "{e}");
     c.auth.token_file = Some(dir.path().join("nope"));
     let e = Server::start(&c).await.map(|_| ()).unwrap_err();
-    assert!(e.starts_with("auth.token_file: cannot read "), "{e}");
-    assert!(e.contains("nope"), "{e}");
+    assert!(
+        e.message.starts_with("auth.token_file: cannot read "),
+        "{e}"
+    );
+    assert!(e.message.contains("nope"), "{e}");
 }
