@@ -162,6 +162,21 @@ fn endpoint_with(url: &str, client: &ClientArgs) -> Result<Endpoint, String> {
 }
 
 /// An error and its causes on one line, each said once.
+/// Whether a connection failed in its TLS handshake (tokio-rustls reports rustls's refusal,
+/// an untrusted or mismatched certificate, as an I/O error of kind `InvalidData`).
+fn tls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::InvalidData)
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 fn chain(e: &dyn std::error::Error) -> String {
     with_causes(e.to_string(), e.source())
 }
@@ -243,7 +258,14 @@ impl Client {
             .build()
             .map_err(|e| Failure::Other(format!("cannot start the async runtime: {e}")))?;
         let channel = rt.block_on(endpoint.connect()).map_err(|e| {
-            Failure::Unavailable(format!("cannot reach the server at {url}: {}", chain(&e)))
+            let message = format!("cannot reach the server at {url}: {}", chain(&e));
+            if tls_refused(&e) {
+                // The server answered, with a certificate this client does not trust: the
+                // client's configuration (--ca-cert), not an outage.
+                Failure::Usage(message)
+            } else {
+                Failure::Unavailable(message)
+            }
         })?;
         let floe = FloeClient::with_interceptor(channel, Bearer(token))
             .max_decoding_message_size(MAX_MESSAGE);

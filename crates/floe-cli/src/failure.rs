@@ -9,8 +9,8 @@ use floe_core::lexical::LexicalError;
 use floe_core::sno::SnoError;
 use floe_core::snowflake::SnowflakeError;
 use floe_core::ulid::UlidOverflow;
-use floe_registry::{ErrorKind as RegistryKind, RegistryError};
-use floe_sequencer::{ErrorKind as SeqKind, SeqError};
+use floe_registry::RegistryError;
+use floe_sequencer::SeqError;
 use tonic::Code;
 
 /// The exit codes, documented in `floe --help` ([`EXIT_CODES_HELP`]).
@@ -99,16 +99,17 @@ impl Failure {
             | Code::OutOfRange
             | Code::FailedPrecondition
             | Code::AlreadyExists
-            | Code::Unimplemented => Failure::Usage(message),
+            | Code::Unimplemented
+            // No token, or one the server does not accept: the caller's --token-file.
+            | Code::Unauthenticated
+            | Code::PermissionDenied => Failure::Usage(message),
             Code::Ok
             | Code::Cancelled
             | Code::Unknown
-            | Code::PermissionDenied
             | Code::ResourceExhausted
             | Code::Aborted
             | Code::Internal
-            | Code::DataLoss
-            | Code::Unauthenticated => Failure::Other(message),
+            | Code::DataLoss => Failure::Other(message),
         }
     }
 }
@@ -127,20 +128,13 @@ impl From<io::Error> for Failure {
 }
 
 impl From<RegistryError> for Failure {
+    /// By floe-server's table ([`floe_server::StartErrorKind::of_registry`]), which
+    /// `floe serve` follows too.
     fn from(e: RegistryError) -> Self {
-        let m = e.to_string();
-        match e.kind {
-            RegistryKind::Config => Failure::Usage(m),
-            // Neither the registry nor the cache could give an ID: the registry is unreachable.
-            RegistryKind::Unavailable | RegistryKind::NoWorkerId => Failure::Unavailable(m),
-            // Retryable: the clock catches up, a holder's lease ends.
-            RegistryKind::ClockBehind | RegistryKind::Conflict => Failure::TempFail(m),
-            // Every ID allocated: waiting does not help unless a holder leaves; an operator's
-            // call (--reclaim-after, `floe worker release`).
-            RegistryKind::SpaceFull | RegistryKind::Corrupt => Failure::Other(m),
-            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
-            _ => Failure::Other(m),
-        }
+        Failure::from(floe_server::StartError {
+            kind: floe_server::StartErrorKind::of_registry(e.kind),
+            message: e.to_string(),
+        })
     }
 }
 
@@ -151,24 +145,20 @@ impl From<floe_server::StartError> for Failure {
             K::Config => Failure::Usage(e.message),
             K::Unavailable => Failure::Unavailable(e.message),
             K::Refused => Failure::TempFail(e.message),
+            K::Io => Failure::Io(io::Error::other(e.message)),
             K::Other => Failure::Other(e.message),
         }
     }
 }
 
 impl From<SeqError> for Failure {
+    /// By floe-server's table ([`floe_server::StartErrorKind::of_store`]), which `floe serve`
+    /// follows too.
     fn from(e: SeqError) -> Self {
-        let m = e.to_string();
-        match e.kind {
-            SeqKind::InvalidArgument
-            | SeqKind::UnknownStore
-            | SeqKind::Unsupported
-            | SeqKind::Config => Failure::Usage(m),
-            SeqKind::Unavailable => Failure::Unavailable(m),
-            SeqKind::Exhausted | SeqKind::Corrupt => Failure::Other(m),
-            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
-            _ => Failure::Other(m),
-        }
+        Failure::from(floe_server::StartError {
+            kind: floe_server::StartErrorKind::of_store(e.kind),
+            message: e.to_string(),
+        })
     }
 }
 
@@ -229,6 +219,8 @@ impl From<UlidOverflow> for Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_registry::ErrorKind as RegistryKind;
+    use floe_sequencer::ErrorKind as SeqKind;
 
     #[test]
     fn kinds_have_their_codes() {
@@ -239,10 +231,17 @@ mod tests {
         assert_eq!(reg(RegistryKind::Conflict), 75);
         assert_eq!(reg(RegistryKind::Config), 2);
         assert_eq!(reg(RegistryKind::SpaceFull), 1);
+        assert_eq!(reg(RegistryKind::Io), 74);
         let seq = |kind| Failure::from(SeqError::new(kind, "x")).code();
         assert_eq!(seq(SeqKind::Unavailable), 69);
         assert_eq!(seq(SeqKind::Config), 2);
         assert_eq!(seq(SeqKind::Corrupt), 1);
+        assert_eq!(seq(SeqKind::Io), 74);
+        assert_eq!(
+            Failure::from_status(Code::Unauthenticated, "x".into()).code(),
+            2,
+            "the caller's token"
+        );
         assert_eq!(Failure::from(SnowflakeError::LeaseLost).code(), 75);
         assert_eq!(Failure::from(io::Error::other("disk")).code(), 74);
         assert_eq!(

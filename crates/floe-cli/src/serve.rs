@@ -387,10 +387,10 @@ fn init_logs(format: LogFormat) -> Result<(), String> {
 
 /// Runs the server until SIGINT or SIGTERM, on one async runtime.
 ///
-/// Exit codes: a bad configuration is a usage error (2); a failure to start once it is valid
-/// (a registry or store unreachable, a port taken, a clock behind) is 1 for now, since
-/// floe-server reports it as text. (A service manager then restarts it, and does not restart
-/// a bad configuration.)
+/// Exit codes ([`crate::failure::EXIT_CODES_HELP`]): a bad configuration is 2; a failure to
+/// start follows [`floe_server::StartErrorKind`]: a registry or store unreachable 69, a clock
+/// behind or a worker ID held elsewhere 75, the state directory 74, anything else (a port
+/// taken) 1. A service manager restarts on all but 2.
 pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     let config = args.config()?;
     let origin = args

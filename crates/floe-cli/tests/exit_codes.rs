@@ -159,3 +159,17 @@ fn floe_serve_exits_by_kind_when_it_cannot_start() {
         assert_eq!(errors.len(), 1, "{args:?}: {err}");
     }
 }
+
+/// A state directory that cannot be made is a local I/O error (74), not a usage error: a
+/// service manager that stops on 2 would leave the server down after a disk problem.
+#[test]
+fn floe_serve_with_a_state_directory_it_cannot_make_is_an_io_error() {
+    let out = cmd()
+        .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--state-dir", "/proc/floe-cannot-be-made/state"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(err.contains("/proc/floe-cannot-be-made"), "{err}");
+}

@@ -110,10 +110,11 @@ fn the_client_talks_tls_to_a_tls_server_with_the_private_ca() {
     let e = err(&out);
     assert!(e.contains("cannot reach the server"), "{e}");
     assert_eq!(e.trim_end().lines().count(), 1, "{e}");
-    // Plain text to the TLS port fails.
+    // Plain text to the TLS port fails: the server cuts the connection (69, as any server
+    // that cannot be talked to).
     let plain = format!("http://{}", server.grpc);
     let out = run(&["gen", "ulid", "--server", &plain]);
-    assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+    assert_eq!(out.status.code(), Some(69), "{}", err(&out));
     // --ca-cert with http:// is refused, naming the flag.
     let out = run(&["gen", "ulid", "--server", &plain, "--ca-cert", s(&c.ca)]);
     assert_eq!(out.status.code(), Some(2));

@@ -53,6 +53,10 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     assert!(body.contains("snowflake default: worker lease"), "{body}");
     let (code, _) = http(&server.http, "GET", "/healthz").unwrap();
     assert_eq!(code, 200);
+    // gRPC health per service: sequences (Layotto's Runtime) are still served, IDs are not.
+    assert_eq!(health(&server, "spec.proto.runtime.v1.Runtime"), SERVING);
+    assert_eq!(health(&server, "floe.v1.Floe"), NOT_SERVING);
+    assert_eq!(health(&server, ""), NOT_SERVING);
     let (code, _) = http(&server.http, "GET", "/api/snowflake/get/x").unwrap();
     assert_eq!(code, 500, "Leaf's route answers a failure as Leaf does");
     let (code, body) = http(&server.http, "GET", "/v1/ids/sno").unwrap();
@@ -72,6 +76,29 @@ fn a_lost_lease_fences_the_snowflake_generator() {
         err.contains("WARN") && err.contains("worker lease lost"),
         "the loss is logged as a warning when it happens: {err}"
     );
+}
+
+const SERVING: i32 = 1;
+const NOT_SERVING: i32 = 2;
+
+/// The gRPC health status of `service`.
+fn health(server: &Serve, service: &str) -> i32 {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        tonic_health::pb::health_client::HealthClient::new(channel)
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+    })
 }
 
 /// Releases the identity `h1:4242` of `service` under the running `server`, then waits (at

@@ -20,6 +20,9 @@ pub enum ErrorKind {
     NoWorkerId,
     /// Stored data could not be read.
     Corrupt,
+    /// A local file or directory (the state directory, the cache, a time bound) cannot be
+    /// created, read or written: a disk or permission problem.
+    Io,
 }
 
 /// An error from a registry, the cache or a guard.

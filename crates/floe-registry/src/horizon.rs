@@ -94,7 +94,10 @@ impl HorizonFile {
             )));
         }
         fs::create_dir_all(dir).map_err(|e| {
-            RegistryError::config(format!("state_dir: cannot create {}: {e}", dir.display()))
+            RegistryError::new(
+                crate::ErrorKind::Io,
+                format!("state_dir: cannot create {}: {e}", dir.display()),
+            )
         })?;
         let lock_path = dir.join(format!("horizon-{slot}.lock"));
         let lock = OpenOptions::new()

@@ -124,8 +124,8 @@ pub struct Lease {
     pub notes: Vec<String>,
     /// The identity the ID belongs to.
     pub identity: Identity,
-    /// Counters.
-    pub stats: LeaseStats,
+    /// Counters (shared: a server's metrics read them without holding the lease).
+    pub stats: Arc<LeaseStats>,
     /// Raised when a heartbeat learns that the ID is no longer this identity's (released, or
     /// taken over): give it to the generators (`SnowflakeConfig::fence`,
     /// `SnoGenerator::with_fence`) so that they stop at once. `fence.periods()` counts the
@@ -244,7 +244,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
             Err(e) => return Err(e),
         };
     let cache_last = cached.filter(|c| c.id == id).map(|c| c.last_time_ms);
-    let stats = LeaseStats::default();
+    let stats = Arc::new(LeaseStats::default());
     let recorded = [
         ("the registry", registry_last),
         ("the local cache", cache_last),

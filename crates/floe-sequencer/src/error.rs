@@ -26,6 +26,9 @@ pub enum ErrorKind {
     Config,
     /// The store holds something floe did not write (a counter that is not a number).
     Corrupt,
+    /// A local file or directory (the embedded store's) cannot be created or opened: a disk or
+    /// permission problem.
+    Io,
 }
 
 /// An error of a store or of the sequencer.

@@ -50,7 +50,7 @@ pub mod weak;
 pub use batch::{Batch, MAX_BATCH};
 pub use error::{ErrorKind, SeqError};
 pub use keys::KeyLimits;
-pub use sequencer::{Sequencer, ServeOptions, StoreHandle};
+pub use sequencer::{Sequencer, ServeOptions, StoreHandle, WeakTotals};
 pub(crate) use store::within;
 pub use store::{Capabilities, Store};
 pub use tails::{store_identity, SavedTails, TailDir};
@@ -103,7 +103,7 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
     match scheme {
         "memory" | "embedded" => Ok(()),
         #[cfg(feature = "redis")]
-        "redis" => Ok(()),
+        "redis" | "rediss" => Ok(()),
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Ok(()),
         #[cfg(feature = "mysql")]
@@ -120,7 +120,7 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
             )))
         }
         _ => Err(SeqError::config(format!(
-            "store: expected embedded[:PATH], memory, redis://, postgres://, mysql://, etcd:// or zk://, found {url:?}"
+            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, etcd:// or zk://, found {url:?}"
         ))),
     }
 }
@@ -165,3 +165,37 @@ pub(crate) fn check_table(table: &str) -> Result<(), SeqError> {
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every scheme `open` serves passes the start-up check (`rediss://` once did not).
+    #[test]
+    #[cfg(all(
+        feature = "redis",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "etcd",
+        feature = "zookeeper"
+    ))]
+    fn every_scheme_open_serves_passes_the_start_up_check() {
+        for url in [
+            "memory",
+            "embedded",
+            "embedded:/tmp/x.redb",
+            "redis://127.0.0.1:1/",
+            "rediss://127.0.0.1:1/",
+            "postgres://u@127.0.0.1:1/db",
+            "postgresql://u@127.0.0.1:1/db",
+            "mysql://u@127.0.0.1:1/db",
+            "mariadb://u@127.0.0.1:1/db",
+            "etcd://127.0.0.1:1",
+            "zk://127.0.0.1:1",
+        ] {
+            assert_eq!(check_scheme(url), Ok(()), "{url}");
+        }
+        let e = check_scheme("nosuch://x").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+    }
+}

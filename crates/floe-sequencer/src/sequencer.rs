@@ -63,6 +63,17 @@ struct Tails {
     pending: Mutex<HashMap<Key, Vec<Segment>>>,
 }
 
+/// The sums of a store's WEAK buffers ([`StoreHandle::weak_totals`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WeakTotals {
+    /// WEAK keys held.
+    pub keys: u64,
+    /// IDs buffered, over every key.
+    pub buffered: u64,
+    /// The largest step of a next fetch.
+    pub max_step: u32,
+}
+
 fn mode_index(mode: Mode) -> usize {
     match mode {
         Mode::Weak => 0,
@@ -167,7 +178,20 @@ impl StoreHandle {
         self.keys.len()
     }
 
-    /// Each WEAK key held in memory and what its buffer holds (Leaf's `/cache`), by key.
+    /// The sums of the WEAK buffers (for metrics: no key is copied, nothing sorted).
+    pub fn weak_totals(&self) -> WeakTotals {
+        let mut totals = WeakTotals::default();
+        for k in self.keys.weak_keys() {
+            let info = k.info();
+            totals.keys += 1;
+            totals.buffered = totals.buffered.saturating_add(info.left);
+            totals.max_step = totals.max_step.max(info.step);
+        }
+        totals
+    }
+
+    /// Every WEAK key's buffer, by key (for Leaf's cache view; [`weak_totals`](Self::weak_totals)
+    /// when only the sums are wanted).
     pub fn weak_buffers(&self) -> Vec<(Key, crate::weak::BufferInfo)> {
         let mut all: Vec<_> = self
             .keys

@@ -119,10 +119,11 @@ impl Issued {
     }
 }
 
-/// Opening the file a live store holds fails, naming the lock.
+/// Opening the file a live store holds fails, naming the lock: `Unavailable` (the same open
+/// succeeds once the holder stops; `floe serve` exits 69, which a service manager retries).
 fn second_open_is_refused(path: &Path) {
     let err = EmbeddedStore::open(path).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Config, "{err}");
+    assert_eq!(err.kind, ErrorKind::Unavailable, "{err}");
     assert!(
         err.message.contains("held by another floe process"),
         "{err}"
@@ -278,6 +279,7 @@ async fn a_first_open_on_a_full_disk_fails_then_succeeds_once_there_is_room() {
     let path: PathBuf = tmpfs.path().join("sequences.redb");
     let e = EmbeddedStore::open(&path).unwrap_err();
     assert!(e.message.contains("cannot open"), "{e}");
+    assert_eq!(e.kind, ErrorKind::Io, "a local disk problem: {e}");
     std::fs::remove_file(&filler).unwrap();
     let store = EmbeddedStore::open(&path).unwrap();
     let key: floe_sequencer::Key = "k".parse().unwrap();

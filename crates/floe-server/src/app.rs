@@ -3,7 +3,6 @@
 //! order ([`Server::run`]). The `floe serve` binary only fills the configuration.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -160,11 +159,11 @@ impl App {
     }
 }
 
-/// A readiness flag per store (ready until a probe says otherwise).
-fn store_flags(sequencer: &Sequencer) -> Vec<(String, AtomicBool)> {
+/// A readiness probe per store (answering until probes say otherwise).
+fn store_flags(sequencer: &Sequencer) -> Vec<(String, crate::observe::StoreProbe)> {
     sequencer
         .stores()
-        .map(|h| (h.name().to_string(), AtomicBool::new(true)))
+        .map(|h| (h.name().to_string(), crate::observe::StoreProbe::default()))
         .collect()
 }
 
@@ -212,6 +211,9 @@ pub enum StartErrorKind {
     /// Refused for now: the clock behind the last recorded time, a worker ID held by another
     /// live process. The same start may succeed later.
     Refused,
+    /// A local file or directory (the state directory, the embedded store) cannot be created
+    /// or opened: a disk or permission problem.
+    Io,
     /// Anything else (a port in use, every worker ID taken, a store holding what floe did not
     /// write).
     Other,
@@ -259,36 +261,51 @@ impl StartError {
 
     /// A registry's error under `context`, of the kind its own kind says.
     fn registry(context: &str, e: &floe_registry::RegistryError) -> StartError {
-        use floe_registry::ErrorKind as K;
-        let kind = match e.kind {
-            K::Config => StartErrorKind::Config,
-            K::Unavailable | K::NoWorkerId => StartErrorKind::Unavailable,
-            K::ClockBehind | K::Conflict => StartErrorKind::Refused,
-            K::SpaceFull | K::Corrupt => StartErrorKind::Other,
-            // A kind added later (the enum is non-exhaustive): Other until it is given one.
-            _ => StartErrorKind::Other,
-        };
         StartError {
-            kind,
+            kind: StartErrorKind::of_registry(e.kind),
             message: format!("{context}: {e}"),
         }
     }
 
     /// A store's error under `context`, of the kind its own kind says.
     fn store(context: &str, e: &SeqError) -> StartError {
-        let kind = match e.kind {
+        StartError {
+            kind: StartErrorKind::of_store(e.kind),
+            message: format!("{context}: {e}"),
+        }
+    }
+}
+
+impl StartErrorKind {
+    /// The kind of a registry's error (one table for the server and the CLI's exit codes).
+    pub fn of_registry(kind: floe_registry::ErrorKind) -> StartErrorKind {
+        use floe_registry::ErrorKind as K;
+        match kind {
+            K::Config => StartErrorKind::Config,
+            // Neither the registry nor the cache could give an ID: the registry is unreachable.
+            K::Unavailable | K::NoWorkerId => StartErrorKind::Unavailable,
+            // The clock catches up, a holder's lease ends.
+            K::ClockBehind | K::Conflict => StartErrorKind::Refused,
+            K::Io => StartErrorKind::Io,
+            // Every ID allocated: an operator's call (--reclaim-after, `floe worker release`).
+            K::SpaceFull | K::Corrupt => StartErrorKind::Other,
+            // A kind added later (the enum is non-exhaustive): Other until it is given one.
+            _ => StartErrorKind::Other,
+        }
+    }
+
+    /// The kind of a store's error (one table for the server and the CLI's exit codes).
+    pub fn of_store(kind: ErrorKind) -> StartErrorKind {
+        match kind {
             ErrorKind::InvalidArgument
             | ErrorKind::UnknownStore
             | ErrorKind::Unsupported
             | ErrorKind::Config => StartErrorKind::Config,
             ErrorKind::Unavailable => StartErrorKind::Unavailable,
+            ErrorKind::Io => StartErrorKind::Io,
             ErrorKind::Exhausted | ErrorKind::Corrupt => StartErrorKind::Other,
             // A kind added later (the enum is non-exhaustive): Other until it is given one.
             _ => StartErrorKind::Other,
-        };
-        StartError {
-            kind,
-            message: format!("{context}: {e}"),
         }
     }
 }

@@ -57,7 +57,9 @@ impl From<SeqError> for HttpError {
             ErrorKind::UnknownStore => (StatusCode::NOT_FOUND, "unknown_store"),
             ErrorKind::Unsupported => (StatusCode::CONFLICT, "unsupported"),
             ErrorKind::Exhausted => (StatusCode::CONFLICT, "exhausted"),
-            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::Unavailable | ErrorKind::Io => {
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+            }
             ErrorKind::Config => (StatusCode::SERVICE_UNAVAILABLE, "not_configured"),
             ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             other => {
@@ -435,7 +437,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
         None => Err(HttpError {
             status: StatusCode::NOT_FOUND,
             error: "not_found",
-            message: "metrics are off (metrics.enabled = false)".to_string(),
+            message: "metrics are off: metrics.enabled = false, or this process installed another metrics recorder before the server started".to_string(),
         }),
     }
 }

@@ -436,7 +436,7 @@ async fn polled<T, E: Clone>(
             Ok(Poll::Ready(id)) => out.push(id),
             Ok(Poll::Pending { until_nanos, .. }) => {
                 pause(&clock, until_nanos, deadline, || {
-                    crate::warn(format_args!(
+                    crate::warn(crate::Topic::Clock, format_args!(
                         "{kind}: clock refused: behind the last issued time for longer than a request waits"
                     ));
                     SeqError::unavailable(format!(
@@ -489,17 +489,21 @@ pub fn snowflake_error(e: SnowflakeError) -> SeqError {
             "snowflake: this server's worker lease is lost (fenced): retry on another server",
         ),
         SnowflakeError::ClockMovedBackwards { .. } => {
-            crate::warn(format_args!("snowflake: clock refused: {e}"));
+            crate::warn(
+                crate::Topic::Clock,
+                format_args!("snowflake: clock refused: {e}"),
+            );
             SeqError::unavailable(format!("snowflake: {e}: retry later"))
         }
         SnowflakeError::HorizonStalled(_) => {
-            crate::warn(format_args!("snowflake: {e}"));
+            crate::warn(crate::Topic::Clock, format_args!("snowflake: {e}"));
             SeqError::unavailable(format!("snowflake: {e}: retry later"))
         }
         other => {
-            crate::warn(format_args!(
-                "an error this server does not map: snowflake: {other}"
-            ));
+            crate::warn(
+                crate::Topic::Internal,
+                format_args!("an error this server does not map: snowflake: {other}"),
+            );
             SeqError::new(ErrorKind::Corrupt, format!("snowflake: {other}"))
         }
     }
@@ -513,13 +517,14 @@ pub fn sno_error(e: SnoError) -> SeqError {
             "sno: this server's partition lease is lost (fenced): retry on another server",
         ),
         SnoError::HorizonStalled(_) => {
-            crate::warn(format_args!("sno: {e}"));
+            crate::warn(crate::Topic::Clock, format_args!("sno: {e}"));
             SeqError::unavailable(format!("sno: {e}: retry later"))
         }
         other => {
-            crate::warn(format_args!(
-                "an error this server does not map: sno: {other}"
-            ));
+            crate::warn(
+                crate::Topic::Internal,
+                format_args!("an error this server does not map: sno: {other}"),
+            );
             SeqError::new(ErrorKind::Corrupt, format!("sno: {other}"))
         }
     }
@@ -529,13 +534,14 @@ fn lexical_error(e: LexicalError) -> SeqError {
     match e {
         LexicalError::TimestampOverflow => SeqError::new(ErrorKind::Exhausted, e.to_string()),
         LexicalError::HorizonStalled(_) => {
-            crate::warn(format_args!("lexical: {e}"));
+            crate::warn(crate::Topic::Clock, format_args!("lexical: {e}"));
             SeqError::unavailable(format!("lexical: {e}: retry later"))
         }
         other => {
-            crate::warn(format_args!(
-                "an error this server does not map: lexical: {other}"
-            ));
+            crate::warn(
+                crate::Topic::Internal,
+                format_args!("an error this server does not map: lexical: {other}"),
+            );
             SeqError::new(ErrorKind::Corrupt, format!("lexical: {other}"))
         }
     }

@@ -125,7 +125,8 @@ pub fn status(e: &SeqError) -> Status {
         ErrorKind::InvalidArgument | ErrorKind::UnknownStore => tonic::Code::InvalidArgument,
         ErrorKind::Unsupported | ErrorKind::Config => tonic::Code::FailedPrecondition,
         ErrorKind::Exhausted => tonic::Code::OutOfRange,
-        ErrorKind::Unavailable => tonic::Code::Unavailable,
+        // A local disk problem: the server cannot serve now.
+        ErrorKind::Unavailable | ErrorKind::Io => tonic::Code::Unavailable,
         ErrorKind::Corrupt => tonic::Code::Internal,
         other => {
             unexpected(other);
@@ -138,16 +139,34 @@ pub fn status(e: &SeqError) -> Status {
 /// An error kind this server does not know (floe-sequencer's `ErrorKind` is non-exhaustive):
 /// answered as an internal error, and said on standard error so that it is not missed.
 pub(crate) fn unexpected(kind: ErrorKind) {
-    warn(format_args!(
-        "an error of a kind this server does not map ({kind:?}) was answered as internal"
-    ));
+    warn(
+        Topic::Internal,
+        format_args!(
+            "an error of a kind this server does not map ({kind:?}) was answered as internal"
+        ),
+    );
 }
 
-/// A warning in the log, at most one a second (a store that is down fails every request: the
-/// log says so once a second, with how many lines it left out).
-pub(crate) fn warn(line: std::fmt::Arguments<'_>) {
-    static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+/// What a warning is about: each topic is limited on its own, so that a store that fails
+/// every request does not hide a clock refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Topic {
+    /// A store's error.
+    Store = 0,
+    /// A clock refused or a time bound not moving.
+    Clock = 1,
+    /// An error kind the server does not map.
+    Internal = 2,
+}
+
+/// A warning in the log, at most one a second per [`Topic`] (a store that is down fails every
+/// request: the log says so once a second, with how many lines it left out).
+pub(crate) fn warn(topic: Topic, line: std::fmt::Arguments<'_>) {
+    static LAST: [Mutex<Option<(Instant, u64)>>; 3] =
+        [Mutex::new(None), Mutex::new(None), Mutex::new(None)];
+    let mut last = LAST[topic as usize]
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let now = Instant::now();
     match &mut *last {
         Some((at, left_out)) if now.duration_since(*at) < Duration::from_secs(1) => {
@@ -199,16 +218,16 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Seq
             "the sequence of key {} in store {store} is exhausted: its next ID would pass i64::MAX",
             echo(key, MAX_ECHO)
         ),
-        ErrorKind::Unavailable => {
-            warn(format_args!("store {store}: {}", e.message));
+        ErrorKind::Unavailable | ErrorKind::Io => {
+            warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!("store {store} ({kind}) is unavailable or slow: retry later")
         }
         ErrorKind::Config => {
-            warn(format_args!("store {store}: {}", e.message));
+            warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!("store {store} ({kind}) is misconfigured: see the server's log")
         }
         ErrorKind::Corrupt => {
-            warn(format_args!("store {store}: {}", e.message));
+            warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!(
                 "store {store} holds a value for key {} that floe did not write: see the server's log",
                 echo(key, MAX_ECHO)
@@ -216,7 +235,7 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Seq
         }
         other => {
             unexpected(other);
-            warn(format_args!("store {store}: {}", e.message));
+            warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!("store {store}: internal error: see the server's log")
         }
     };
@@ -365,10 +384,15 @@ async fn grpc_routes(
 /// gRPC health per service: Layotto's Runtime (sequences) is serving while every store answers
 /// and the server is not stopping; floe.v1.Floe (IDs and sequences) also needs every lease
 /// held; `""` (the whole server) is serving when both are.
+///
+/// Updates are taken one at a time and each reads the state under the lock, so the last one
+/// written is the latest state (the stop's NOT_SERVING is never overwritten by a probe's
+/// SERVING computed just before it).
 async fn set_health(health: &tonic_health::server::HealthReporter, t: &observe::Telemetry) {
     use std::sync::atomic::Ordering::Relaxed;
     use tonic_health::ServingStatus::{NotServing, Serving};
-    let stores = t.stores_ready.iter().all(|(_, r)| r.load(Relaxed));
+    let _one_at_a_time = t.health_updates.lock().await;
+    let stores = t.stores_ready.iter().all(|(_, r)| r.answering());
     let leases = t.leases.iter().all(|l| !l.fence.is_raised());
     let runtime = stores && !t.stopping.load(Relaxed);
     let status = |ok: bool| if ok { Serving } else { NotServing };
@@ -407,8 +431,8 @@ async fn watch(app: Arc<App>, health: Option<tonic_health::server::HealthReporte
             }
         });
         for (name, ok) in futures_util::future::join_all(probes).await {
-            if let Some((_, flag)) = app.telemetry.stores_ready.iter().find(|(n, _)| *n == name) {
-                flag.store(ok, std::sync::atomic::Ordering::Relaxed);
+            if let Some((_, probe)) = app.telemetry.stores_ready.iter().find(|(n, _)| *n == name) {
+                probe.record(ok);
             }
         }
         app.telemetry.rates.sample(observe::totals(&app));

@@ -36,14 +36,14 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use floe_core::clock::{Clock, SystemClock};
 use floe_core::fence::Fence;
 use floe_core::snowflake::Layout;
-use floe_registry::lease::Lease;
+use floe_registry::lease::{Lease, LeaseStats};
 use hyper::{Request, Response};
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -181,7 +181,7 @@ fn describe() {
     );
     describe_gauge!(
         "floe_store_ready",
-        "1 while a store answered its last call (or has had none)."
+        "1 while a store answers its readiness probe (3 probes a second apart fail: 0)."
     );
     describe_gauge!("floe_build_info", "1, labelled with the version.");
     describe_gauge!(
@@ -189,6 +189,42 @@ fn describe() {
         Unit::Seconds,
         "Unix time the server started."
     );
+}
+
+/// How many probes in a row must fail before a store counts as not answering: a probe that
+/// waited for a busy pool's connection alone does not take a node out of service.
+pub const PROBE_FAILURES: u32 = 3;
+
+/// A store's readiness: answering until [`PROBE_FAILURES`] probes in a row failed, then again
+/// at the first that succeeds.
+#[derive(Debug, Default)]
+pub struct StoreProbe {
+    down: AtomicBool,
+    failures: std::sync::atomic::AtomicU32,
+}
+
+impl StoreProbe {
+    /// Records a probe; returns whether the store counts as answering.
+    pub fn record(&self, answered: bool) -> bool {
+        if answered {
+            self.failures.store(0, Ordering::Relaxed);
+            self.down.store(false, Ordering::Relaxed);
+        } else {
+            let n = self
+                .failures
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_add(1);
+            if n >= PROBE_FAILURES {
+                self.down.store(true, Ordering::Relaxed);
+            }
+        }
+        self.answering()
+    }
+
+    /// Whether the store counts as answering.
+    pub fn answering(&self) -> bool {
+        !self.down.load(Ordering::Relaxed)
+    }
 }
 
 /// A generator's worker lease, as the metrics and the status page show it.
@@ -204,8 +240,9 @@ pub struct LeaseView {
     pub source: String,
     /// Raised while the lease is lost.
     pub fence: Arc<Fence>,
-    /// The lease (weak: the server closes it at its stop).
-    pub lease: Weak<Lease>,
+    /// The lease's counters (not the lease: the server alone holds it, to close it at its
+    /// stop).
+    pub stats: Arc<LeaseStats>,
 }
 
 impl LeaseView {
@@ -217,7 +254,7 @@ impl LeaseView {
             identity: lease.identity.to_string(),
             source: format!("{:?}", lease.source).to_lowercase(),
             fence: Arc::clone(&lease.fence),
-            lease: Arc::downgrade(lease),
+            stats: Arc::clone(&lease.stats),
         }
     }
 }
@@ -235,10 +272,12 @@ pub struct Telemetry {
     pub listeners: Vec<String>,
     /// Unix ms the server started at.
     pub started_ms: u64,
-    /// Whether each store answered its last probe, by store name.
-    pub stores_ready: Vec<(String, AtomicBool)>,
+    /// Whether each store answers its probes, by store name.
+    pub stores_ready: Vec<(String, StoreProbe)>,
     /// Set when the server begins to stop: no longer ready.
     pub stopping: AtomicBool,
+    /// Held while gRPC health is written (see `set_health` in the crate root).
+    pub health_updates: tokio::sync::Mutex<()>,
     /// Issue rates.
     pub rates: Rates,
 }
@@ -260,6 +299,7 @@ impl Telemetry {
             started_ms,
             stores_ready: Vec::new(),
             stopping: AtomicBool::new(false),
+            health_updates: tokio::sync::Mutex::new(()),
             rates: Rates::default(),
         }
     }
@@ -279,8 +319,8 @@ impl Telemetry {
                 ));
             }
         }
-        for (name, ready) in &self.stores_ready {
-            if !ready.load(Ordering::Relaxed) {
+        for (name, probe) in &self.stores_ready {
+            if !probe.answering() {
                 why.push(format!("store {name}: not answering"));
             }
         }
@@ -292,7 +332,7 @@ impl Telemetry {
         self.stores_ready
             .iter()
             .find(|(n, _)| n == name)
-            .is_none_or(|(_, r)| r.load(Ordering::Relaxed))
+            .is_none_or(|(_, r)| r.answering())
     }
 }
 
@@ -354,21 +394,14 @@ pub fn collect(app: &App) {
         gauge!("floe_lease_held", "generator" => g.clone()).set(f64::from(u8::from(!raised)));
         gauge!("floe_worker_id", "generator" => g.clone()).set(f64::from(l.id));
         counter!("floe_fenced_periods_total", "generator" => g.clone()).absolute(l.fence.periods());
-        if let Some(lease) = l.lease.upgrade() {
-            counter!("floe_lease_heartbeat_failures_total", "generator" => g)
-                .absolute(lease.stats.heartbeat_failures.load(Ordering::Relaxed));
-        }
+        counter!("floe_lease_heartbeat_failures_total", "generator" => g)
+            .absolute(l.stats.heartbeat_failures.load(Ordering::Relaxed));
     }
     for h in app.sequencer.stores() {
         let name = h.name().to_string();
-        let buffers = h.weak_buffers();
-        let buffered = buffers
-            .iter()
-            .map(|(_, b)| b.left)
-            .fold(0u64, u64::saturating_add);
-        let step = buffers.iter().map(|(_, b)| b.step).max().unwrap_or(0);
-        gauge!("floe_weak_buffered_ids", "store" => name.clone()).set(buffered as f64);
-        gauge!("floe_weak_step", "store" => name.clone()).set(f64::from(step));
+        let totals = h.weak_totals();
+        gauge!("floe_weak_buffered_ids", "store" => name.clone()).set(totals.buffered as f64);
+        gauge!("floe_weak_step", "store" => name.clone()).set(f64::from(totals.max_step));
         gauge!("floe_keys_in_memory", "store" => name.clone()).set(h.keys_in_memory() as f64);
         let ready = app.telemetry.store_ready(&name);
         gauge!("floe_store_ready", "store" => name).set(f64::from(u8::from(ready)));

@@ -343,8 +343,13 @@ fn token_config(state: &Path) -> ServerConfig {
     c
 }
 
-/// The HTTP routes of every kind: floe's IDs and sequences, the store list, Leaf's.
+/// The HTTP routes of every kind: floe's IDs and sequences, the store list, Leaf's, the status
+/// page and its JSON (they show key names and identities).
 const HTTP_ROUTES: &[&str] = &[
+    "/",
+    "/v1/status",
+    "/cache",
+    "/decodeSnowflakeId?snowflakeId=1",
     "/v1/ids/ulid",
     "/v1/sequencer/main/k",
     "/v1/stores",
@@ -467,6 +472,10 @@ async fn every_route_needs_one_of_the_tokens_and_health_is_open_by_default() {
     assert_eq!(code, 200, "{body}");
     let (code, _, body) = http_with(&node.http, "GET", "/healthz", &[]).await;
     assert_eq!(code, 200, "health is open by default: {body}");
+    for path in ["/readyz", "/metrics"] {
+        let (code, _, body) = http_with(&node.http, "GET", path, &[]).await;
+        assert_eq!(code, 200, "{path} is open by default: {body}");
+    }
 
     for token in [None, Some("wrong-token"), Some("# retired: old")] {
         for (what, code) in grpc_codes(&node.grpc, token).await {

@@ -47,7 +47,10 @@ impl FileRegistry {
     pub fn new(dir: impl Into<PathBuf>) -> Result<Self, RegistryError> {
         let dir = dir.into();
         fs::create_dir_all(&dir).map_err(|e| {
-            RegistryError::config(format!("state_dir: cannot create {}: {e}", dir.display()))
+            RegistryError::new(
+                crate::ErrorKind::Io,
+                format!("state_dir: cannot create {}: {e}", dir.display()),
+            )
         })?;
         Ok(FileRegistry { dir })
     }

@@ -30,7 +30,7 @@ use floe_core::sequence::{reserve_after, Key};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::time::Instant;
 
-use crate::{Capabilities, SeqError, Store};
+use crate::{Capabilities, ErrorKind, SeqError, Store};
 
 const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
 
@@ -83,13 +83,16 @@ impl EmbeddedStore {
     /// exclusive lock of `{path}.lock` until the store is dropped.
     ///
     /// # Errors
-    /// `Config` when the directory cannot be made or the file is held by another process or
-    /// is not a redb database.
+    /// `Io` when the directory or file cannot be made or opened (or is not a redb database);
+    /// `Unavailable` when another process holds the file (the same start may succeed later).
     pub fn open(path: impl Into<PathBuf>) -> Result<EmbeddedStore, SeqError> {
         let path = path.into();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
-                SeqError::config(format!("embedded: cannot create {}: {e}", dir.display()))
+                SeqError::new(
+                    ErrorKind::Io,
+                    format!("embedded: cannot create {}: {e}", dir.display()),
+                )
             })?;
         }
         let lock = lock(&path)?;
@@ -103,7 +106,12 @@ impl EmbeddedStore {
             }
             Err(e) => Err(e),
         }
-        .map_err(|e| SeqError::config(format!("embedded: cannot open {}: {e}", path.display())))?;
+        .map_err(|e| {
+            SeqError::new(
+                ErrorKind::Io,
+                format!("embedded: cannot open {}: {e}", path.display()),
+            )
+        })?;
         let store = EmbeddedStore {
             inner: Arc::new(Inner {
                 path,
@@ -177,19 +185,19 @@ fn lock(path: &Path) -> Result<File, SeqError> {
         .write(true)
         .open(&lock_path)
         .map_err(|e| {
-            SeqError::config(format!(
-                "embedded: cannot open {}: {e}",
-                lock_path.display()
-            ))
+            SeqError::new(
+                ErrorKind::Io,
+                format!("embedded: cannot open {}: {e}", lock_path.display()),
+            )
         })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(SeqError::config(format!(
+        Err(TryLockError::WouldBlock) => Err(SeqError::unavailable(format!(
             "embedded: cannot open {}: {} is held by another floe process on the same state directory",
             path.display(),
             lock_path.display()
         ))),
-        Err(TryLockError::Error(e)) => Err(SeqError::config(format!(
+        Err(TryLockError::Error(e)) => Err(SeqError::new(ErrorKind::Io, format!(
             "embedded: cannot lock {}: {e}",
             lock_path.display()
         ))),
