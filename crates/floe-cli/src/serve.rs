@@ -79,7 +79,8 @@ pub struct ServeArgs {
     /// The configuration file (TOML; see docs/floe.toml). Unknown keys refuse to start.
     #[arg(long, env = "FLOE_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Print the effective configuration (file, variables and flags) as TOML and exit.
+    /// Print the effective configuration (file, variables and flags) as TOML and exit
+    /// (passwords in store and registry URLs shown as ****).
     #[arg(long)]
     print_config: bool,
     /// Log lines on standard error as text or as JSON (one object a line, for log shippers).
@@ -399,7 +400,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
         .map_or(String::new(), |p| format!("{}: ", p.display()));
     config.validate().map_err(|e| format!("{origin}{e}"))?;
     if args.print_config {
-        print!("{}", config.to_toml());
+        print!("{}", config.to_toml_redacted());
         return Ok(());
     }
     // A layout that cannot issue now is the configuration's fault (2), not a failure to start.
@@ -455,21 +456,24 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     result
 }
 
-/// Completes on the first SIGTERM or SIGINT. The handlers are installed when this is called
-/// (not when first polled): a signal that comes while the server starts, or right after its
-/// start-up line, is a graceful stop, not the default action's death.
+/// Completes on the first SIGTERM, SIGINT or SIGHUP (a closed terminal or ssh session: a
+/// graceful stop rather than the default action's death, which keeps no WEAK tails). The
+/// handlers are installed when this is called (not when first polled): a signal that comes
+/// while the server starts, or right after its start-up line, is a graceful stop too.
 fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =
         signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
     let mut int =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
     Ok(async move {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        tracing::info!("shutting down (SIGTERM or SIGINT)");
+        let name = tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+            _ = hup.recv() => "SIGHUP",
+        };
+        tracing::info!("shutting down ({name})");
     })
 }
 

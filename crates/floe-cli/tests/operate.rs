@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serving::{http, Serve};
+use serving::{http, Serve, NOT_SERVING, SERVING};
 
 /// One sample: metric name, its labels, value.
 #[derive(Debug, Clone)]
@@ -223,28 +223,7 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
     let prefix = floe_testkit::unique("ready");
     let store = format!("cache=redis://{addr}/?prefix={prefix}");
     let server = Serve::start(&["--state-dir", &state, "--store", &store]);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let health = |service: &str| -> i32 {
-        rt.block_on(async {
-            let channel =
-                tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
-                    .unwrap()
-                    .connect()
-                    .await
-                    .unwrap();
-            let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
-            client
-                .check(tonic_health::pb::HealthCheckRequest {
-                    service: service.into(),
-                })
-                .await
-                .unwrap()
-                .into_inner()
-                .status
-        })
-    };
-    const SERVING: i32 = 1;
-    const NOT_SERVING: i32 = 2;
+    let health = |service: &str| serving::health(&server, service);
     let wait_for = |want: u16| {
         let started = Instant::now();
         loop {

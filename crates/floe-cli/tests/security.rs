@@ -276,3 +276,49 @@ fn a_listener_beyond_loopback_without_tls_or_tokens_is_warned_about() {
     // The loopback listener is not named.
     assert!(!stderr.contains("listen.http listens on"), "{stderr}");
 }
+
+/// Passwords in store and registry URLs never reach the terminal: `--print-config` masks
+/// them, and URLs that carry credentials floe cannot use are refused without repeating them.
+#[test]
+fn passwords_in_urls_are_never_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let out = run(&[
+        "serve",
+        "--state-dir",
+        s(&state),
+        "--store",
+        "p=postgres://floe:s3cret-pw@127.0.0.1:1/floe",
+        "--print-config",
+    ]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", err(&out));
+    assert!(!printed.contains("s3cret-pw"), "{printed}");
+    assert!(
+        printed.contains("postgres://floe:****@127.0.0.1:1/floe"),
+        "{printed}"
+    );
+    for args in [
+        &["--store", "e=etcd://u:s3cret-pw@127.0.0.1:1/x"][..],
+        &["--store", "z=zk://u:s3cret-pw@127.0.0.1:1/x"],
+        &["--registry", "zk://u:s3cret-pw@127.0.0.1:1/x"],
+        &["--store", "n=nosuch://u:s3cret-pw@127.0.0.1:1/x"],
+    ] {
+        let out = common::cmd()
+            .args([
+                "serve",
+                "--grpc",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+                "--state-dir",
+            ])
+            .arg(&state)
+            .args(args)
+            .output()
+            .unwrap();
+        let e = err(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {e}");
+        assert!(!e.contains("s3cret-pw"), "{args:?}: {e}");
+    }
+}

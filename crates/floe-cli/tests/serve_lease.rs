@@ -8,7 +8,7 @@ mod serving;
 
 use std::time::{Duration, Instant};
 
-use serving::{http, Serve};
+use serving::{health, http, Serve, NOT_SERVING, SERVING};
 
 #[test]
 fn a_lost_lease_fences_the_snowflake_generator() {
@@ -76,29 +76,6 @@ fn a_lost_lease_fences_the_snowflake_generator() {
         err.contains("WARN") && err.contains("worker lease lost"),
         "the loss is logged as a warning when it happens: {err}"
     );
-}
-
-const SERVING: i32 = 1;
-const NOT_SERVING: i32 = 2;
-
-/// The gRPC health status of `service`.
-fn health(server: &Serve, service: &str) -> i32 {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        tonic_health::pb::health_client::HealthClient::new(channel)
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .status
-    })
 }
 
 /// Releases the identity `h1:4242` of `service` under the running `server`, then waits (at

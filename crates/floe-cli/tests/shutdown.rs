@@ -185,3 +185,20 @@ fn sigterm_right_after_the_start_up_line_is_a_graceful_stop() {
         assert!(err.contains("shutting down"), "{err}");
     }
 }
+
+/// SIGHUP (a closed terminal or ssh session) is a graceful stop too, said in the log.
+#[test]
+fn sighup_is_a_graceful_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let server = serving::Serve::start(&["--state-dir", &state]);
+    let pid = server.pid().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let (status, err, _) = server.wait(std::time::Duration::from_secs(30));
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("shutting down (SIGHUP)"), "{err}");
+}

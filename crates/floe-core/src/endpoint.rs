@@ -48,6 +48,32 @@ pub fn check_root(kind: &str, root: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `url` with the password of its `user:password@` (if any) shown as `****`, for messages and
+/// printed configurations.
+///
+/// # Examples
+/// ```
+/// use floe_core::endpoint::redacted;
+///
+/// assert_eq!(redacted("postgres://floe:s3cret@db:5432/floe"), "postgres://floe:****@db:5432/floe");
+/// assert_eq!(redacted("rediss://:s3cret@cache:6380/0"), "rediss://:****@cache:6380/0");
+/// assert_eq!(redacted("redis://cache:6379/0"), "redis://cache:6379/0");
+/// ```
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:****@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
 /// Splits `scheme://servers[/root]` (no query) of a `kind` of server into its checked servers
 /// and root, `default_root` when the URL names none.
 ///
@@ -78,6 +104,13 @@ pub fn servers_and_root<'a>(
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, default_root),
     };
+    if servers.contains('@') {
+        // Not echoed: what stands before '@' may be a password.
+        return Err(format!(
+            "credentials in a {kind} URL (user:password@) are not supported: found {}",
+            quoted(&redacted(url))
+        ));
+    }
     check_addresses(kind, servers)?;
     check_root(kind, root)?;
     Ok((servers, root))

@@ -45,7 +45,8 @@ enum Target {
 fn parse(url: &str) -> Result<Target, RegistryError> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| {
         RegistryError::config(format!(
-            "registry: expected a URL such as file:///var/lib/floe or static:7, found {url:?}"
+            "registry: expected a URL such as file:///var/lib/floe or static:7, found {:?}",
+            floe_core::endpoint::redacted(url)
         ))
     })?;
     match scheme {
@@ -53,7 +54,8 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
                 return Err(RegistryError::config(format!(
-                    "registry: {url:?} has no directory"
+                    "registry: {:?} has no directory",
+                    floe_core::endpoint::redacted(url)
                 )));
             }
             Ok(Target::File(path.to_string()))
@@ -61,7 +63,8 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
         "static" => {
             let id = rest.trim_start_matches('/').parse::<u32>().map_err(|_| {
                 RegistryError::config(format!(
-                    "registry: expected static:ID with a number, found {url:?}"
+                    "registry: expected static:ID with a number, found {:?}",
+                    floe_core::endpoint::redacted(url)
                 ))
             })?;
             Ok(Target::Static(id))
@@ -102,7 +105,8 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             "registry: etcd is not in this build: build floe with the cargo feature etcd (on by default)",
         )),
         other => Err(RegistryError::config(format!(
-            "registry: unknown scheme {other:?} in {url:?}: expected file:, static:, zk: or etcd:"
+            "registry: unknown scheme {other:?} in {:?}: expected file:, static:, zk: or etcd:",
+            floe_core::endpoint::redacted(url)
         ))),
     }
 }

@@ -87,7 +87,10 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         "zk" | "zookeeper" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
         // Not a store of this build: check_scheme says why.
         _ => Err(check_scheme(url).err().unwrap_or_else(|| {
-            SeqError::config(format!("store: {url:?}: no opener for {scheme}"))
+            SeqError::config(format!(
+                "store: {:?}: no opener for {scheme}",
+                floe_core::endpoint::redacted(url)
+            ))
         })),
     }
 }
@@ -116,11 +119,13 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
         "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "etcd" | "zk"
         | "zookeeper" => {
             Err(SeqError::config(format!(
-                "store: {url:?} needs floe built with the cargo feature for {scheme}"
+                "store: {:?} needs floe built with the cargo feature for {scheme}",
+                floe_core::endpoint::redacted(url)
             )))
         }
         _ => Err(SeqError::config(format!(
-            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, etcd:// or zk://, found {url:?}"
+            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, etcd:// or zk://, found {:?}",
+            floe_core::endpoint::redacted(url)
         ))),
     }
 }

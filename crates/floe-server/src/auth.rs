@@ -141,11 +141,15 @@ impl Guard {
         }) {
             return Ok(());
         }
-        let value = request
+        let mut values = request
             .headers()
-            .get(hyper::header::AUTHORIZATION)
-            .ok_or(Refused::Missing)?
-            .as_bytes();
+            .get_all(hyper::header::AUTHORIZATION)
+            .iter();
+        let value = values.next().ok_or(Refused::Missing)?.as_bytes();
+        if values.next().is_some() {
+            // Which one would count is a proxy's guess: neither does.
+            return Err(Refused::Wrong);
+        }
         // `Bearer` is case-insensitive (RFC 6750 and 9110), followed by one or more spaces.
         let token = match value.get(..7) {
             Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => value[7..].trim_ascii(),
@@ -192,6 +196,14 @@ where
     fn call(&mut self, request: Request<T>) -> Self::Future {
         if let Some(guard) = &self.guard {
             if let Err(refused) = guard.check(&request) {
+                crate::warn(
+                    crate::Topic::Auth,
+                    format_args!(
+                        "refused a request to {}: {}",
+                        crate::observe::route_label(request.uri().path()),
+                        refused.message()
+                    ),
+                );
                 return Either::Left(futures_util::future::ready(Ok((self.refuse)(refused))));
             }
         }

@@ -447,9 +447,22 @@ impl ServerConfig {
         })
     }
 
-    /// The configuration as TOML (what `--print-config` prints).
+    /// The configuration as TOML (`--print-config` prints [`to_toml_redacted`](Self::to_toml_redacted)).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
+    /// [`to_toml`](Self::to_toml) with the passwords of store and registry URLs shown as
+    /// `****` (`floe serve --print-config`: printed configurations end up in tickets and logs).
+    pub fn to_toml_redacted(&self) -> String {
+        let mut shown = self.clone();
+        for url in shown.stores.values_mut() {
+            *url = floe_core::endpoint::redacted(url);
+        }
+        if let Some(url) = shown.registry.url.as_mut() {
+            *url = floe_core::endpoint::redacted(url);
+        }
+        shown.to_toml()
     }
 
     /// The stores to open, by name: the configured ones, or `default = "embedded"`.
@@ -775,6 +788,16 @@ mod tests {
         );
         c.bigger_than.insert("orders:o".into(), 100);
         let text = c.to_toml();
+        let mut secret = c.clone();
+        secret
+            .stores
+            .insert("pg".into(), "postgres://floe:s3cret@db:5432/floe".into());
+        let shown = secret.to_toml_redacted();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.contains("postgres://floe:****@db:5432/floe"),
+            "{shown}"
+        );
         assert_eq!(ServerConfig::from_toml(&text).unwrap(), c, "{text}");
     }
 

@@ -157,13 +157,19 @@ pub(crate) enum Topic {
     Clock = 1,
     /// An error kind the server does not map.
     Internal = 2,
+    /// A request refused for its token.
+    Auth = 3,
 }
 
 /// A warning in the log, at most one a second per [`Topic`] (a store that is down fails every
 /// request: the log says so once a second, with how many lines it left out).
 pub(crate) fn warn(topic: Topic, line: std::fmt::Arguments<'_>) {
-    static LAST: [Mutex<Option<(Instant, u64)>>; 3] =
-        [Mutex::new(None), Mutex::new(None), Mutex::new(None)];
+    static LAST: [Mutex<Option<(Instant, u64)>>; 4] = [
+        Mutex::new(None),
+        Mutex::new(None),
+        Mutex::new(None),
+        Mutex::new(None),
+    ];
     let mut last = LAST[topic as usize]
         .lock()
         .unwrap_or_else(|p| p.into_inner());

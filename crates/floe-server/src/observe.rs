@@ -606,6 +606,15 @@ fn grpc_route_index(path: &str) -> usize {
         .unwrap_or(GRPC_METHODS.len())
 }
 
+/// The route label of a path on either listener (an HTTP route template, a gRPC method this
+/// server serves, or `unmatched`): never the request's own text.
+pub fn route_label(path: &str) -> &'static str {
+    match grpc_route(path) {
+        "unknown" => http_route(path),
+        method => method,
+    }
+}
+
 fn grpc_route(path: &str) -> &'static str {
     GRPC_METHODS
         .get(grpc_route_index(path))
@@ -629,7 +638,8 @@ fn method_index(method: &hyper::Method) -> usize {
 static HTTP_STATUS: LazyLock<Vec<String>> =
     LazyLock::new(|| (0..1000).map(|c: u16| c.to_string()).collect());
 
-fn grpc_code_name(code: tonic::Code) -> &'static str {
+/// gRPC's name of a status code (`UNAVAILABLE`), as labels and messages write it.
+pub fn grpc_code_name(code: tonic::Code) -> &'static str {
     use tonic::Code;
     match code {
         Code::Ok => "OK",

@@ -7,52 +7,15 @@ mod common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use common::{http, http_with};
+use common::{http, http_with, Node};
 use floe_core::lexical::LexicalUuid;
 use floe_core::sno::SnoId;
 use floe_core::snowflake::Layout;
-use floe_server::proto_floe::floe_client::FloeClient;
 use floe_server::proto_floe::{
     Increment, Kind, NextIdsRequest, NextSequenceRequest, StreamIdsRequest, StreamSequenceRequest,
 };
-use floe_server::{Server, ServerConfig};
+use floe_server::ServerConfig;
 use tonic::Code;
-
-struct Node {
-    http: String,
-    grpc: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), String>>,
-}
-
-impl Node {
-    async fn start(config: &ServerConfig) -> Node {
-        let server = Server::start(config).await.unwrap();
-        let http = server.http_addr().unwrap().to_string();
-        let grpc = server.grpc_addr().unwrap().to_string();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Node {
-            http,
-            grpc,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    async fn client(&self) -> FloeClient<tonic::transport::Channel> {
-        FloeClient::connect(format!("http://{}", self.grpc))
-            .await
-            .unwrap()
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.await.unwrap().unwrap();
-    }
-}
 
 fn config(state: &std::path::Path) -> ServerConfig {
     let mut c = ServerConfig {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::http_with;
+use common::{http_with, Node};
 use floe_server::proto::runtime_client::RuntimeClient;
 use floe_server::proto::GetNextIdRequest;
 use floe_server::proto_floe::floe_client::FloeClient;
@@ -48,36 +48,6 @@ fn certs(dir: &Path) -> Certs {
     std::fs::write(&certs.cert, cert.pem()).unwrap();
     std::fs::write(&certs.key, key.serialize_pem()).unwrap();
     certs
-}
-
-struct Node {
-    http: String,
-    grpc: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), String>>,
-}
-
-impl Node {
-    async fn start(config: &ServerConfig) -> Node {
-        let server = Server::start(config).await.unwrap();
-        let http = server.http_addr().unwrap().to_string();
-        let grpc = server.grpc_addr().unwrap().to_string();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Node {
-            http,
-            grpc,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.await.unwrap().unwrap();
-    }
 }
 
 fn config(state: &Path) -> ServerConfig {
@@ -461,6 +431,18 @@ async fn every_route_needs_one_of_the_tokens_and_health_is_open_by_default() {
             assert_ne!(code, 401, "{path} with {token}: {head} {body}");
         }
     }
+    // Two Authorization headers: which one counts would be a guess, so neither does.
+    let (code, _, _) = http_with(
+        &node.http,
+        "GET",
+        "/v1/ids/ulid",
+        &[
+            "Authorization: Bearer first-token-abc",
+            "Authorization: Bearer wrong-token",
+        ],
+    )
+    .await;
+    assert_eq!(code, 401);
     // The token lets a request through to its route: it is served.
     let (code, _, body) = http_with(
         &node.http,

@@ -136,6 +136,30 @@ impl Serve {
     }
 }
 
+/// gRPC health's SERVING and NOT_SERVING.
+pub const SERVING: i32 = 1;
+pub const NOT_SERVING: i32 = 2;
+
+/// The gRPC health status of `service` on `server`.
+pub fn health(server: &Serve, service: &str) -> i32 {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        tonic_health::pb::health_client::HealthClient::new(channel)
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+    })
+}
+
 /// One HTTP/1.1 request with `Connection: close`: its status and body.
 pub fn http(addr: &str, method: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect(addr)?;

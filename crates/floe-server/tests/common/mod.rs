@@ -217,3 +217,43 @@ pub async fn raw_call(
         .await
         .map(tonic::Response::into_inner)
 }
+
+/// A whole server assembled from its configuration ([`floe_server::Server`]), running on this
+/// runtime until [`Node::stop`].
+pub struct Node {
+    pub http: String,
+    pub grpc: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl Node {
+    pub async fn start(config: &floe_server::ServerConfig) -> Node {
+        let server = floe_server::Server::start(config).await.unwrap();
+        let http = server.http_addr().unwrap().to_string();
+        let grpc = server.grpc_addr().unwrap().to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Node {
+            http,
+            grpc,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    pub async fn client(
+        &self,
+    ) -> floe_server::proto_floe::floe_client::FloeClient<tonic::transport::Channel> {
+        floe_server::proto_floe::floe_client::FloeClient::connect(format!("http://{}", self.grpc))
+            .await
+            .unwrap()
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
