@@ -33,7 +33,8 @@ Exit codes:
   0   success
   1   any other failure (e.g. a store holding something floe did not write)
   2   bad usage, input or configuration (an unknown option, a bad ID, layout or URL)
-  69  unavailable: a registry, store or --server that cannot be reached (EX_UNAVAILABLE)
+  69  unavailable: a registry, store or --server that cannot be reached, or an embedded
+      store another floe process holds (EX_UNAVAILABLE)
   74  a local I/O error: the state directory, standard input or output (EX_IOERR)
   75  refused for now, try again later: the clock is behind the last recorded time, the
       worker ID is held by another live process, or its lease was lost (EX_TEMPFAIL)";
