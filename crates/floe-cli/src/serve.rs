@@ -175,6 +175,11 @@ pub struct ServeArgs {
     /// Seconds shutdown waits for open connections before dropping them [default: 10].
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     shutdown_timeout_secs: Option<u64>,
+    /// Seconds to go on serving, not ready (/readyz 503, gRPC health NOT_SERVING), after
+    /// SIGTERM before the listeners close, so that load balancers take the server out first
+    /// [default: 0].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    shutdown_delay_secs: Option<u64>,
     /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_host: Vec<String>,
@@ -248,6 +253,7 @@ impl ServeArgs {
             &mut c.limits.shutdown_timeout_secs,
             &self.shutdown_timeout_secs,
         );
+        set(&mut c.limits.shutdown_delay_secs, &self.shutdown_delay_secs);
         c.listen.allow_hosts.extend(self.allow_host.iter().cloned());
         if self.tls_cert.is_some() {
             c.tls.cert = self.tls_cert.clone();

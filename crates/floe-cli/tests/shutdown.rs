@@ -202,3 +202,39 @@ fn sighup_is_a_graceful_stop() {
     assert!(status.success(), "{status}: {err}");
     assert!(err.contains("shutting down (SIGHUP)"), "{err}");
 }
+
+/// With a shutdown delay, SIGTERM turns the server not ready at once while it goes on
+/// accepting and serving (a load balancer polling /readyz takes it out first), then it stops.
+#[test]
+fn a_shutdown_delay_keeps_serving_not_ready_then_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let server = Serve::start(&["--state-dir", &state, "--shutdown-delay-secs", "2"]);
+    let (code, _) = serving::http(&server.http, "GET", "/readyz").unwrap();
+    assert_eq!(code, 200);
+    let signalled = std::time::Instant::now();
+    server.term();
+    let started = std::time::Instant::now();
+    loop {
+        let (code, body) = serving::http(&server.http, "GET", "/readyz").unwrap();
+        if code == 503 {
+            assert!(body.contains("stopping"), "{body}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "still ready: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // New connections are still served during the delay.
+    let (code, body) = serving::http(&server.http, "GET", "/v1/ids/snowflake").unwrap();
+    assert_eq!(code, 200, "{body}");
+    let (status, err, _) = server.wait(Duration::from_secs(30));
+    assert!(status.success(), "{err}");
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(2),
+        "the listeners stayed open for the delay"
+    );
+    assert!(err.contains("shutdown delay"), "{err}");
+}

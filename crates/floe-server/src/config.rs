@@ -201,6 +201,9 @@ pub struct LimitsConfig {
     pub request_timeout_secs: u64,
     /// Seconds shutdown waits for open connections.
     pub shutdown_timeout_secs: u64,
+    /// Seconds the server goes on serving, not ready, after SIGTERM before it stops accepting
+    /// (for load balancers that need time to take it out; 0 by default).
+    pub shutdown_delay_secs: u64,
     /// The most IDs one request may ask for (`count`); more is refused (400 /
     /// `INVALID_ARGUMENT`). A stream asks for any number, in batches of at most this.
     pub max_batch: u32,
@@ -216,6 +219,7 @@ impl Default for LimitsConfig {
             idle_timeout_secs: l.idle_timeout.as_secs(),
             request_timeout_secs: l.request_timeout.as_secs(),
             shutdown_timeout_secs: l.shutdown_timeout.as_secs(),
+            shutdown_delay_secs: l.shutdown_delay.as_secs(),
             max_batch: DEFAULT_MAX_BATCH,
         }
     }
@@ -515,10 +519,11 @@ impl ServerConfig {
             idle_timeout: Duration::from_secs(l.idle_timeout_secs),
             request_timeout: Duration::from_secs(l.request_timeout_secs),
             shutdown_timeout: Duration::from_secs(l.shutdown_timeout_secs),
+            shutdown_delay: Duration::from_secs(l.shutdown_delay_secs),
         };
         limits.validate().map_err(|e| {
             let (field, rest) = e.split_once(':').unwrap_or(("limits", &e));
-            let suffix = if field.ends_with("timeout") {
+            let suffix = if field.ends_with("timeout") || field.ends_with("delay") {
                 "_secs"
             } else {
                 ""

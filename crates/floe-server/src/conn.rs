@@ -54,6 +54,9 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// How long shutdown waits for connections to end before it drops them (10 s).
     pub shutdown_timeout: Duration,
+    /// How long the server goes on accepting and serving after a shutdown signal, not ready
+    /// (`/readyz` 503, gRPC health NOT_SERVING), so that load balancers take it out first (0).
+    pub shutdown_delay: Duration,
 }
 
 impl Default for Limits {
@@ -65,6 +68,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
         }
     }
 }
@@ -94,6 +98,7 @@ impl Limits {
             ("idle_timeout", self.idle_timeout, false),
             ("request_timeout", self.request_timeout, false),
             ("shutdown_timeout", self.shutdown_timeout, true),
+            ("shutdown_delay", self.shutdown_delay, true),
         ] {
             if (d.is_zero() && !zero_ok) || d > MAX_DURATION {
                 return Err(format!(

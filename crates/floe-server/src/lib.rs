@@ -518,7 +518,17 @@ pub async fn serve_app_secure(
             if let Some(h) = &health {
                 set_health(h, &app.telemetry).await;
             }
-            tracing::info!("stopping: no longer ready");
+            if limits.shutdown_delay.is_zero() {
+                tracing::info!("stopping: no longer ready");
+            } else {
+                // Load balancers see /readyz 503 and take the server out while it still
+                // serves whatever they send meanwhile.
+                tracing::info!(
+                    "stopping: no longer ready; serving {} s more before the listeners close (shutdown delay)",
+                    limits.shutdown_delay.as_secs()
+                );
+                tokio::time::sleep(limits.shutdown_delay).await;
+            }
             let _ = stop.send(true);
         }
     };
