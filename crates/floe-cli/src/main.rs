@@ -54,7 +54,7 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// Serve every ID kind and per-key sequences over gRPC (floe.v1, Layotto's GetNextId) and
     /// HTTP (floe's routes and Leaf's).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Print a key's sequence IDs (or segments) from a store, or from a `floe serve` with
     /// --server.
     Seq(serve::SeqArgs),
