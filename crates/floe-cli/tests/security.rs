@@ -6,41 +6,15 @@
 mod common;
 mod serving;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
 use serving::Serve;
 
-struct Certs {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-/// A private CA and a certificate it signed for `localhost` and 127.0.0.1, PEM files in `dir`.
-fn certs(dir: &Path) -> Certs {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "floe test CA");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let certs = Certs {
-        ca: dir.join("ca.pem"),
-        cert: dir.join("cert.pem"),
-        key: dir.join("key.pem"),
-    };
-    std::fs::write(&certs.ca, ca.as_ref().pem()).unwrap();
-    std::fs::write(&certs.cert, cert.pem()).unwrap();
-    std::fs::write(&certs.key, key.serialize_pem()).unwrap();
-    certs
+/// A private CA and a server certificate it signed, as PEM files in `dir`.
+fn certs(dir: &Path) -> floe_testkit::Certs {
+    floe_testkit::test_ca(dir)
 }
 
 fn run(args: &[&str]) -> Output {

@@ -130,3 +130,42 @@ impl Drop for Proxy {
         }
     }
 }
+
+/// PEM files of a private CA and of a server certificate it signed (for `localhost` and
+/// 127.0.0.1), made by [`test_ca`].
+#[derive(Debug, Clone)]
+pub struct Certs {
+    /// The CA's certificate (what clients trust).
+    pub ca: std::path::PathBuf,
+    /// The server's certificate.
+    pub cert: std::path::PathBuf,
+    /// The server's private key.
+    pub key: std::path::PathBuf,
+}
+
+/// A private CA and a server certificate it signed for `localhost` and 127.0.0.1, written as
+/// `ca.pem`, `cert.pem` and `key.pem` in `dir` (rustls refuses a CA certificate as a server's,
+/// so the two are separate).
+pub fn test_ca(dir: &std::path::Path) -> Certs {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "floe test CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let certs = Certs {
+        ca: dir.join("ca.pem"),
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+    };
+    std::fs::write(&certs.ca, ca.as_ref().pem()).unwrap();
+    std::fs::write(&certs.cert, cert.pem()).unwrap();
+    std::fs::write(&certs.key, key.serialize_pem()).unwrap();
+    certs
+}
