@@ -529,8 +529,8 @@ pub enum Listener {
     Http,
 }
 
-/// The gRPC methods served, as route labels (anything else: `unknown`).
-const GRPC_METHODS: &[&str] = &[
+/// The gRPC methods served, as route labels (the last: a method not served).
+const GRPC_ROUTES: [&str; 10] = [
     "/spec.proto.runtime.v1.Runtime/GetNextId",
     "/floe.v1.Floe/NextIds",
     "/floe.v1.Floe/StreamIds",
@@ -540,10 +540,11 @@ const GRPC_METHODS: &[&str] = &[
     "/grpc.health.v1.Health/Watch",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+    "unknown",
 ];
 
 /// HTTP route templates (the last: a path that matches none).
-const HTTP_ROUTES: &[&str] = &[
+const HTTP_ROUTES: [&str; 14] = [
     "/",
     "/healthz",
     "/readyz",
@@ -598,28 +599,22 @@ pub fn http_route(path: &str) -> &'static str {
     HTTP_ROUTES[http_route_index(path)]
 }
 
-/// The index in [`GRPC_METHODS`] of a gRPC path (`GRPC_METHODS.len()`: `unknown`).
+/// The index in [`GRPC_ROUTES`] of a gRPC path (the last: `unknown`).
 fn grpc_route_index(path: &str) -> usize {
-    GRPC_METHODS
+    let served = &GRPC_ROUTES[..GRPC_ROUTES.len() - 1];
+    served
         .iter()
         .position(|m| *m == path)
-        .unwrap_or(GRPC_METHODS.len())
+        .unwrap_or(served.len())
 }
 
 /// The route label of a path on either listener (an HTTP route template, a gRPC method this
 /// server serves, or `unmatched`): never the request's own text.
 pub fn route_label(path: &str) -> &'static str {
-    match grpc_route(path) {
+    match GRPC_ROUTES[grpc_route_index(path)] {
         "unknown" => http_route(path),
         method => method,
     }
-}
-
-fn grpc_route(path: &str) -> &'static str {
-    GRPC_METHODS
-        .get(grpc_route_index(path))
-        .copied()
-        .unwrap_or("unknown")
 }
 
 /// The methods, as labels.
@@ -685,27 +680,53 @@ pub struct Observed<S> {
     listener: Listener,
     /// Record `floe_request_duration_seconds` (metrics on).
     metrics: bool,
-    /// The histograms of successful answers, per route and method, registered on first use
-    /// (every other status goes through the registry).
-    ok: Arc<Vec<OnceLock<metrics::Histogram>>>,
 }
 
 impl<S> Observed<S> {
     /// `inner`, measured as requests of `listener` when `metrics` is set.
     pub fn new(inner: S, listener: Listener, metrics: bool) -> Observed<S> {
-        let routes = match listener {
-            Listener::Grpc => GRPC_METHODS.len() + 1,
-            Listener::Http => HTTP_ROUTES.len(),
-        };
         Observed {
             inner,
             listener,
             metrics,
-            ok: Arc::new(
-                (0..routes * METHODS.len())
-                    .map(|_| OnceLock::new())
-                    .collect(),
-            ),
+        }
+    }
+}
+
+/// The histograms of successful answers per route and method (`route * 4 + method`),
+/// registered on first use in the process's recorder: a request records into one without a
+/// registry lookup (every other status goes through the registry).
+static HTTP_OK: [OnceLock<metrics::Histogram>; HTTP_ROUTES.len() * METHODS.len()] =
+    [const { OnceLock::new() }; HTTP_ROUTES.len() * METHODS.len()];
+static GRPC_OK: [OnceLock<metrics::Histogram>; GRPC_ROUTES.len() * METHODS.len()] =
+    [const { OnceLock::new() }; GRPC_ROUTES.len() * METHODS.len()];
+
+impl Listener {
+    fn routes(self) -> &'static [&'static str] {
+        match self {
+            Listener::Grpc => &GRPC_ROUTES,
+            Listener::Http => &HTTP_ROUTES,
+        }
+    }
+
+    fn route_index(self, path: &str) -> usize {
+        match self {
+            Listener::Grpc => grpc_route_index(path),
+            Listener::Http => http_route_index(path),
+        }
+    }
+
+    fn ok_histograms(self) -> &'static [OnceLock<metrics::Histogram>] {
+        match self {
+            Listener::Grpc => &GRPC_OK,
+            Listener::Http => &HTTP_OK,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Listener::Grpc => "grpc",
+            Listener::Http => "http",
         }
     }
 }
@@ -723,26 +744,15 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let path = request.uri().path();
-        let (route_index, route) = match self.listener {
-            Listener::Grpc => (grpc_route_index(path), grpc_route(path)),
-            Listener::Http => {
-                let i = http_route_index(path);
-                (i, HTTP_ROUTES[i])
-            }
-        };
-        let method_i = method_index(request.method());
-        let method = METHODS[method_i];
+        let slot = self.listener.route_index(request.uri().path()) * METHODS.len()
+            + method_index(request.method());
         // Neither metrics nor debug lines: no clock read either.
         let timed = self.metrics || tracing::enabled!(tracing::Level::DEBUG);
         ObservedFuture {
             inner: self.inner.call(request),
             started: timed.then(Instant::now),
             metrics: self.metrics,
-            ok: Arc::clone(&self.ok),
-            slot: route_index * METHODS.len() + method_i,
-            route,
-            method,
+            slot,
             listener: self.listener,
         }
     }
@@ -755,10 +765,8 @@ pin_project_lite::pin_project! {
         inner: F,
         started: Option<Instant>,
         metrics: bool,
-        ok: Arc<Vec<OnceLock<metrics::Histogram>>>,
+        // The route (`slot / 4`, in the listener's table) and method (`slot % 4`).
         slot: usize,
-        route: &'static str,
-        method: &'static str,
         listener: Listener,
     }
 }
@@ -780,21 +788,20 @@ where
             Err(never) => match *never {},
         };
         let seconds = started.elapsed().as_secs_f64();
-        let listener = match this.listener {
-            Listener::Grpc => "grpc",
-            Listener::Http => "http",
-        };
+        let listener = this.listener.label();
+        let route = this.listener.routes()[*this.slot / METHODS.len()];
+        let method = METHODS[*this.slot % METHODS.len()];
         if *this.metrics {
             let register = || {
                 histogram!(
                     "floe_request_duration_seconds",
                     "listener" => listener,
-                    "route" => *this.route,
-                    "method" => *this.method,
+                    "route" => route,
+                    "method" => method,
                     "status" => status
                 )
             };
-            match this.ok.get(*this.slot) {
+            match this.listener.ok_histograms().get(*this.slot) {
                 Some(cached) if status == "200" || status == "OK" => {
                     cached.get_or_init(register).record(seconds);
                 }
@@ -803,8 +810,8 @@ where
         }
         tracing::debug!(
             listener,
-            route = *this.route,
-            method = *this.method,
+            route,
+            method,
             status,
             micros = (seconds * 1e6) as u64,
             "request"
@@ -836,8 +843,10 @@ mod tests {
         // Keys never become labels: whatever is asked, the label set stays fixed.
         assert_eq!(http_route("/v1/sequencer/a/b/c"), "unmatched");
         assert_eq!(http_route("/no/such/route"), "unmatched");
-        assert_eq!(grpc_route("/floe.v1.Floe/NextIds"), "/floe.v1.Floe/NextIds");
-        assert_eq!(grpc_route("/evil.Service/Anything"), "unknown");
+        let grpc = |path| GRPC_ROUTES[grpc_route_index(path)];
+        assert_eq!(grpc("/floe.v1.Floe/NextIds"), "/floe.v1.Floe/NextIds");
+        assert_eq!(grpc("/evil.Service/Anything"), "unknown");
+        assert_eq!(route_label("/evil.Service/Anything"), "unmatched");
     }
 
     #[test]
