@@ -60,17 +60,24 @@ pub fn check_root(kind: &str, root: &str) -> Result<(), String> {
 /// assert_eq!(redacted("redis://cache:6379/0"), "redis://cache:6379/0");
 /// ```
 pub fn redacted(url: &str) -> String {
+    replace_password(url, Some("****"))
+}
+
+/// `url` with the password of its `user:password@` replaced by `with`, or dropped
+/// (`user@host`) when `with` is `None`. A URL with no password is returned as it is.
+pub fn replace_password(url: &str, with: Option<&str>) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:****@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_string();
+    };
+    match (userinfo.split_once(':'), with) {
+        (Some((user, _)), Some(shown)) => format!("{scheme}://{user}:{shown}@{host}{tail}"),
+        (Some((user, _)), None) => format!("{scheme}://{user}@{host}{tail}"),
+        (None, _) => url.to_string(),
     }
 }
 

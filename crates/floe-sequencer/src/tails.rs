@@ -209,18 +209,7 @@ pub fn store_identity(url: &str, state_dir: &Path) -> String {
         let path = std::path::absolute(&path).unwrap_or(path);
         return format!("embedded:{}", path.display());
     }
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}@{host}{path}")
-        }
-        None => url.to_string(),
-    }
+    floe_core::endpoint::replace_password(url, None)
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> SeqError {
