@@ -136,19 +136,7 @@ fn floe_serve_exits_by_kind_when_it_cannot_start() {
     ];
     for (args, code) in cases {
         let state = tempfile::tempdir().unwrap();
-        let out = cmd()
-            .args([
-                "serve",
-                "--grpc",
-                "127.0.0.1:0",
-                "--http",
-                "127.0.0.1:0",
-                "--state-dir",
-            ])
-            .arg(state.path())
-            .args(args)
-            .output()
-            .unwrap();
+        let out = common::serve_output(state.path(), args);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(i32::from(code)), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}: never served");
@@ -164,11 +152,8 @@ fn floe_serve_exits_by_kind_when_it_cannot_start() {
 /// service manager that stops on 2 would leave the server down after a disk problem.
 #[test]
 fn floe_serve_with_a_state_directory_it_cannot_make_is_an_io_error() {
-    let out = cmd()
-        .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args(["--state-dir", "/proc/floe-cannot-be-made/state"])
-        .output()
-        .unwrap();
+    let state = std::path::Path::new("/proc/floe-cannot-be-made/state");
+    let out = common::serve_output(state, &[]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(74), "{err}");
     assert!(err.contains("/proc/floe-cannot-be-made"), "{err}");

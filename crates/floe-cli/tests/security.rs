@@ -278,19 +278,7 @@ fn passwords_in_urls_are_never_printed() {
         &["--registry", "zk://u:s3cret-pw@127.0.0.1:1/x"],
         &["--store", "n=nosuch://u:s3cret-pw@127.0.0.1:1/x"],
     ] {
-        let out = common::cmd()
-            .args([
-                "serve",
-                "--grpc",
-                "127.0.0.1:0",
-                "--http",
-                "127.0.0.1:0",
-                "--state-dir",
-            ])
-            .arg(&state)
-            .args(args)
-            .output()
-            .unwrap();
+        let out = common::serve_output(&state, args);
         let e = err(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {e}");
         assert!(!e.contains("s3cret-pw"), "{args:?}: {e}");

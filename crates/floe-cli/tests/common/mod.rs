@@ -32,6 +32,24 @@ pub fn run(args: &[&str]) -> Output {
     cmd().args(args).output().unwrap()
 }
 
+/// `floe serve` on ports of its own (`127.0.0.1:0`) in `state`, with `args`, run until it
+/// exits (for the ways it refuses to start).
+pub fn serve_output(state: &std::path::Path, args: &[&str]) -> Output {
+    cmd()
+        .args([
+            "serve",
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--state-dir",
+        ])
+        .arg(state)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// The standard output of a run that must have succeeded.
 pub fn ok(out: Output) -> String {
     assert!(
