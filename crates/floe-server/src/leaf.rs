@@ -174,7 +174,7 @@ async fn cache(
     Ok(Json(view))
 }
 
-pub(crate) fn cache_view(app: &App, limit: usize) -> serde_json::Value {
+fn cache_view(app: &App, limit: usize) -> serde_json::Value {
     let stores: Vec<_> = app
         .sequencer
         .stores()

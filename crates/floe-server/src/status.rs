@@ -56,10 +56,29 @@ pub struct StoreView {
     pub ready: bool,
     /// Keys held in memory.
     pub keys_in_memory: usize,
-    /// Each key's buffer (Leaf's cache view), at most [`PAGE_KEYS`].
-    pub keys: serde_json::Value,
+    /// Each WEAK key's buffer (what Leaf's cache page shows), the first [`PAGE_KEYS`] by key.
+    pub keys: Vec<KeyView>,
     /// Whether there were more keys than shown.
     pub truncated: bool,
+}
+
+/// One WEAK key's segment buffer (IDs as text: they pass 2^53).
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyView {
+    /// The key.
+    pub key: String,
+    /// The current segment's next ID (none when it is used up).
+    pub next_id: Option<String>,
+    /// IDs left in the current segment.
+    pub left: u64,
+    /// The current segment's size.
+    pub segment: u64,
+    /// The next segment, if fetched: first and last ID.
+    pub next_segment: Option<(String, String)>,
+    /// The step of the next fetch.
+    pub step: u32,
+    /// Whether a fetch is under way.
+    pub fetching: bool,
 }
 
 /// A rate.
@@ -178,18 +197,31 @@ pub fn snapshot(app: &App) -> Snapshot {
             }
         }
     }
-    let cache = crate::leaf::cache_view(app, PAGE_KEYS);
     let stores = app
         .sequencer
         .stores()
-        .zip(cache["stores"].as_array().cloned().unwrap_or_default())
-        .map(|(h, view)| StoreView {
-            name: h.name().to_string(),
-            kind: h.store().kind().to_string(),
-            ready: t.store_ready(h.name()),
-            keys_in_memory: h.keys_in_memory(),
-            truncated: view["truncated"].as_bool().unwrap_or(false),
-            keys: view["keys"].clone(),
+        .map(|h| {
+            let buffers = h.weak_buffers();
+            StoreView {
+                name: h.name().to_string(),
+                kind: h.store().kind().to_string(),
+                ready: t.store_ready(h.name()),
+                keys_in_memory: h.keys_in_memory(),
+                truncated: buffers.len() > PAGE_KEYS,
+                keys: buffers
+                    .into_iter()
+                    .take(PAGE_KEYS)
+                    .map(|(key, b)| KeyView {
+                        key: key.as_str().to_string(),
+                        next_id: (b.left > 0).then(|| b.next_id.to_string()),
+                        left: b.left,
+                        segment: b.current_len,
+                        next_segment: b.next.map(|n| (n.start.to_string(), n.end.to_string())),
+                        step: b.step,
+                        fetching: b.fetching,
+                    })
+                    .collect(),
+            }
         })
         .collect();
     let totals = crate::observe::totals(app);
@@ -361,31 +393,25 @@ pub fn html(s: &Snapshot) -> String {
             escape(&st.kind),
             st.keys_in_memory
         );
-        let keys = st.keys.as_array().map(Vec::as_slice).unwrap_or_default();
-        if keys.is_empty() {
+        if st.keys.is_empty() {
             o.push_str("<p class=\"muted\">no WEAK key buffered</p>");
             continue;
         }
         o.push_str("<table class=\"keys\"><tr><th>key</th><th>next ID</th><th>left</th><th>segment</th><th>next segment</th><th>step</th><th>fetching</th></tr>");
-        for k in keys {
-            let text = |v: &serde_json::Value| match v {
-                serde_json::Value::String(s) => escape(s),
-                serde_json::Value::Null => "-".to_string(),
-                other => escape(&other.to_string()),
-            };
-            let next = match &k["next"] {
-                serde_json::Value::Null => "-".to_string(),
-                n => format!("{} to {}", text(&n["start"]), text(&n["end"])),
-            };
+        for k in &st.keys {
+            let next = k
+                .next_segment
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |(a, b)| format!("{a} to {b}"));
             let _ = write!(
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{next}</td><td>{}</td><td>{}</td></tr>",
-                text(&k["key"]),
-                text(&k["current"]["nextId"]),
-                text(&k["current"]["left"]),
-                text(&k["current"]["size"]),
-                text(&k["step"]),
-                text(&k["fetching"]),
+                escape(&k.key),
+                k.next_id.as_deref().unwrap_or("-"),
+                k.left,
+                k.segment,
+                k.step,
+                k.fetching,
             );
         }
         o.push_str("</table>");
