@@ -50,50 +50,18 @@ NOOP_BIN=${NOOP_BIN:-target/release/noop-grpc}
 work=$(mktemp -d)
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# start NAME COMMAND...: runs a server whose first stdout line names its addresses; leaves that
-# line in STARTED.
-start() {
-  local name=$1
-  shift
-  "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=("$!")
-  for _ in $(seq 1 300); do
-    if [ -s "$work/$name.out" ]; then
-      STARTED=$(head -n1 "$work/$name.out")
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "$name did not start:" >&2
-  cat "$work/$name.err" >&2
-  exit 1
-}
+source scripts/lib/load.sh
 
 start floe "$FLOE_BIN" serve --state-dir "$work/state" --store default=memory \
   --grpc 127.0.0.1:0 --http 127.0.0.1:0
-floe_grpc=$(sed -n 's/.*grpc=\([^ ]*\).*/\1/p' <<<"$STARTED")
-floe_http=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' <<<"$STARTED")
+floe_grpc=$(started_addr grpc)
+floe_http=$(started_addr http)
 start noop "$NOOP_BIN" 127.0.0.1:0
 noop_pid=${pids[1]}
 floe_pid=${pids[0]}
-noop_grpc=$(sed -n 's/.*grpc=\([^ ]*\).*/\1/p' <<<"$STARTED")
+noop_grpc=$(started_addr grpc)
 echo "floe: grpc=$floe_grpc http=$floe_http; noop: grpc=$noop_grpc" >&2
 
-# Request bodies: a gRPC frame (uncompressed flag, 4-byte big-endian length) around a protobuf
-# message, written byte by byte.
-frame() { # frame FILE HEX-OF-MESSAGE
-  local hex=$2 len=$((${#2} / 2))
-  printf '%s' "00$(printf '%08x' "$len")$hex" | xxd -r -p >"$1"
-}
-hexs() { printf '%s' "$1" | xxd -p | tr -d '\n'; }
 # GetNextIdRequest{store_name: "default", key: "k"} (WEAK: options absent)
 frame "$work/get_next_id.bin" "0a07$(hexs default)1201$(hexs k)"
 # NextSequenceRequest{store: "default", key: "k", count: 1000}

@@ -32,49 +32,34 @@ FLOE_BIN=${FLOE_BIN:-target/release/floe}
 work=$(mktemp -d)
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source scripts/lib/load.sh
 
 TOKEN=$(head -c 24 /dev/urandom | xxd -p)
 printf '# overhead.sh\n%s\n' "$TOKEN" >"$work/tokens"
 printf '[metrics]\nenabled = false\n' >"$work/plain.toml"
 
-start() { # start NAME ENV... -- ARGS...: sets ADDR_GRPC, ADDR_HTTP
+# floe NAME ENV... -- ARGS...: a release `floe serve` on a memory store; sets ADDR_GRPC, ADDR_HTTP.
+floe() {
   local name=$1
   shift
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
-  env "${envs[@]}" "$FLOE_BIN" serve --state-dir "$work/$name" --store default=memory \
-    --grpc 127.0.0.1:0 --http 127.0.0.1:0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=("$!")
-  for _ in $(seq 1 300); do
-    if [ -s "$work/$name.out" ]; then
-      ADDR_GRPC=$(sed -n 's/.*grpc=\([^ ]*\).*/\1/p' "$work/$name.out")
-      ADDR_HTTP=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$work/$name.out")
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "$name did not start:" >&2
-  cat "$work/$name.err" >&2
-  exit 1
+  start "$name" env "${envs[@]}" "$FLOE_BIN" serve --state-dir "$work/$name" \
+    --store default=memory --grpc 127.0.0.1:0 --http 127.0.0.1:0 "$@"
+  ADDR_GRPC=$(started_addr grpc)
+  ADDR_HTTP=$(started_addr http)
 }
 
 # OBSERVED=metrics or tokens: the observed server with that part only (to find what costs).
 case "${OBSERVED:-all}" in
-  all) start observed -- --token-file "$work/tokens" ;;
-  metrics) start observed -- ;;
-  tokens) start observed -- --token-file "$work/tokens" --config "$work/plain.toml" ;;
+  all) floe observed -- --token-file "$work/tokens" ;;
+  metrics) floe observed -- ;;
+  tokens) floe observed -- --token-file "$work/tokens" --config "$work/plain.toml" ;;
   *) echo "OBSERVED: all, metrics or tokens" >&2; exit 2 ;;
 esac
 observed_grpc=$ADDR_GRPC observed_http=$ADDR_HTTP
-start plain RUST_LOG=off -- --config "$work/plain.toml"
+floe plain RUST_LOG=off -- --config "$work/plain.toml"
 plain_grpc=$ADDR_GRPC plain_http=$ADDR_HTTP
 echo "observed: grpc=$observed_grpc http=$observed_http; plain: grpc=$plain_grpc http=$plain_http" >&2
 
@@ -85,11 +70,6 @@ if [ "${OBSERVED:-all}" != metrics ]; then
   [ "$code" = 401 ] || { echo "observed server answered $code without a token" >&2; exit 1; }
 fi
 
-frame() { # frame FILE HEX-OF-MESSAGE
-  local hex=$2 len=$((${#2} / 2))
-  printf '%s' "00$(printf '%08x' "$len")$hex" | xxd -r -p >"$1"
-}
-hexs() { printf '%s' "$1" | xxd -p | tr -d '\n'; }
 frame "$work/get_next_id.bin" "0a07$(hexs default)1201$(hexs k)"
 get_next_id=/spec.proto.runtime.v1.Runtime/GetNextId
 
