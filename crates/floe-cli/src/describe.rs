@@ -12,7 +12,12 @@ use time::OffsetDateTime;
 /// An ID and what it decodes to.
 #[derive(Debug, Clone, Copy)]
 pub enum Described {
-    Snowflake { id: u64, parts: SnowflakeParts },
+    Snowflake {
+        id: u64,
+        parts: SnowflakeParts,
+        /// Whether a node or sequence field is wider than 53 bits (JSON writes them as text).
+        wide: bool,
+    },
     Sno(SnoId),
     Lexical(LexicalUuid),
     Uuid7 { id: Uuid, parts: uuid7::Uuid7Parts },
@@ -43,12 +48,36 @@ fn nanos(count: impl Into<i128>, nanos_per_unit: i128) -> Option<i128> {
     count.into().checked_mul(nanos_per_unit)
 }
 
+/// Whether a layout's datacenter, worker or sequence field can hold a number past 2^53, which
+/// a JavaScript number (and many JSON parsers) would round.
+pub fn wide_fields(layout: &Layout) -> bool {
+    [
+        layout.datacenter_bits(),
+        layout.worker_bits(),
+        layout.sequence_bits(),
+    ]
+    .iter()
+    .any(|&bits| bits > 53)
+}
+
+/// A JSON number that cannot pass 2^53 as a number; one that can as a decimal string (JSON
+/// numbers past 2^53 lose precision in JavaScript and many parsers).
+fn number(n: impl Into<i128>, can_pass_2_53: bool) -> Value {
+    let n: i128 = n.into();
+    if can_pass_2_53 {
+        Value::String(n.to_string())
+    } else {
+        json!(n as i64)
+    }
+}
+
 impl Described {
     /// A Snowflake ID of a validated layout (whose times all fit: see `Layout::validate`).
     pub fn snowflake(layout: &Layout, id: u64) -> Self {
         Described::Snowflake {
             id,
             parts: layout.decode(id),
+            wide: wide_fields(layout),
         }
     }
 
@@ -79,21 +108,25 @@ impl Described {
         let mut m = Map::new();
         m.insert("id".into(), Value::String(self.id_text()));
         match self {
-            Described::Snowflake { parts, .. } => {
+            Described::Snowflake { parts, wide, .. } => {
                 m.insert("format".into(), json!("snowflake"));
                 m.insert(
                     "time".into(),
                     time_value(nanos(parts.timestamp_ms, 1_000_000)),
                 );
                 m.insert("timestamp_ms".into(), json!(parts.timestamp_ms));
-                m.insert("datacenter".into(), json!(parts.datacenter));
-                m.insert("worker".into(), json!(parts.worker));
-                m.insert("sequence".into(), json!(parts.sequence));
+                m.insert("datacenter".into(), number(parts.datacenter, *wide));
+                m.insert("worker".into(), number(parts.worker, *wide));
+                m.insert("sequence".into(), number(parts.sequence, *wide));
             }
             Described::Sno(id) => {
                 m.insert("format".into(), json!("sno"));
                 m.insert("time".into(), time_value(nanos(id.timestamp_unix_ns(), 1)));
-                m.insert("timestamp_unix_ns".into(), json!(id.timestamp_unix_ns()));
+                // Nanoseconds pass 2^53 since 1970-04-15: a string.
+                m.insert(
+                    "timestamp_unix_ns".into(),
+                    number(id.timestamp_unix_ns(), true),
+                );
                 m.insert("tick_tock".into(), json!(u8::from(id.tick_tock())));
                 m.insert("meta".into(), json!(id.meta()));
                 m.insert("partition".into(), json!(id.partition().as_u16()));
@@ -103,8 +136,9 @@ impl Described {
             Described::Lexical(id) => {
                 m.insert("format".into(), json!("lexical"));
                 m.insert("time".into(), time_value(nanos(id.timestamp, 1_000)));
-                m.insert("timestamp".into(), json!(id.timestamp));
-                m.insert("worker_id".into(), json!(id.worker_id));
+                // Both are any i64 (the worker ID a 64-bit hash): strings.
+                m.insert("timestamp".into(), number(id.timestamp, true));
+                m.insert("worker_id".into(), number(id.worker_id, true));
             }
             Described::Uuid7 { parts, .. } => {
                 m.insert("format".into(), json!("uuid7"));

@@ -78,7 +78,7 @@ enum Command {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Kind {
-    /// 64-bit Snowflake (layouts: leaf, twitter, flake-idgen, or bit widths).
+    /// 64-bit Snowflake (layouts: leaf, twitter, flake-idgen, js-safe, or bit widths).
     Snowflake,
     /// 10-byte sno, 16 characters of base32.
     Sno,
@@ -104,7 +104,7 @@ enum Output {
 
 #[derive(Debug, Args)]
 struct SnowflakeArgs {
-    /// Layout: leaf, twitter, flake-idgen, or bit widths TS/WORKER/SEQ or TS/DC/WORKER/SEQ.
+    /// Layout: leaf, twitter, flake-idgen, js-safe (below 2^53 until 2110), or bit widths TS/WORKER/SEQ or TS/DC/WORKER/SEQ.
     /// With `gen --server`: the name of one of the server's Snowflake generators (a named
     /// layout of its configuration); when not given, the server's default generator.
     #[arg(long, default_value = "leaf")]

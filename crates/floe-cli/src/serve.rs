@@ -105,7 +105,7 @@ pub struct ServeArgs {
     /// Every ID of KEY is greater than N: [STORE:]KEY=N (all stores when STORE is not named).
     #[arg(long = "bigger-than", value_name = "[STORE:]KEY=N")]
     bigger_than: Vec<String>,
-    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, or bit widths [default:
+    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths [default:
     /// leaf].
     #[arg(long, env = "FLOE_LAYOUT")]
     layout: Option<String>,

@@ -155,7 +155,8 @@ fn gen_sno_options() {
 #[test]
 fn gen_lexical_worker_is_cassie_fnv_of_the_host() {
     let out = run_ok(&["gen", "lexical", "--host", "web-01", "-o", "json"]);
-    assert_eq!(json_lines(&out)[0]["worker_id"], 7783801502514740743i64);
+    // A 64-bit hash passes 2^53: JSON carries it as a string.
+    assert_eq!(json_lines(&out)[0]["worker_id"], "7783801502514740743");
     let out = run_ok(&["gen", "lexical", "--worker-id", "-5"]);
     assert!(out.trim().ends_with("fffffffffffffffb"), "{out}");
 }
@@ -176,7 +177,7 @@ fn inspect_sno_vectors() {
         let d = &case["decoded"];
         assert_eq!(got["format"], "sno");
         assert_eq!(
-            got["timestamp_unix_ns"].as_u64().unwrap().to_string(),
+            got["timestamp_unix_ns"].as_str().unwrap(),
             d["timestamp_unix_ns_str"].as_str().unwrap()
         );
         for key in ["meta", "partition", "sequence", "tick_tock"] {
@@ -238,8 +239,9 @@ fn inspect_cassie_vectors_and_text_output() {
         let text = case["to_string"].as_str().unwrap();
         let got = &json_lines(&run_ok(&["inspect", "--json", text]))[0];
         assert_eq!(got["format"], "lexical");
-        assert_eq!(got["timestamp"], case["timestamp"]);
-        assert_eq!(got["worker_id"], case["worker_id"]);
+        // Any i64: strings in JSON.
+        assert_eq!(got["timestamp"], case["timestamp"].to_string());
+        assert_eq!(got["worker_id"], case["worker_id"].to_string());
     }
     let text = run_ok(&["inspect", "00000000-00ff-9281-ffffffffa0091991"]);
     assert!(text.contains("worker_id         -1610016367"), "{text}");
@@ -300,4 +302,48 @@ fn bad_input_exits_2_with_one_line() {
     // clap's own errors also exit 2 (they take more than one line, so check the code only).
     let out = floe().args(["gen", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Every number a JSON line carries is exact in JavaScript (at most 2^53); anything that can
+/// pass that is a string. Walked over every kind, with the widest custom Snowflake fields.
+#[test]
+fn json_numbers_never_pass_2_pow_53() {
+    fn walk(v: &Value, path: &str) {
+        match v {
+            Value::Number(n) => {
+                let ok = n.as_u64().is_some_and(|n| n <= 1 << 53)
+                    || n.as_i64().is_some_and(|n| n.unsigned_abs() <= 1 << 53)
+                    || n.is_f64();
+                assert!(ok, "{path} = {n} passes 2^53 as a JSON number");
+            }
+            Value::Object(m) => m.iter().for_each(|(k, v)| walk(v, &format!("{path}.{k}"))),
+            Value::Array(a) => a.iter().for_each(|v| walk(v, path)),
+            _ => {}
+        }
+    }
+    for args in [
+        &["gen", "snowflake", "-n", "3", "-o", "json"][..],
+        &["gen", "snowflake", "--layout", "1/0/62", "-n", "3", "-o", "json"],
+        &["gen", "sno", "-n", "3", "-o", "json"],
+        &["gen", "lexical", "-n", "3", "-o", "json"],
+        &["gen", "uuid7", "-n", "3", "-o", "json"],
+        &["gen", "ulid", "-n", "3", "-o", "json"],
+    ] {
+        for line in json_lines(&run_ok(args)) {
+            walk(&line, &args.join(" "));
+        }
+    }
+}
+
+/// `js-safe`: every ID below 2^53 (exact in a JavaScript number) and decoded again.
+#[test]
+fn js_safe_ids_stay_below_2_pow_53() {
+    let out = run_ok(&["gen", "snowflake", "--layout", "js-safe", "--worker", "127", "-n", "2000"]);
+    let ids: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(ids.len(), 2000);
+    assert!(ids.iter().all(|&id| id < 1 << 53), "{:?}", ids.iter().max());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let last = ids.last().unwrap().to_string();
+    let parts = &json_lines(&run_ok(&["inspect", "--json", "--layout", "js-safe", &last]))[0];
+    assert_eq!(parts["worker"], 127);
 }

@@ -268,7 +268,7 @@ impl Default for RegistryConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LayoutConfig {
-    /// `leaf` (41/10/12, 2023 epoch), `twitter`, `flake-idgen`, or `TS/WORKER/SEQ`,
+    /// `leaf` (41/10/12, 2023 epoch), `twitter`, `flake-idgen`, `js-safe` (38/7/8 of 10 ms, below 2^53), or `TS/WORKER/SEQ`,
     /// `TS/DC/WORKER/SEQ`.
     pub layout: String,
     /// Unix milliseconds (default: the layout's own).

@@ -23,6 +23,12 @@ use crate::endpoint::quoted;
 /// | `leaf`        | 1672531200000 (2023-01-01)   | 41        | -          | 10     | 12       | clear   |
 /// | `twitter`     | 1288834974657 (2010-11-04)   | 41        | 5          | 5      | 12       | clear   |
 /// | `flake-idgen` | 0 (1970-01-01), configurable | 42        | 5          | 5      | 12       | used    |
+/// | `js-safe`     | 1672531200000 (2023-01-01)   | 38 (10 ms)| -          | 7      | 8        | clear   |
+///
+/// **`js-safe`** IDs use 53 bits, so they stay below 2^53 (`Number.MAX_SAFE_INTEGER` + 1) and a
+/// JavaScript number holds every one of them exactly: 38 bits of 10 ms units run 87.1 years
+/// from 2023-01-01 (to 2110-02-08), 7 worker bits give 128 workers, and 8 sequence bits give 256
+/// IDs per 10 ms, 25,600 IDs a second per worker (3.27 million a second over 128 workers).
 ///
 /// **Carrying IDs of 64 bits.** `leaf` and `twitter` IDs always fit an `i64` (63 bits). A
 /// `flake-idgen` ID uses the top bit from 2039-09-07 on the Unix epoch: floe's Rust API always
@@ -69,8 +75,13 @@ impl Layout {
     /// 12-bit counter. Use [`Layout::with_epoch_ms`] for its `epoch` option.
     pub const FLAKE_IDGEN: Layout = Layout::unchecked(42, 5, 5, 12, 0, 1);
 
+    /// IDs below 2^53, exact in a JavaScript number: Leaf's epoch (2023-01-01), 38 bits of
+    /// 10 ms units (87.1 years, to 2110), 7-bit worker (128), 8-bit sequence (25,600 IDs a
+    /// second per worker).
+    pub const JS_SAFE: Layout = Layout::unchecked(38, 0, 7, 8, 1_672_531_200_000, 10);
+
     /// The names accepted by [`Layout::preset`].
-    pub const PRESETS: [&'static str; 3] = ["leaf", "twitter", "flake-idgen"];
+    pub const PRESETS: [&'static str; 4] = ["leaf", "twitter", "flake-idgen", "js-safe"];
 
     const fn unchecked(ts: u8, dc: u8, worker: u8, seq: u8, epoch_ms: u64, unit_ms: u64) -> Self {
         Layout {
@@ -106,7 +117,7 @@ impl Layout {
         Ok(layout)
     }
 
-    /// A preset by name (`leaf`, `twitter`, `flake-idgen`), or field widths written
+    /// A preset by name (`leaf`, `twitter`, `flake-idgen`, `js-safe`), or field widths written
     /// `TS/WORKER/SEQ` or `TS/DC/WORKER/SEQ` (e.g. `41/10/12`, `42/5/5/12`) on the Unix epoch.
     ///
     /// # Errors
@@ -116,6 +127,7 @@ impl Layout {
             "leaf" => Ok(Self::LEAF),
             "twitter" => Ok(Self::TWITTER),
             "flake-idgen" | "flake_idgen" | "flake" => Ok(Self::FLAKE_IDGEN),
+            "js-safe" | "js_safe" => Ok(Self::JS_SAFE),
             custom if custom.contains('/') => {
                 let bad = || SnowflakeError::InvalidLayout {
                     field: "layout",
@@ -142,7 +154,7 @@ impl Layout {
             other => Err(SnowflakeError::InvalidLayout {
                 field: "layout",
                 reason: format!(
-                    "unknown layout {}: expected leaf, twitter, flake-idgen or bit widths such as 41/10/12",
+                    "unknown layout {}: expected leaf, twitter, flake-idgen, js-safe or bit widths such as 41/10/12",
                     quoted(other)
                 ),
             }),
@@ -303,6 +315,12 @@ impl Layout {
     /// Whether every ID of this layout fits an `i64` (the top bit is never set).
     pub const fn fits_i64(&self) -> bool {
         self.total_bits() <= 63
+    }
+
+    /// Whether every ID of this layout is below 2^53, so a JavaScript number (an IEEE double)
+    /// holds it exactly.
+    pub const fn fits_js(&self) -> bool {
+        self.total_bits() <= 53
     }
 
     /// Width of the timestamp field.
@@ -564,6 +582,34 @@ fn check_range(field: &'static str, value: u64, max: u64) -> Result<(), Snowflak
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The figures `js-safe`'s docs give: 53 bits, 87 years from 2023 (to 2110), 128 workers,
+    /// 256 IDs per 10 ms; the largest ID it can ever make is below 2^53.
+    #[test]
+    fn js_safe_stays_below_2_pow_53_until_2110() {
+        let l = Layout::preset("js-safe").unwrap();
+        assert_eq!(l, Layout::JS_SAFE);
+        l.validate().unwrap();
+        assert!(l.fits_js() && l.fits_i64());
+        assert!(!Layout::LEAF.fits_js());
+        assert_eq!(l.total_bits(), 53);
+        assert_eq!(l.max_worker() + 1, 128);
+        assert_eq!((l.max_sequence() + 1) * 1000 / l.time_unit_ms(), 25_600);
+        let last = l.last_time_ms().unwrap();
+        let years = (last - l.epoch_ms()) as f64 / (365.25 * 86_400_000.0);
+        assert!((87.0..87.2).contains(&years), "{years}");
+        // 2110-02-08 is day 51,172 of the Unix epoch (1970-01-01 is day 0).
+        assert_eq!(last / 86_400_000, 51_172);
+        let biggest = l
+            .encode(SnowflakeParts {
+                timestamp_ms: last,
+                datacenter: 0,
+                worker: l.max_worker(),
+                sequence: l.max_sequence(),
+            })
+            .unwrap();
+        assert!(biggest < 1 << 53, "{biggest}");
+    }
 
     #[test]
     fn validate_now_refuses_a_future_epoch_and_a_timestamp_field_run_out() {
