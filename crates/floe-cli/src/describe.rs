@@ -20,7 +20,10 @@ pub enum Described {
     },
     Sno(SnoId),
     Lexical(LexicalUuid),
-    Uuid7 { id: Uuid, parts: uuid7::Uuid7Parts },
+    Uuid7 {
+        id: Uuid,
+        parts: uuid7::Uuid7Parts,
+    },
     Ulid(Ulid),
 }
 

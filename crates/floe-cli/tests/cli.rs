@@ -323,7 +323,16 @@ fn json_numbers_never_pass_2_pow_53() {
     }
     for args in [
         &["gen", "snowflake", "-n", "3", "-o", "json"][..],
-        &["gen", "snowflake", "--layout", "1/0/62", "-n", "3", "-o", "json"],
+        &[
+            "gen",
+            "snowflake",
+            "--layout",
+            "1/0/62",
+            "-n",
+            "3",
+            "-o",
+            "json",
+        ],
         &["gen", "sno", "-n", "3", "-o", "json"],
         &["gen", "lexical", "-n", "3", "-o", "json"],
         &["gen", "uuid7", "-n", "3", "-o", "json"],
@@ -338,12 +347,23 @@ fn json_numbers_never_pass_2_pow_53() {
 /// `js-safe`: every ID below 2^53 (exact in a JavaScript number) and decoded again.
 #[test]
 fn js_safe_ids_stay_below_2_pow_53() {
-    let out = run_ok(&["gen", "snowflake", "--layout", "js-safe", "--worker", "127", "-n", "2000"]);
+    let out = run_ok(&[
+        "gen",
+        "snowflake",
+        "--layout",
+        "js-safe",
+        "--worker",
+        "127",
+        "-n",
+        "2000",
+    ]);
     let ids: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(ids.len(), 2000);
     assert!(ids.iter().all(|&id| id < 1 << 53), "{:?}", ids.iter().max());
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
     let last = ids.last().unwrap().to_string();
-    let parts = &json_lines(&run_ok(&["inspect", "--json", "--layout", "js-safe", &last]))[0];
+    let parts = &json_lines(&run_ok(&[
+        "inspect", "--json", "--layout", "js-safe", &last,
+    ]))[0];
     assert_eq!(parts["worker"], 127);
 }

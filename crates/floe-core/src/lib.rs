@@ -37,6 +37,7 @@ pub mod fence;
 pub mod horizon;
 pub mod lexical;
 pub mod poll;
+pub mod scramble;
 pub mod sequence;
 pub mod sno;
 pub mod snowflake;
