@@ -41,6 +41,7 @@ pub mod scramble;
 pub mod sequence;
 pub mod sno;
 pub mod snowflake;
+pub mod template;
 #[cfg(feature = "ulid")]
 pub mod ulid;
 #[cfg(feature = "uuid")]

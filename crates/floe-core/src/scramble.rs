@@ -742,7 +742,7 @@ mod tests {
         let secret = "ef".repeat(31);
         for (text, why) in [
             (String::new(), "no key"),
-            (format!("{secret}"), "found 62 characters"),
+            (secret.clone(), "found 62 characters"),
             (format!("1:{secret}zz"), "hex digits"),
             (format!("12:{a}"), "one digit"),
             (format!("1:{a}\n1:{b}"), "given twice"),
