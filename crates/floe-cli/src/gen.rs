@@ -24,6 +24,18 @@ pub(crate) fn run(args: &GenArgs) -> Result<ExitCode, Failure> {
             "--output dec applies to snowflake IDs only; use text, hex or json".into(),
         ));
     }
+    if args.present.template.is_some() {
+        if args.kind != Kind::Snowflake {
+            return Err(Failure::Usage(
+                "--template writes numbers: it applies to snowflake IDs (and `floe seq`)".into(),
+            ));
+        }
+        if args.output != Output::Text {
+            return Err(Failure::Usage(
+                "--template writes text: --output must be text".into(),
+            ));
+        }
+    }
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     if let Some(url) = &args.server {
@@ -188,6 +200,7 @@ fn wait_for_unit(layout: &Layout, not_before_ms: u64, max_wait_ms: u64) -> Resul
 
 fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     let layout = args.snowflake.layout()?;
+    let presenter = args.present.presenter()?;
     // Before any state is touched: a layout that cannot issue now fails as it is.
     check_layout_now(&layout)?;
     let mut config = SnowflakeConfig::new(layout);
@@ -234,7 +247,22 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     if let Some(nb) = config.not_before_ms {
         wait_for_unit(&layout, nb, args.registry.max_clock_wait_ms).map_err(Failure::TempFail)?;
     }
+    let (datacenter, worker_field) = (config.datacenter, config.worker);
     let g = Arc::new(config.build(SystemClock)?);
+    if let Some(p) = &presenter {
+        // A width no ID of this node can fit today is refused before any ID is made.
+        let smallest = layout
+            .encode(floe_core::snowflake::SnowflakeParts {
+                timestamp_ms: SystemClock.now_nanos() / 1_000_000,
+                datacenter,
+                worker: worker_field,
+                sequence: 0,
+            })
+            .unwrap_or(0);
+        p.template
+            .check_fits(smallest)
+            .map_err(|e| Failure::Usage(format!("--{e}")))?;
+    }
     if let Some(l) = &mut lease {
         let g = g.clone();
         l.start_heartbeats(move || g.last_timestamp_ms());
@@ -243,6 +271,11 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     for _ in 0..args.count {
         progress.add(1);
         let id = g.next_id()?;
+        if let Some(p) = &presenter {
+            // {date} is the ID's own time.
+            p.write(out, id, layout.decode(id).timestamp_ms)?;
+            continue;
+        }
         emit(
             out,
             args.output,

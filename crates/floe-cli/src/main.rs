@@ -7,6 +7,7 @@ mod describe;
 mod failure;
 mod gen;
 mod inspect;
+mod present;
 mod progress;
 mod serve;
 mod worker;
@@ -58,6 +59,13 @@ enum Command {
     /// Print a key's sequence IDs (or segments) from a store, or from a `floe serve` with
     /// --server.
     Seq(serve::SeqArgs),
+    /// Scramble numbers (sequence IDs) into non-guessable public IDs: FF1 format-preserving
+    /// encryption (AES-256), a keyed permutation, so no two numbers give the same ID. Prints
+    /// the key ID, then the scrambled number zero-padded (--raw: the number alone).
+    Scramble(present::ScrambleArgs),
+    /// Read scrambled IDs back into their numbers, with whichever key of the file their
+    /// first digit names.
+    Unscramble(present::ScrambleArgs),
     /// Print a shell completion script to standard output, e.g.
     /// `floe completions bash > /etc/bash_completion.d/floe`.
     Completions {
@@ -185,12 +193,14 @@ struct GenArgs {
         conflicts_with_all = [
             "epoch", "time_unit_ms", "datacenter", "worker", "id", "partition",
             "sequence_min", "sequence_max", "worker_id", "host", "registry", "service", "port",
-            "state_dir", "port_fallback", "reclaim_after", "max_clock_wait_ms",
+            "state_dir", "port_fallback", "reclaim_after", "max_clock_wait_ms", "template",
         ]
     )]
     server: Option<String>,
     #[command(flatten)]
     client: client::ClientArgs,
+    #[command(flatten)]
+    present: present::TemplateArgs,
     /// Whether --layout was given (its default, leaf, is not a generator name on a server).
     #[arg(skip)]
     layout_given: bool,
@@ -226,6 +236,8 @@ fn main() -> ExitCode {
         Command::Worker(args) => worker::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::serve(&args).map(|()| ExitCode::SUCCESS),
         Command::Seq(args) => serve::seq(&args).map(|()| ExitCode::SUCCESS),
+        Command::Scramble(args) => present::scramble(&args, true).map(|()| ExitCode::SUCCESS),
+        Command::Unscramble(args) => present::scramble(&args, false).map(|()| ExitCode::SUCCESS),
         Command::Completions { shell } => completions(shell).map(|()| ExitCode::SUCCESS),
         Command::Man { command, out_dir } => {
             man(&command, out_dir.as_deref()).map(|()| ExitCode::SUCCESS)

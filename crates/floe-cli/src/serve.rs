@@ -304,7 +304,7 @@ pub struct SeqArgs {
     #[arg(long)]
     bigger_than: Option<i64>,
     /// Reserve segments of this size and print each as START END instead of single IDs.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "template")]
     segment: Option<u32>,
     /// Directory of the embedded store.
     #[arg(long, default_value = ".floe")]
@@ -319,12 +319,14 @@ pub struct SeqArgs {
         value_name = "URL",
         conflicts_with_all = [
             "bigger_than", "segment", "state_dir", "step_min", "step_max", "step_target_secs",
-            "timeout_ms", "max_keys", "key_idle_secs",
+            "timeout_ms", "max_keys", "key_idle_secs", "template",
         ]
     )]
     pub(crate) server: Option<String>,
     #[command(flatten)]
     pub(crate) client: crate::client::ClientArgs,
+    #[command(flatten)]
+    pub(crate) present: crate::present::TemplateArgs,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -491,6 +493,19 @@ pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
     let options = args.tuning.options()?;
     let mode: Mode = args.increment.parse()?;
     let key = Key::new(args.key.as_str()).map_err(|e| e.to_string())?;
+    let presenter = args.present.presenter()?;
+    // The date of a dated template: this machine's clock, never back within the run.
+    let now_ms = || floe_core::clock::SystemClock.now_nanos() / 1_000_000;
+    // The key an ID is numbered under: KEY@DATE with a dated template.
+    let key_at = |at_ms: u64| -> Result<Key, crate::Failure> {
+        match &presenter {
+            Some(p) if p.template.has_date() => {
+                Key::new(p.template.sequence_key(key.as_str(), at_ms))
+                    .map_err(|e| crate::Failure::Usage(format!("{e} (the key with its date)")))
+            }
+            _ => Ok(key.clone()),
+        }
+    };
     let rt = runtime().map_err(crate::Failure::Other)?;
     let stdout = std::io::stdout();
     rt.block_on(async {
@@ -499,20 +514,29 @@ pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
                 .await?;
         let handle = args.tuning.handle("cli", store, options)?;
         if let Some(n) = args.bigger_than {
-            handle.init(&BTreeMap::from([(key.clone(), n)])).await?;
+            // With a dated template: this period's key.
+            handle
+                .init(&BTreeMap::from([(key_at(now_ms())?, n)]))
+                .await?;
         }
         let mut out = std::io::BufWriter::new(stdout.lock());
         let mut progress = crate::progress::Progress::new(args.count);
         for _ in 0..args.count {
             progress.add(1);
-            match args.segment {
-                Some(size) => {
+            match (args.segment, &presenter) {
+                (Some(size), _) => {
                     let s = handle.segment(key.as_str(), size).await?;
                     writeln!(out, "{} {}", s.start, s.end)?;
                 }
-                None => {
+                (None, None) => {
                     let id = handle.next_id(key.as_str(), mode).await?;
                     writeln!(out, "{id}")?;
+                }
+                (None, Some(p)) => {
+                    let at = p.template.moment(now_ms());
+                    let id = handle.next_id(key_at(at)?.as_str(), mode).await?;
+                    // Sequence IDs are positive.
+                    p.write(&mut out, id.unsigned_abs(), at)?;
                 }
             }
         }

@@ -94,10 +94,17 @@ enum DateField {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Text(String),
-    Seq { width: Option<u8> },
+    /// `{seq}` or `{id}` (`name`: as written).
+    Seq {
+        width: Option<u8>,
+        name: &'static str,
+    },
     Scrambled,
     Date(Vec<DateField>),
-    Meta { name: String, width: Option<u8> },
+    Meta {
+        name: String,
+        width: Option<u8>,
+    },
     Luhn,
     Damm,
 }
@@ -107,7 +114,7 @@ impl Part {
     fn varies(&self) -> bool {
         matches!(
             self,
-            Part::Seq { width: None } | Part::Meta { width: None, .. }
+            Part::Seq { width: None, .. } | Part::Meta { width: None, .. }
         )
     }
 
@@ -409,8 +416,11 @@ impl Template {
 
     fn shown(p: &Part) -> String {
         match p {
-            Part::Seq { width: None } => "{seq}".into(),
-            Part::Seq { width: Some(w) } => format!("{{seq:{w:02}}}"),
+            Part::Seq { width: None, name } => format!("{{{name}}}"),
+            Part::Seq {
+                width: Some(w),
+                name,
+            } => format!("{{{name}:{w:02}}}"),
             Part::Scrambled => "{seq:scrambled}".into(),
             Part::Meta { name, width: None } => format!("{{meta.{name}}}"),
             Part::Meta {
@@ -429,11 +439,16 @@ impl Template {
             Some((n, s)) => (n, Some(s)),
             None => (inner, None),
         };
+        let number = if name == "id" { "id" } else { "seq" };
         match (name, spec) {
-            ("seq" | "id", None) => Ok(Part::Seq { width: None }),
+            ("seq" | "id", None) => Ok(Part::Seq {
+                width: None,
+                name: number,
+            }),
             ("seq" | "id", Some("scrambled")) => Ok(Part::Scrambled),
             ("seq" | "id", Some(spec)) => Ok(Part::Seq {
                 width: Some(parse_width(spec, name, MAX_SEQ_WIDTH, at)?),
+                name: number,
             }),
             ("date", None) => parse_date("%Y%m%d", at).map(Part::Date),
             ("date", Some(format)) => parse_date(format, at).map(Part::Date),
@@ -498,11 +513,12 @@ impl Template {
     pub fn check_fits(&self, smallest: u64) -> Result<(), TemplateError> {
         let len = Digits::of(smallest).as_str().len();
         for p in &self.parts {
-            if let Part::Seq { width: Some(w) } = p {
+            if let Part::Seq { width: Some(w), .. } = p {
                 if len > usize::from(*w) {
                     return err(format!(
-                        "{}: IDs here have {len} digits already ({smallest}), more than {{seq:{w:02}}} can hold: widen it",
-                        crate::endpoint::quoted(&self.pattern)
+                        "{}: IDs here have {len} digits already ({smallest}), more than {} can hold: widen it",
+                        crate::endpoint::quoted(&self.pattern),
+                        Self::shown(p)
                     ));
                 }
             }
@@ -595,7 +611,7 @@ impl Template {
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
-                Part::Seq { width } => {
+                Part::Seq { width, .. } => {
                     let digits = Digits::of(value);
                     pad(out, digits.as_str(), *width, || Self::shown(part))?;
                 }
