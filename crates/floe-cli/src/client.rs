@@ -385,6 +385,7 @@ pub(crate) fn seq(url: &str, args: &SeqArgs) -> Result<(), Failure> {
                 key,
                 increment,
                 count: 1,
+                ..Default::default()
             };
             let answer = client
                 .rt

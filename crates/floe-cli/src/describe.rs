@@ -12,11 +12,11 @@ use time::OffsetDateTime;
 /// An ID and what it decodes to.
 #[derive(Debug, Clone, Copy)]
 pub enum Described {
+    /// (Its datacenter, worker and sequence fields are at most 16, 31 and 32 bits: JSON
+    /// numbers, exact in JavaScript.)
     Snowflake {
         id: u64,
         parts: SnowflakeParts,
-        /// Whether a node or sequence field is wider than 53 bits (JSON writes them as text).
-        wide: bool,
     },
     Sno(SnoId),
     Lexical(LexicalUuid),
@@ -51,18 +51,6 @@ fn nanos(count: impl Into<i128>, nanos_per_unit: i128) -> Option<i128> {
     count.into().checked_mul(nanos_per_unit)
 }
 
-/// Whether a layout's datacenter, worker or sequence field can hold a number past 2^53, which
-/// a JavaScript number (and many JSON parsers) would round.
-pub fn wide_fields(layout: &Layout) -> bool {
-    [
-        layout.datacenter_bits(),
-        layout.worker_bits(),
-        layout.sequence_bits(),
-    ]
-    .iter()
-    .any(|&bits| bits > 53)
-}
-
 /// A JSON number that cannot pass 2^53 as a number; one that can as a decimal string (JSON
 /// numbers past 2^53 lose precision in JavaScript and many parsers).
 fn number(n: impl Into<i128>, can_pass_2_53: bool) -> Value {
@@ -80,7 +68,6 @@ impl Described {
         Described::Snowflake {
             id,
             parts: layout.decode(id),
-            wide: wide_fields(layout),
         }
     }
 
@@ -111,16 +98,16 @@ impl Described {
         let mut m = Map::new();
         m.insert("id".into(), Value::String(self.id_text()));
         match self {
-            Described::Snowflake { parts, wide, .. } => {
+            Described::Snowflake { parts, .. } => {
                 m.insert("format".into(), json!("snowflake"));
                 m.insert(
                     "time".into(),
                     time_value(nanos(parts.timestamp_ms, 1_000_000)),
                 );
                 m.insert("timestamp_ms".into(), json!(parts.timestamp_ms));
-                m.insert("datacenter".into(), number(parts.datacenter, *wide));
-                m.insert("worker".into(), number(parts.worker, *wide));
-                m.insert("sequence".into(), number(parts.sequence, *wide));
+                m.insert("datacenter".into(), json!(parts.datacenter));
+                m.insert("worker".into(), json!(parts.worker));
+                m.insert("sequence".into(), json!(parts.sequence));
             }
             Described::Sno(id) => {
                 m.insert("format".into(), json!("sno"));

@@ -136,11 +136,7 @@ fn snowflake(text: &str, layout: &Layout) -> Result<Described, String> {
     let parts = layout
         .try_decode(id)
         .map_err(|e| format!("{}: {e}", shown(text)))?;
-    Ok(Described::Snowflake {
-        id,
-        parts,
-        wide: crate::describe::wide_fields(layout),
-    })
+    Ok(Described::Snowflake { id, parts })
 }
 
 /// Reads one line of at most `cap` bytes (without its `\n`) into `buf`, whatever the bytes:

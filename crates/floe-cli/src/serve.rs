@@ -197,6 +197,19 @@ pub struct ServeArgs {
     /// [default: open].
     #[arg(long)]
     health_needs_token: bool,
+    /// A named ID template, NAME=TEMPLATE (repeat for more), e.g.
+    /// 'orders=ORD-{date:%Y%m%d}-{seq:06}': asked for with ?template=NAME (HTTP sequencer,
+    /// /v1/ids/snowflake and Leaf's segment routes) or `template` (gRPC NextSequence). See
+    /// `floe seq --help` for the placeholders.
+    #[arg(long = "template", value_name = "NAME=TEMPLATE")]
+    templates: Vec<String>,
+    /// The scramble keys of {seq:scrambled} and ?scramble=true (see `floe scramble --help`)
+    /// [default: $FLOE_SCRAMBLE_KEY].
+    #[arg(long, value_name = "FILE")]
+    scramble_key_file: Option<PathBuf>,
+    /// The scramble domain: int63 or digits:N [default: int63].
+    #[arg(long, value_name = "DOMAIN")]
+    scramble_domain: Option<String>,
 }
 
 impl ServeArgs {
@@ -265,6 +278,27 @@ impl ServeArgs {
             c.auth.token_file = self.token_file.clone();
         }
         c.auth.health_needs_token |= self.health_needs_token;
+        let mut named = std::collections::BTreeSet::new();
+        for spec in &self.templates {
+            let (name, pattern) = spec.split_once('=').ok_or_else(|| {
+                format!(
+                    "template: expected NAME=TEMPLATE, found {}",
+                    floe_core::endpoint::quoted(spec)
+                )
+            })?;
+            let t = floe_server::config::TemplateConfig {
+                pattern: pattern.to_string(),
+                utc_offset: None,
+            };
+            if !named.insert(name) {
+                return Err(format!("template: {name:?} is named twice"));
+            }
+            c.templates.insert(name.to_string(), t);
+        }
+        if self.scramble_key_file.is_some() {
+            c.scramble.key_file = self.scramble_key_file.clone();
+        }
+        set(&mut c.scramble.domain, &self.scramble_domain);
         if !self.stores.is_empty() {
             c.stores.clear();
             for spec in &self.stores {

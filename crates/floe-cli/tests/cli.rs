@@ -305,7 +305,8 @@ fn bad_input_exits_2_with_one_line() {
 }
 
 /// Every number a JSON line carries is exact in JavaScript (at most 2^53); anything that can
-/// pass that is a string. Walked over every kind, with the widest custom Snowflake fields.
+/// pass that is a string. Walked over every kind, with the widest Snowflake fields a layout
+/// may have.
 #[test]
 fn json_numbers_never_pass_2_pow_53() {
     fn walk(v: &Value, path: &str) {
@@ -327,7 +328,7 @@ fn json_numbers_never_pass_2_pow_53() {
             "gen",
             "snowflake",
             "--layout",
-            "1/0/62",
+            "flake-idgen",
             "-n",
             "3",
             "-o",

@@ -486,6 +486,7 @@ fn grpc_client(node: usize, addr: String, keys: Keys, stop: Arc<AtomicBool>) -> 
             key: key.into(),
             increment: increment.into(),
             count,
+            ..Default::default()
         };
         let layotto_req = |key: &str, increment: AutoIncrement| GetNextIdRequest {
             store_name: "pg".into(),

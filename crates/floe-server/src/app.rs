@@ -22,6 +22,7 @@ use crate::config::{LayoutConfig, ServerConfig};
 use crate::ids::{Generators, IdKind, IdOptions, Ids, Snowflake, DEFAULT_GENERATOR};
 use crate::lease::WorkerLease;
 use crate::observe::{LeaseView, Telemetry};
+use crate::present::Presentation;
 use crate::{Asked, Limits};
 
 /// What every route and RPC serves: the stores, the generators and the server's bounds.
@@ -42,6 +43,8 @@ pub struct App {
     pub max_wait: Duration,
     /// Metrics, leases, readiness and rates ([`crate::observe`]).
     pub telemetry: Telemetry,
+    /// Named templates and scramble keys ([`crate::present`]).
+    pub presentation: Arc<Presentation>,
 }
 
 impl App {
@@ -57,6 +60,7 @@ impl App {
             leaf_store: None,
             allowed_hosts,
             max_wait: Duration::from_secs(2),
+            presentation: Arc::default(),
         }
     }
 
@@ -156,6 +160,40 @@ impl App {
                 .map(|batch| batch.iter().collect())
         };
         result.map_err(|e| crate::public(e, handle, key, Asked::NextId(mode)))
+    }
+
+    /// `count` IDs of a sequence key written through a template (or scrambled): the IDs, and
+    /// their texts. A dated template numbers them under `KEY@DATE` (this server's clock). The
+    /// request's `meta` values are checked before any ID is issued.
+    ///
+    /// # Errors
+    /// As [`App::sequence`], and [`Presentation::render`]'s.
+    pub async fn sequence_texts(
+        &self,
+        store: &str,
+        key: &str,
+        mode: Result<Mode, String>,
+        count: u32,
+        asked: crate::present::Shown<'_>,
+        meta: &crate::present::Meta,
+    ) -> Result<(Vec<i64>, Vec<String>), SeqError> {
+        let p = &self.presentation;
+        let template = p.template(asked)?;
+        let at = Presentation::moment(template);
+        if template.meta_names().next().is_some() {
+            // A bad meta value fails before an ID is spent on it.
+            p.render(template, 0, at, meta, &mut String::new())?;
+        }
+        let dated = template.sequence_key(key, at);
+        let ids = self.sequence(store, &dated, mode, count).await?;
+        let mut texts = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            let mut text = String::with_capacity(32);
+            // Sequence IDs are positive.
+            p.render(template, id.unsigned_abs(), at, meta, &mut text)?;
+            texts.push(text);
+        }
+        Ok((ids, texts))
     }
 }
 
@@ -423,6 +461,16 @@ impl Server {
                 .map_err(|e| format!("tls, auth: {e}"))?
                 .map_err(StartError::config)?
         };
+        // Templates and scramble keys too (a file read: off the executor).
+        let presentation = {
+            let config = config.clone();
+            Arc::new(
+                tokio::task::spawn_blocking(move || Presentation::load(&config))
+                    .await
+                    .map_err(|e| format!("templates, scramble: {e}"))?
+                    .map_err(StartError::config)?,
+            )
+        };
         let state_dir = config.state_dir.as_path();
         let default_layout = layout_now(&config.snowflake.default, "snowflake.layout")
             .map_err(StartError::config)?;
@@ -601,6 +649,9 @@ impl Server {
             described.push(format!("lexical: worker {worker}"));
             generators = generators.with_lexical(lexical, Some(horizon), fence);
         }
+        if let Some(line) = presentation.describe() {
+            described.push(line);
+        }
         if serves(IdKind::Uuid7) {
             generators = generators.with_uuid7();
         }
@@ -724,6 +775,7 @@ impl Server {
             leaf_store: config.leaf_store(),
             allowed_hosts: config.listen.allow_hosts.clone(),
             max_wait: limits.request_timeout.min(Duration::from_secs(2)),
+            presentation,
         };
         Ok(Server {
             app: Arc::new(app),

@@ -55,6 +55,86 @@ pub struct ServerConfig {
     pub tls: TlsConfig,
     /// Bearer tokens on both listeners.
     pub auth: AuthConfig,
+    /// Named ID templates (`[templates.orders] pattern = "ORD-{date:%Y%m%d}-{seq:06}"`), for
+    /// `?template=NAME` (HTTP) and `template` (gRPC `floe.v1.Floe/NextSequence`).
+    pub templates: BTreeMap<String, TemplateConfig>,
+    /// The keys of `{seq:scrambled}` and `?scramble=true`.
+    pub scramble: ScrambleConfig,
+}
+
+/// One named template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateConfig {
+    /// The template (see `floe_core::template`).
+    pub pattern: String,
+    /// The UTC offset of its `{date}`, `+HH:MM` (default: UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utc_offset: Option<String>,
+}
+
+/// Scramble keys: FF1 over AES-256 (see `floe_core::scramble`). The keys are read from a file
+/// (or `$FLOE_SCRAMBLE_KEY`), never written in this file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScrambleConfig {
+    /// A file of `ID:HEX` keys, the current key first (default: `$FLOE_SCRAMBLE_KEY`, if set).
+    pub key_file: Option<PathBuf>,
+    /// `int63` or `digits:N` (6 to 18).
+    pub domain: String,
+}
+
+impl Default for ScrambleConfig {
+    fn default() -> Self {
+        ScrambleConfig {
+            key_file: None,
+            domain: "int63".into(),
+        }
+    }
+}
+
+/// The environment variable that may hold the scramble keys.
+pub const SCRAMBLE_KEY_ENV: &str = "FLOE_SCRAMBLE_KEY";
+
+impl ServerConfig {
+    /// The named templates, parsed and checked.
+    ///
+    /// # Errors
+    /// The first bad template, named `templates.NAME`.
+    pub fn templates(
+        &self,
+    ) -> Result<BTreeMap<String, floe_core::template::Template>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (name, t) in &self.templates {
+            let key = format!("templates.{name}");
+            if !valid_store_name(name) {
+                return Err(bad(&key, "a template name is 1 to 64 of A-Z a-z 0-9 - _ ."));
+            }
+            let mut template = floe_core::template::Template::parse(&t.pattern)
+                .map_err(|e| bad(&format!("{key}.pattern"), e.to_string()))?;
+            if let Some(offset) = &t.utc_offset {
+                template = template.with_utc_offset(
+                    floe_core::template::parse_utc_offset(offset)
+                        .map_err(|e| bad(&format!("{key}.utc_offset"), e.to_string()))?,
+                );
+            }
+            if template.scrambles() && !self.has_scramble_keys() {
+                return Err(bad(
+                    &format!("{key}.pattern"),
+                    format!("{{seq:scrambled}} needs keys: set scramble.key_file (--scramble-key-file) or ${SCRAMBLE_KEY_ENV}"),
+                ));
+            }
+            out.insert(name.clone(), template);
+        }
+        floe_core::scramble::Domain::parse(&self.scramble.domain)
+            .map_err(|e| bad("scramble.domain", e.to_string()))?;
+        Ok(out)
+    }
+
+    /// Whether scramble keys are given (a file, or the environment).
+    pub fn has_scramble_keys(&self) -> bool {
+        self.scramble.key_file.is_some() || std::env::var_os(SCRAMBLE_KEY_ENV).is_some()
+    }
 }
 
 /// Prometheus metrics (`/metrics` on the HTTP listener).
@@ -131,6 +211,8 @@ impl Default for ServerConfig {
             metrics: MetricsConfig::default(),
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
+            templates: BTreeMap::new(),
+            scramble: ScrambleConfig::default(),
         }
     }
 }
@@ -710,6 +792,7 @@ impl ServerConfig {
             }
         }
         self.floors()?;
+        self.templates()?;
         let mut kinds = std::collections::BTreeSet::new();
         for kind in &self.ids.kinds {
             crate::ids::IdKind::parse(kind).map_err(|_| {

@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 
 use crate::app::App;
 use crate::ids::{IdKind, IdOptions, Ids};
+use crate::present::{Meta, Shown};
 use crate::proto_floe::floe_server::Floe;
 use crate::proto_floe::{
     Increment, Kind, NextIdsRequest, NextIdsResponse, NextSequenceRequest, NextSequenceResponse,
@@ -179,17 +180,40 @@ impl Floe for FloeService {
         &self,
         request: Request<NextSequenceRequest>,
     ) -> Result<Response<NextSequenceResponse>, Status> {
+        let meta = meta_of(request.metadata());
         let r = request.into_inner();
         let count = self.app.count(r.count.max(1)).map_err(|e| status(&e))?;
-        let ids = self
-            .app
-            .sequence(&r.store, &r.key, mode_of(r.increment), count)
-            .await
-            .map_err(|e| status(&e))?;
-        Ok(Response::new(NextSequenceResponse { ids }))
+        let shown = match (r.template.as_str(), r.scramble) {
+            ("", false) => None,
+            ("", true) => Some(Shown::Scrambled),
+            (name, false) => Some(Shown::Template(name)),
+            (_, true) => {
+                return Err(Status::invalid_argument(
+                    "template, scramble: give one (a template can hold {seq:scrambled})",
+                ))
+            }
+        };
+        let mode = mode_of(r.increment);
+        let (ids, texts) = match shown {
+            None => (
+                self.app.sequence(&r.store, &r.key, mode, count).await,
+                Vec::new(),
+            ),
+            Some(shown) => match self
+                .app
+                .sequence_texts(&r.store, &r.key, mode, count, shown, &meta)
+                .await
+            {
+                Ok((ids, texts)) => (Ok(ids), texts),
+                Err(e) => (Err(e), Vec::new()),
+            },
+        };
+        let ids = ids.map_err(|e| status(&e))?;
+        Ok(Response::new(NextSequenceResponse { ids, texts }))
     }
 
     type StreamSequenceStream = BoxStream<NextSequenceResponse>;
+
 
     async fn stream_sequence(
         &self,
@@ -214,8 +238,28 @@ impl Floe for FloeService {
                     .sequence(&store, &key, mode, n)
                     .await
                     .map_err(|e| status(&e))?;
-                Ok(NextSequenceResponse { ids })
+                Ok(NextSequenceResponse {
+                    ids,
+                    texts: Vec::new(),
+                })
             }
         })))
     }
+}
+
+/// A request's `floe-meta-NAME` metadata, for a template's `{meta.NAME}` (ASCII values only;
+/// other metadata, `authorization` among it, is never a template's value).
+fn meta_of(metadata: &tonic::metadata::MetadataMap) -> Meta {
+    Meta(
+        metadata
+            .iter()
+            .filter_map(|entry| match entry {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v) => Some((
+                    k.as_str().strip_prefix("floe-meta-")?.to_string(),
+                    v.to_str().ok()?.to_string(),
+                )),
+                tonic::metadata::KeyAndValueRef::Binary(..) => None,
+            })
+            .collect(),
+    )
 }

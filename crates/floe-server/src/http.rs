@@ -25,7 +25,8 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::ids::{IdKind, IdOptions, Ids};
-use crate::{echo, Asked, MAX_ECHO};
+use crate::present::{Meta, Shown};
+use crate::{echo, MAX_ECHO};
 
 /// An error as an HTTP answer: a status, a kind (`"error"`) and a message.
 #[derive(Debug)]
@@ -182,12 +183,66 @@ fn next_id_json(id: i64) -> String {
     body
 }
 
+/// `?template=NAME` or `?scramble=true` (not both): how the IDs are to be written, if asked.
+pub(crate) fn presentation_asked(
+    params: &HashMap<String, String>,
+) -> Result<Option<Shown<'_>>, HttpError> {
+    let scramble = match params.get("scramble").map(String::as_str) {
+        None | Some("false" | "0") => false,
+        Some("true" | "1") => true,
+        Some(other) => {
+            return Err(HttpError::invalid(format!(
+                "scramble: expected true or false, found \"{}\"",
+                echo(other, MAX_ECHO)
+            )))
+        }
+    };
+    match (params.get("template"), scramble) {
+        (Some(_), true) => Err(HttpError::invalid(
+            "template, scramble: give one (a template can hold {seq:scrambled})".into(),
+        )),
+        (Some(name), false) => Ok(Some(Shown::Template(name))),
+        (None, true) => Ok(Some(Shown::Scrambled)),
+        (None, false) => Ok(None),
+    }
+}
+
+/// The request's `meta.NAME=VALUE` pairs.
+pub(crate) fn meta_of(params: &HashMap<String, String>) -> Meta {
+    Meta(
+        params
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("meta.")?.to_string(), v.clone())))
+            .collect(),
+    )
+}
+
 async fn next_id(
     State(app): State<Arc<App>>,
     path: StoreAndKey,
     query: Params,
 ) -> Result<Response, HttpError> {
     let (store, key, params) = arguments(path, query)?;
+    if let Some(asked) = presentation_asked(&params)? {
+        // `{"next_id":"42","text":"ORD-000042"}`, or `{"ids":[...],"texts":[...]}`.
+        let batch = count(&app, &params)?;
+        let (ids, texts) = app
+            .sequence_texts(
+                &store,
+                &key,
+                mode(&params),
+                batch.unwrap_or(1),
+                asked,
+                &meta_of(&params),
+            )
+            .await?;
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        return Ok(match batch {
+            None => Json(json!({ "next_id": ids[0], "text": texts[0] })),
+            Some(_) => Json(json!({ "ids": ids, "texts": texts })),
+        }
+        .into_response());
+    }
     Ok(match count(&app, &params)? {
         None => json_body(next_id_json(
             app.next_id(&store, &key, mode(&params)).await?,
@@ -216,12 +271,23 @@ async fn new_ids(
     let kind = IdKind::parse(&kind)?;
     let batch = count(&app, &params)?;
     for name in params.keys() {
-        if !matches!(name.as_str(), "count" | "layout" | "meta") {
+        let known = matches!(
+            name.as_str(),
+            "count" | "layout" | "meta" | "template" | "scramble"
+        ) || name.starts_with("meta.");
+        if !known {
             return Err(HttpError::invalid(format!(
-                "query: unknown parameter \"{}\": expected count, layout (snowflake) or meta (sno)",
+                "query: unknown parameter \"{}\": expected count, layout (snowflake), meta (sno), template or scramble (snowflake) and meta.NAME",
                 echo(name, MAX_ECHO)
             )));
         }
+    }
+    let asked = presentation_asked(&params)?;
+    if asked.is_some() && kind != IdKind::Snowflake {
+        return Err(HttpError::invalid(format!(
+            "template, scramble: they write numbers: snowflake IDs (and sequences), not {}",
+            kind.name()
+        )));
     }
     let meta = params
         .get("meta")
@@ -238,6 +304,9 @@ async fn new_ids(
         generator: params.get("layout").cloned(),
         meta,
     };
+    if let Some(asked) = asked {
+        return snowflake_texts(&app, asked, batch, &options, &meta_of(&params)).await;
+    }
     let ids = app.issue(kind, batch.unwrap_or(1), &options).await?;
     Ok(match batch {
         None => {
@@ -247,6 +316,57 @@ async fn new_ids(
         }
         Some(_) => ids_json(ids.len(), |i, out| Ids::write_text(&ids, i, out)),
     })
+}
+
+/// Snowflake IDs through a template: `{"id":"...","text":"..."}` or
+/// `{"ids":[...],"texts":[...]}`, each dated by its own time. A bad `meta.NAME` fails before
+/// any ID is made.
+async fn snowflake_texts(
+    app: &App,
+    asked: Shown<'_>,
+    batch: Option<u32>,
+    options: &IdOptions,
+    meta: &Meta,
+) -> Result<Response, HttpError> {
+    let p = &app.presentation;
+    let template = p.template(asked)?;
+    let layout = app
+        .ids
+        .as_deref()
+        .ok_or_else(|| SeqError::config("this server has no Snowflake generator"))?
+        .snowflake(options.generator.as_deref())?
+        .layout();
+    if template.meta_names().next().is_some() {
+        p.render(template, 0, 0, meta, &mut String::new())?;
+    }
+    let Ids::Snowflake(ids) = app
+        .issue(IdKind::Snowflake, batch.unwrap_or(1), options)
+        .await?
+    else {
+        return Err(SeqError::new(
+            ErrorKind::Corrupt,
+            "internal: the Snowflake generator issued another kind",
+        )
+        .into());
+    };
+    let mut texts = Vec::with_capacity(ids.len());
+    for &id in &ids {
+        let mut text = String::with_capacity(32);
+        p.render(
+            template,
+            id,
+            layout.decode(id).timestamp_ms,
+            meta,
+            &mut text,
+        )?;
+        texts.push(text);
+    }
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    Ok(match batch {
+        None => Json(json!({ "id": ids[0], "text": texts[0] })),
+        Some(_) => Json(json!({ "ids": ids, "texts": texts })),
+    }
+    .into_response())
 }
 
 async fn segment(
@@ -268,7 +388,7 @@ async fn segment(
     let seg = handle
         .segment(&key, size)
         .await
-        .map_err(|e| crate::public(e, handle, &key, Asked::Segment))?;
+        .map_err(|e| crate::public(e, handle, &key, crate::Asked::Segment))?;
     Ok(Json(
         json!({ "start": seg.start.to_string(), "end": seg.end.to_string() }),
     ))

@@ -55,6 +55,18 @@ fn leaf_error(e: SeqError) -> Response {
         .into_response()
 }
 
+/// A text answer, as Leaf writes its numbers.
+fn text(body: String) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 fn number(id: impl std::fmt::Display) -> Response {
     (
         [(
@@ -69,6 +81,7 @@ fn number(id: impl std::fmt::Display) -> Response {
 async fn segment_id(
     State(app): State<Arc<App>>,
     key: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Ok(Path(key)) = key else {
         return leaf_error(SeqError::new(
@@ -77,6 +90,22 @@ async fn segment_id(
         ));
     };
     let store = app.leaf_store.clone().unwrap_or_default();
+    // `?template=NAME` / `?scramble=true`: the ID's text instead of the number.
+    let params = query.map(|Query(p)| p).unwrap_or_default();
+    match crate::http::presentation_asked(&params) {
+        Err(e) => return leaf_error(SeqError::new(floe_sequencer::ErrorKind::InvalidArgument, e.message)),
+        Ok(Some(shown)) => {
+            let meta = crate::http::meta_of(&params);
+            return match app
+                .sequence_texts(&store, &key, Ok(Mode::Weak), 1, shown, &meta)
+                .await
+            {
+                Ok((_, mut texts)) => text(texts.pop().unwrap_or_default()),
+                Err(e) => leaf_error(e),
+            };
+        }
+        Ok(None) => {}
+    }
     match app.next_id(&store, &key, Ok(Mode::Weak)).await {
         Ok(id) => number(id),
         Err(e) => leaf_error(e),

@@ -62,6 +62,7 @@ pub mod ids;
 pub mod leaf;
 pub mod lease;
 pub mod observe;
+pub mod present;
 pub mod security;
 pub mod status;
 pub mod tls;

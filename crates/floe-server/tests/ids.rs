@@ -339,6 +339,7 @@ async fn grpc_floe_v1_batches_streams_and_errors() {
             key: "g".into(),
             increment: Increment::Strong as i32,
             count: 10,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -424,6 +425,7 @@ async fn grpc_floe_v1_batches_streams_and_errors() {
             key: "k".into(),
             increment: Increment::Strong as i32,
             count: 2,
+            ..Default::default()
         })
         .await
         .unwrap_err();
