@@ -214,7 +214,6 @@ impl Floe for FloeService {
 
     type StreamSequenceStream = BoxStream<NextSequenceResponse>;
 
-
     async fn stream_sequence(
         &self,
         request: Request<StreamSequenceRequest>,

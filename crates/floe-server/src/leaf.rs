@@ -93,7 +93,12 @@ async fn segment_id(
     // `?template=NAME` / `?scramble=true`: the ID's text instead of the number.
     let params = query.map(|Query(p)| p).unwrap_or_default();
     match crate::http::presentation_asked(&params) {
-        Err(e) => return leaf_error(SeqError::new(floe_sequencer::ErrorKind::InvalidArgument, e.message)),
+        Err(e) => {
+            return leaf_error(SeqError::new(
+                floe_sequencer::ErrorKind::InvalidArgument,
+                e.message,
+            ))
+        }
         Ok(Some(shown)) => {
             let meta = crate::http::meta_of(&params);
             return match app
