@@ -260,7 +260,7 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
             })
             .unwrap_or(0);
         p.template
-            .check_fits(smallest)
+            .check_fits(smallest, p.scrambler.as_ref())
             .map_err(|e| Failure::Usage(format!("--{e}")))?;
     }
     if let Some(l) = &mut lease {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use floe_core::scramble::{Domain, Keyring, Scrambler};
 use floe_core::template::{parse_utc_offset, Template};
+use floe_server::present::{key_env, read_key_file, shown_path, KeyReadError};
 
 use crate::Failure;
 
@@ -33,26 +34,23 @@ pub struct KeyArgs {
 impl KeyArgs {
     /// The keys: from --key-file, else from $FLOE_SCRAMBLE_KEY; `None` when neither is given.
     pub fn keyring(&self) -> Result<Option<Keyring>, Failure> {
+        let failure = |e: KeyReadError, prefix: &str| {
+            let message = format!("{prefix}{}", e.message);
+            if e.io {
+                Failure::Io(io::Error::other(message))
+            } else {
+                Failure::Usage(message)
+            }
+        };
         let text = match &self.key_file {
-            Some(path) => std::fs::read_to_string(path).map_err(|e| {
-                let message = format!("--key-file {}: {e}", path.display());
-                match e.kind() {
-                    io::ErrorKind::NotFound | io::ErrorKind::InvalidData => Failure::Usage(message),
-                    _ => Failure::Io(io::Error::new(e.kind(), message)),
-                }
-            })?,
-            None => match std::env::var(KEY_ENV) {
-                Ok(text) => text,
-                Err(std::env::VarError::NotPresent) => return Ok(None),
-                Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(Failure::Usage(format!(
-                        "${KEY_ENV}: expected ID:HEX entries, found text that is not UTF-8"
-                    )))
-                }
+            Some(path) => read_key_file(path).map_err(|e| failure(e, "--key-file "))?,
+            None => match key_env().map_err(|e| failure(e, ""))? {
+                Some(text) => text,
+                None => return Ok(None),
             },
         };
         let source = match &self.key_file {
-            Some(p) => format!("--key-file {}", p.display()),
+            Some(p) => format!("--key-file {}", shown_path(p)),
             None => format!("${KEY_ENV}"),
         };
         Keyring::parse(&text)
@@ -116,9 +114,12 @@ impl TemplateArgs {
             Template::parse(pattern).map_err(|e| Failure::Usage(format!("--{e}")))?;
         if let Some(offset) = &self.utc_offset {
             template = template.with_utc_offset(
-                parse_utc_offset(offset).map_err(|e| Failure::Usage(format!("--{e}")))?,
+                parse_utc_offset(offset)
+                    .map_err(|e| Failure::Usage(format!("--utc-offset: {e}")))?,
             );
         }
+        // Checked even when the template does not scramble: a wrong option is never ignored.
+        Domain::parse(&self.keys.domain).map_err(|e| format!("--domain: {e}"))?;
         let mut meta = Vec::new();
         for m in &self.set {
             let (name, value) = m.split_once('=').ok_or_else(|| {
@@ -149,26 +150,33 @@ impl TemplateArgs {
         } else {
             None
         };
-        Ok(Some(Presenter {
+        let presenter = Presenter {
             template,
             meta,
             scrambler,
-        }))
+        };
+        // Bad --set values fail here, before a number is taken for them.
+        presenter.render(0, 0)?;
+        Ok(Some(presenter))
     }
 }
 
 impl Presenter {
-    /// Writes `value`, dated `at_ms`, through the template.
-    pub fn write<W: Write>(&self, out: &mut W, value: u64, at_ms: u64) -> Result<(), Failure> {
+    /// `value`, dated `at_ms`, through the template.
+    fn render(&self, value: u64, at_ms: u64) -> Result<String, Failure> {
         let pairs: Vec<(&str, &str)> = self
             .meta
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let text = self
-            .template
+        self.template
             .render(value, at_ms, &pairs[..], self.scrambler.as_ref())
-            .map_err(|e| Failure::Usage(format!("--template: {e}")))?;
+            .map_err(|e| Failure::Usage(format!("--template: {e}")))
+    }
+
+    /// Writes `value`, dated `at_ms`, through the template.
+    pub fn write<W: Write>(&self, out: &mut W, value: u64, at_ms: u64) -> Result<(), Failure> {
+        let text = self.render(value, at_ms)?;
         out.write_all(text.as_bytes())?;
         out.write_all(b"\n")?;
         Ok(())
@@ -237,8 +245,13 @@ pub fn scramble(args: &ScrambleArgs, forward: bool) -> Result<(), Failure> {
     };
     for id in &args.ids {
         if id == "-" {
-            for line in io::stdin().lines() {
-                let line = line?;
+            for (i, line) in io::stdin().lines().enumerate() {
+                let line = line.map_err(|e| match e.kind() {
+                    io::ErrorKind::InvalidData => {
+                        Failure::Usage(format!("standard input line {}: not UTF-8", i + 1))
+                    }
+                    _ => Failure::Io(e),
+                })?;
                 if !line.trim().is_empty() {
                     one(&line)?;
                 }

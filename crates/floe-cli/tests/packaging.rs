@@ -20,12 +20,14 @@ fn floe_bin() -> PathBuf {
 }
 
 /// Every command and subcommand, as `floe --help` lists them.
-const COMMANDS: [&str; 7] = [
+const COMMANDS: [&str; 9] = [
     "gen",
     "inspect",
     "worker",
     "serve",
     "seq",
+    "scramble",
+    "unscramble",
     "completions",
     "man",
 ];

@@ -183,28 +183,22 @@ fn templates_are_checked_before_anything_is_issued() {
         let out = run(&["seq", "k", "--state-dir", d, "--template", template]);
         fails(&out, 2, why);
     }
-    let out = run(&[
-        "seq",
-        "k",
-        "--state-dir",
-        d,
-        "--template",
-        "{seq}",
-        "--set",
-        "x=1",
-    ]);
-    fails(&out, 2, "the template has no {meta.x}");
-    let out = run(&[
-        "seq",
-        "k",
-        "--state-dir",
-        d,
-        "--template",
-        "{seq}",
-        "--utc-offset",
-        "8",
-    ]);
-    fails(&out, 2, "expected +HH:MM, -HH:MM or UTC");
+    for (option, value, why) in [
+        ("--set", "x=1", "the template has no {meta.x}"),
+        ("--utc-offset", "8", "expected +HH:MM, -HH:MM or UTC"),
+    ] {
+        let out = run(&[
+            "seq",
+            "k",
+            "--state-dir",
+            d,
+            "--template",
+            "{seq}",
+            option,
+            value,
+        ]);
+        fails(&out, 2, why);
+    }
     // Nothing was issued by the refused runs.
     assert_eq!(
         lines(run(&[
@@ -482,4 +476,116 @@ fn seq_scrambled_template_reads_back() {
         2,
         "no scramble key",
     );
+}
+
+/// From the hostile probe: bad --set values are refused before a number is taken; the offset
+/// error names its option; a key given as the path is not repeated; an endless key file is
+/// refused; standard input that is not UTF-8 is bad input; unused options are still checked.
+#[test]
+fn probe_findings_stay_fixed() {
+    let dir = state();
+    let d = dir.path().to_str().unwrap();
+    let tpl = [
+        "--template",
+        "{meta.u:04}-{seq:06}",
+        "--increment",
+        "strong",
+    ];
+    let seq = |set: &str| {
+        cmd()
+            .args(["seq", "g", "--state-dir", d, "--set", set])
+            .args(tpl)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(lines(seq("u=1")), ["0001-000001"]);
+    fails(&seq("u=abc"), 2, "meta.u: expected 1 to 4 digits");
+    fails(
+        &seq("u=12345"),
+        2,
+        "meta.u: expected 1 to 4 digits, found \"12345\"",
+    );
+    assert_eq!(
+        lines(seq("u=1")),
+        ["0001-000002"],
+        "no number was spent on the refused runs"
+    );
+
+    let out = run(&[
+        "seq",
+        "k",
+        "--state-dir",
+        d,
+        "--template",
+        "{seq}",
+        "--utc-offset",
+        "+8:00",
+    ]);
+    fails(&out, 2, "--utc-offset: expected +HH:MM");
+    let out = run(&[
+        "seq",
+        "k",
+        "--state-dir",
+        d,
+        "--template",
+        "{seq}",
+        "--domain",
+        "bogus",
+    ]);
+    fails(
+        &out,
+        2,
+        "--domain: scramble domain: expected int63 or digits:N",
+    );
+
+    let key_as_path = format!("1:{NEW}");
+    let err = fails(
+        &run(&["scramble", "--key-file", &key_as_path, "5"]),
+        2,
+        "looks like a key",
+    );
+    assert!(!err.contains(NEW), "{err}");
+    fails(
+        &run(&["scramble", "--key-file", "/dev/zero", "5"]),
+        2,
+        "more than 65536 bytes",
+    );
+    fails(
+        &run(&["scramble", "--key-file", "/tmp", "5"]),
+        2,
+        "--key-file /tmp: Is a directory",
+    );
+    let bom = key_file(&dir, "bom", &format!("\u{feff}1:{NEW}\n"));
+    assert_eq!(
+        lines(run(&["scramble", "--key-file", &bom, "--raw", "0"])).len(),
+        1
+    );
+
+    let good = key_file(&dir, "good", &format!("1:{NEW}"));
+    let mut c = cmd();
+    c.args(["scramble", "--key-file", &good, "-"])
+        .stdin(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"5\n\xff\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    fails(&out, 2, "standard input line 2: not UTF-8");
+    // A 20-digit text past the domain says so.
+    let err = fails(
+        &run(&["unscramble", "--key-file", &good, "19999999999999999999"]),
+        2,
+        "past the scramble domain int63",
+    );
+    assert!(!err.contains("expected a scrambled ID"), "{err}");
+    // A scrambled template whose domain today's Snowflake IDs are past: refused at load.
+    let out = run(&[
+        "gen",
+        "snowflake",
+        "--template",
+        "{id:scrambled}",
+        "--key-file",
+        &good,
+        "--domain",
+        "digits:10",
+    ]);
+    fails(&out, 2, "past the scramble domain digits:10");
 }

@@ -104,11 +104,44 @@ fn templates_over_http() {
         "/v1/sequencer/default/u?template=uid&increment=strong&meta.uid=12x",
     );
     assert_eq!(code, 400, "{v}");
+    // Too wide for its width: bad input too (not a sequence run out), and nothing spent.
+    let (code, v) = json(
+        h,
+        "/v1/sequencer/default/u?template=uid&increment=strong&meta.uid=123456789",
+    );
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (400, Some("invalid_argument")),
+        "{v}"
+    );
+    // Names are exact: meta.UID is not meta.uid.
+    let (code, _) = json(
+        h,
+        "/v1/sequencer/default/u?template=uid&increment=strong&meta.UID=1",
+    );
+    assert_eq!(code, 400);
     let (_, v) = json(
         h,
         "/v1/sequencer/default/u?template=uid&increment=strong&meta.uid=1234",
     );
     assert_eq!(v["text"], "0000123400000001");
+    // A segment is numbers: template and scramble are refused there.
+    assert_eq!(
+        json(h, "/v1/sequencer/default/u/segment?template=uid").0,
+        400
+    );
+    // A key too long once its period is added says so.
+    let long = "k".repeat(250);
+    let (code, v) = json(h, &format!("/v1/sequencer/default/{long}?template=orders"));
+    assert_eq!(code, 400);
+    assert!(
+        v["message"].as_str().unwrap().contains("with its period"),
+        "{v}"
+    );
+    // A template too narrow for today's Snowflake IDs: 400, and no ID spent.
+    let (code, v) = json(h, "/v1/ids/snowflake?template=tiny");
+    assert_eq!(code, 400, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("widen it"), "{v}");
 
     // Unknown template, both options, bad scramble value.
     let (code, v) = json(h, "/v1/sequencer/default/u?template=nope");
@@ -310,10 +343,45 @@ fn bad_templates_fail_at_start() {
             vec!["--scramble-key-file", "/nonexistent/keys"],
             "scramble.key_file: /nonexistent/keys",
         ),
+        (
+            vec!["--scramble-key-file", "/dev/zero"],
+            "more than 65536 bytes",
+        ),
     ] {
         let out = common::serve_output(std::path::Path::new(d), &args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(why), "{args:?}: {err}");
     }
+}
+
+/// `$FLOE_SCRAMBLE_KEY` that is not UTF-8 stops the server at start (it once started with no
+/// keys at all).
+#[test]
+fn a_key_variable_that_is_not_utf8_fails_at_start() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::cmd()
+        .args([
+            "serve",
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--state-dir",
+        ])
+        .arg(dir.path())
+        .args(["--template", "p=P{seq:scrambled}"])
+        .env(
+            "FLOE_SCRAMBLE_KEY",
+            std::ffi::OsStr::from_bytes(b"\xff\xfe"),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("$FLOE_SCRAMBLE_KEY: expected ID:HEX entries, found text that is not UTF-8"),
+        "{err}"
+    );
 }

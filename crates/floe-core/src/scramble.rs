@@ -35,7 +35,7 @@
 //! use floe_core::scramble::{Domain, Keyring, Scrambler};
 //!
 //! let keys = Keyring::parse(&format!("1:{}", "6f".repeat(32))).unwrap();
-//! let s = Scrambler::new(Domain::Digits(10), keys);
+//! let s = Scrambler::new(Domain::Digits(10), &keys);
 //! let public = s.encode(42).unwrap();
 //! assert_eq!(public.len(), 11); // the key ID, then 10 digits
 //! assert!(public.starts_with('1'));
@@ -366,13 +366,7 @@ impl Scrambler {
     /// # Errors
     /// [`ScrambleError::OutOfDomain`], or [`ScrambleError::UnknownKey`].
     pub fn scramble_with(&self, id: u8, value: u64) -> Result<u64, ScrambleError> {
-        self.check(value)?;
-        let ns = Numerals::new(self.domain, value);
-        let out = self
-            .key(id)?
-            .encrypt(&[], &ns)
-            .map_err(|e| ScrambleError::Malformed(format!("internal: FF1 refused: {e}")))?;
-        Ok(out.value)
+        self.ff1(id, value, true)
     }
 
     /// The number key `id` scrambled into `value`.
@@ -380,13 +374,22 @@ impl Scrambler {
     /// # Errors
     /// [`ScrambleError::OutOfDomain`], or [`ScrambleError::UnknownKey`].
     pub fn unscramble_with(&self, id: u8, value: u64) -> Result<u64, ScrambleError> {
+        self.ff1(id, value, false)
+    }
+
+    /// FF1 with key `id`, forwards (encrypt) or backwards (decrypt), no tweak.
+    fn ff1(&self, id: u8, value: u64, forward: bool) -> Result<u64, ScrambleError> {
         self.check(value)?;
+        let key = self.key(id)?;
         let ns = Numerals::new(self.domain, value);
-        let out = self
-            .key(id)?
-            .decrypt(&[], &ns)
-            .map_err(|e| ScrambleError::Malformed(format!("internal: FF1 refused: {e}")))?;
-        Ok(out.value)
+        let out = if forward {
+            key.encrypt(&[], &ns)
+        } else {
+            key.decrypt(&[], &ns)
+        };
+        // The numerals were checked against the domain: FF1 has nothing to refuse.
+        out.map(|n| n.value)
+            .map_err(|e| ScrambleError::Malformed(format!("internal: FF1 refused: {e}")))
     }
 
     /// The text of `value` scrambled with the current key: the key ID, then the scrambled
@@ -440,7 +443,12 @@ impl Scrambler {
         let id = bytes[0] - b'0';
         let value: u64 = text[1..].parse().map_err(|_| expected())?;
         if value > self.domain.max() {
-            return Err(expected());
+            return Err(ScrambleError::Malformed(format!(
+                "{}: the number after the key ID is past the scramble domain {} (0 to {}): not a scrambled ID",
+                crate::endpoint::quoted(text),
+                self.domain,
+                self.domain.max()
+            )));
         }
         self.unscramble_with(id, value)
     }

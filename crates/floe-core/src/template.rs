@@ -28,6 +28,16 @@
 //! keeps the latest time it saw). A node whose clock is off writes its own date: its IDs stay
 //! unique (they are numbered under that date's key), but may carry the previous or next date
 //! for as long as it is off.
+//!
+//! ```
+//! use floe_core::template::{NoMeta, Template};
+//!
+//! let t = Template::parse("ORD-{date:%Y%m%d}-{seq:06}").unwrap();
+//! let at = t.moment(1_795_395_723_004); // the clock, in Unix ms: 2026-11-23T01:02:03Z
+//! assert_eq!(t.sequence_key("orders", at), "orders@20261123"); // number this key...
+//! assert_eq!(t.render(42, at, &NoMeta, None).unwrap(), "ORD-20261123-000042"); // ...and show it
+//! assert!(t.render(1_000_000, at, &NoMeta, None).is_err()); // never cut to 000000
+//! ```
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
@@ -188,11 +198,83 @@ impl fmt::Display for RenderError {
 
 impl std::error::Error for RenderError {}
 
+/// The period a dated template numbers under: the finest unit its dates show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Period {
+    Year,
+    Month,
+    Day,
+    Hour,
+    Minute,
+    Second,
+}
+
+/// The period the date fields of a template show, or an error when they leave out a coarser
+/// field (a text that repeats: `%m` alone comes back every year).
+fn period_of(parts: &[Part], pattern: &str) -> Result<Option<Period>, TemplateError> {
+    let fields: Vec<DateField> = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Date(f) => Some(f.iter().copied()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let has = |f: DateField| fields.contains(&f);
+    let year = has(DateField::Year) || has(DateField::Year2);
+    let day = has(DateField::Day) || has(DateField::DayOfYear);
+    // Each shown field needs the coarser ones that make its text name one period only.
+    let missing = if has(DateField::Second) && !has(DateField::Minute) {
+        Some("%S needs %M")
+    } else if has(DateField::Minute) && !has(DateField::Hour) {
+        Some("%M needs %H")
+    } else if has(DateField::Hour) && !day {
+        Some("%H needs the day (%d or %j)")
+    } else if has(DateField::Day) && !has(DateField::Month) {
+        Some("%d needs %m")
+    } else if (day || has(DateField::Month)) && !year {
+        Some("the day or month needs the year (%Y or %y)")
+    } else if !year {
+        Some("a date needs at least the year")
+    } else {
+        None
+    };
+    if let Some(why) = missing {
+        return err(format!(
+            "{}: {why}: a date that leaves out a coarser field comes back (November every year), and its IDs would repeat",
+            crate::endpoint::quoted(pattern)
+        ));
+    }
+    Ok(Some(if has(DateField::Second) {
+        Period::Second
+    } else if has(DateField::Minute) {
+        Period::Minute
+    } else if has(DateField::Hour) {
+        Period::Hour
+    } else if day {
+        Period::Day
+    } else if has(DateField::Month) {
+        Period::Month
+    } else {
+        Period::Year
+    }))
+}
+
+/// Characters that show nothing or reorder text (zero-width, bidirectional controls, soft
+/// hyphen, BOM): an ID that looks like another.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{00ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
 /// A parsed, validated template (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Template {
     pattern: String,
     parts: Vec<Part>,
+    period: Option<Period>,
     offset: UtcOffset,
     /// The latest time (Unix ms) a date was taken at: dates never go back in a process.
     latest_ms: AtomicU64,
@@ -203,6 +285,7 @@ impl Clone for Template {
         Template {
             pattern: self.pattern.clone(),
             parts: self.parts.clone(),
+            period: self.period,
             offset: self.offset,
             latest_ms: AtomicU64::new(self.latest_ms.load(Ordering::Relaxed)),
         }
@@ -228,17 +311,17 @@ fn err<T>(message: String) -> Result<T, TemplateError> {
 /// `+08:00`, `-05:30`, `Z` or `UTC`.
 ///
 /// # Errors
-/// [`TemplateError`] saying what was expected.
-pub fn parse_utc_offset(text: &str) -> Result<UtcOffset, TemplateError> {
+/// What was expected (for the caller to prefix with its field).
+pub fn parse_utc_offset(text: &str) -> Result<UtcOffset, String> {
     let t = text.trim();
     if t == "Z" || t.eq_ignore_ascii_case("utc") {
         return Ok(UtcOffset::UTC);
     }
     let bad = || {
-        TemplateError(format!(
-            "utc_offset: expected +HH:MM, -HH:MM or UTC, found {}",
+        format!(
+            "expected +HH:MM, -HH:MM or UTC, found {}",
             crate::endpoint::quoted(text)
-        ))
+        )
     };
     let (sign, rest) = match t.as_bytes().first() {
         Some(b'+') => (1i8, &t[1..]),
@@ -329,9 +412,12 @@ impl Template {
                 pattern.len()
             ));
         }
-        if let Some((at, c)) = pattern.char_indices().find(|(_, c)| c.is_control()) {
+        if let Some((at, c)) = pattern
+            .char_indices()
+            .find(|(_, c)| c.is_control() || invisible(*c))
+        {
             return err(format!(
-                "a control character {c:?} at {at}: a template is printable text"
+                "a control or invisible character {c:?} at {at}: a template is printable text"
             ));
         }
         let mut parts: Vec<Part> = Vec::new();
@@ -362,6 +448,11 @@ impl Template {
                         ));
                     };
                     let inner = &rest[1..end];
+                    if inner.contains('{') {
+                        return err(format!(
+                            "a '{{' inside the placeholder at {at}: write {{{{ for a brace outside placeholders"
+                        ));
+                    }
                     if !text.is_empty() {
                         parts.push(Part::Text(std::mem::take(&mut text)));
                     }
@@ -406,9 +497,11 @@ impl Template {
                 ));
             }
         }
+        let period = period_of(&parts, pattern)?;
         Ok(Template {
             pattern: pattern.to_string(),
             parts,
+            period,
             offset: UtcOffset::UTC,
             latest_ms: AtomicU64::new(0),
         })
@@ -506,12 +599,27 @@ impl Template {
     }
 
     /// Checks at load time that every ID from `smallest` on can be written: a `{seq:N}` of
-    /// fewer digits than `smallest` never could (a Snowflake ID of today has 18 digits).
+    /// fewer digits than `smallest` never could (a Snowflake ID of today has 18 digits), nor a
+    /// `{seq:scrambled}` whose domain ends below it.
     ///
     /// # Errors
     /// [`TemplateError`] naming the placeholder.
-    pub fn check_fits(&self, smallest: u64) -> Result<(), TemplateError> {
+    pub fn check_fits(
+        &self,
+        smallest: u64,
+        scrambler: Option<&Scrambler>,
+    ) -> Result<(), TemplateError> {
         let len = Digits::of(smallest).as_str().len();
+        if let (true, Some(s)) = (self.scrambles(), scrambler) {
+            if smallest > s.domain().max() {
+                return err(format!(
+                    "{}: IDs here are {smallest} already, past the scramble domain {} (0 to {}): use int63",
+                    crate::endpoint::quoted(&self.pattern),
+                    s.domain(),
+                    s.domain().max()
+                ));
+            }
+        }
         for p in &self.parts {
             if let Part::Seq { width: Some(w), .. } = p {
                 if len > usize::from(*w) {
@@ -534,23 +642,28 @@ impl Template {
             .max(now_ms)
     }
 
-    /// The sequence key to number an ID dated `at_ms` under: `key@DATE` when the template
-    /// writes dates (each `{date}` written, joined by `/`), `key` itself otherwise.
+    /// The sequence key to number an ID dated `at_ms` under: `key@PERIOD` when the template
+    /// writes dates, `key` itself otherwise. `PERIOD` is the period its dates show, written
+    /// the same way whatever the template's own format (`%Y%m%d` for a day, `%Y%m` for a
+    /// month, `%Y%m%d%H` for an hour...), in the template's UTC offset: every template that
+    /// shows the same day numbers under the same key, so none can write another's text again.
     pub fn sequence_key(&self, key: &str, at_ms: u64) -> String {
-        if !self.has_date() {
+        let Some(period) = self.period else {
             return key.to_string();
-        }
-        let when = self.datetime(at_ms);
+        };
+        use DateField as F;
+        let fields: &[DateField] = match period {
+            Period::Year => &[F::Year],
+            Period::Month => &[F::Year, F::Month],
+            Period::Day => &[F::Year, F::Month, F::Day],
+            Period::Hour => &[F::Year, F::Month, F::Day, F::Hour],
+            Period::Minute => &[F::Year, F::Month, F::Day, F::Hour, F::Minute],
+            Period::Second => &[F::Year, F::Month, F::Day, F::Hour, F::Minute, F::Second],
+        };
         let mut out = String::with_capacity(key.len() + 16);
         out.push_str(key);
-        let mut first = true;
-        for p in &self.parts {
-            if let Part::Date(fields) = p {
-                out.push(if first { '@' } else { '/' });
-                first = false;
-                write_date(&mut out, fields, when);
-            }
-        }
+        out.push('@');
+        write_date(&mut out, fields, self.datetime(at_ms));
         out
     }
 
@@ -647,7 +760,7 @@ impl Template {
 fn check_meta(name: &str, v: &str, width: Option<u8>) -> Result<(), RenderError> {
     match width {
         Some(w) => {
-            if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+            if v.is_empty() || v.len() > usize::from(w) || !v.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(RenderError::BadMeta(format!(
                     "meta.{name}: expected 1 to {w} digits, found {}",
                     crate::endpoint::quoted(v)
@@ -831,12 +944,35 @@ mod tests {
         assert_eq!(ny.render(7, AT, &NoMeta, None).unwrap(), "20261122-7");
         assert_eq!(ny.sequence_key("k", AT), "k@20261122");
         let two = t("{date:%Y}/{seq:04}/{date:%m}");
-        assert_eq!(two.sequence_key("k", AT), "k@2026/11");
+        assert_eq!(two.sequence_key("k", AT), "k@202611");
+        // Every template that shows the same day numbers under the same key.
+        for same in [
+            "ORD-{date:%Y%m%d}-{seq:06}",
+            "ORD-20{date:%y%m%d}-{seq:06}",
+            "ORD-{date:%Y%m}{date:%d}-{seq:06}",
+            "{date:%d.%m.%Y} {seq}",
+            "{date:%Y-%j}-{seq}",
+        ] {
+            assert_eq!(
+                t(same).sequence_key("orders", AT),
+                "orders@20261123",
+                "{same}"
+            );
+        }
+        assert_eq!(
+            t("{date:%Y%m%d%H%M}{seq:04}").sequence_key("k", AT),
+            "k@202611230102"
+        );
+        assert_eq!(
+            t("{date:%Y%m%d%H%M%S}{seq:04}").sequence_key("k", AT),
+            "k@20261123010203"
+        );
+        assert_eq!(t("{date:%y}{seq:04}").sequence_key("k", AT), "k@2026");
         assert_eq!(parse_utc_offset("+08:00").unwrap().whole_hours(), 8);
         assert_eq!(parse_utc_offset("UTC").unwrap(), UtcOffset::UTC);
         for bad in ["8", "+8:00", "+08", "+19:00", "+08:60", "08:00", ""] {
-            let e = parse_utc_offset(bad).unwrap_err().to_string();
-            assert!(e.contains("expected +HH:MM, -HH:MM or UTC"), "{e}");
+            let e = parse_utc_offset(bad).unwrap_err();
+            assert!(e.starts_with("expected +HH:MM, -HH:MM or UTC"), "{e}");
         }
     }
 
@@ -862,11 +998,13 @@ mod tests {
             "ORD-999999"
         );
         let uid = t("{meta.uid:04}{seq:08}");
+        // A request's value too wide for its width is bad input, not a sequence run out.
         let wide = [("uid", "12345")];
-        assert!(matches!(
-            uid.render(1, AT, &wide[..], None),
-            Err(RenderError::TooWide { width: 4, .. })
-        ));
+        let e = uid.render(1, AT, &wide[..], None).unwrap_err().to_string();
+        assert!(
+            e.contains("meta.uid: expected 1 to 4 digits, found \"12345\""),
+            "{e}"
+        );
         assert_eq!(
             uid.render(1, AT, &NoMeta, None),
             Err(RenderError::MissingMeta("uid".into()))
@@ -957,7 +1095,16 @@ mod tests {
             ("{date:%Q}{seq}", "unknown field %Q"),
             ("{date:%}{seq}", "unknown field %"),
             ("{date:-}{seq}", "at least one field"),
-            ("ORD\n{seq}", "control character"),
+            ("ORD\n{seq}", "control or invisible character"),
+            ("ORD\u{200b}{seq}", "control or invisible character"),
+            ("\u{202e}{seq}", "control or invisible character"),
+            ("{date:{%Y}{seq:02}", "a '{' inside the placeholder at 0"),
+            ("{date:%m}-{seq}", "the day or month needs the year"),
+            ("{date:%d}-{seq}", "%d needs %m"),
+            ("{date:%Y%d}-{seq}", "%d needs %m"),
+            ("{date:%Y%m%H}-{seq}", "%H needs the day"),
+            ("{date:%Y%m%d%M}-{seq}", "%M needs %H"),
+            ("{date:%Y%m%d%H%S}-{seq}", "%S needs %M"),
         ] {
             let e = parse_err(p);
             assert!(e.starts_with("template: ") && e.contains(why), "{p}: {e}");
@@ -965,11 +1112,20 @@ mod tests {
         assert!(parse_err(&"x".repeat(300)).contains("at most 256 bytes"));
         // A Snowflake ID of today does not fit 10 digits: said at load.
         let e = t("{id:10}")
-            .check_fits(7_000_000_000_000_000)
+            .check_fits(7_000_000_000_000_000, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("widen it"), "{e}");
-        t("{id:19}").check_fits(7_000_000_000_000_000).unwrap();
+        t("{id:19}")
+            .check_fits(7_000_000_000_000_000, None)
+            .unwrap();
+        let keys = Keyring::parse(&"5a".repeat(32)).unwrap();
+        let ten = Scrambler::new(Domain::Digits(10), &keys);
+        let e = t("{id:scrambled}")
+            .check_fits(7_000_000_000_000_000, Some(&ten))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("past the scramble domain digits:10"), "{e}");
     }
 
     #[test]

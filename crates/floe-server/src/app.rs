@@ -185,6 +185,18 @@ impl App {
             p.render(template, 0, at, meta, &mut String::new())?;
         }
         let dated = template.sequence_key(key, at);
+        if dated.len() > floe_core::sequence::MAX_KEY_LEN
+            && key.len() <= floe_core::sequence::MAX_KEY_LEN
+        {
+            return Err(SeqError::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "key: {} bytes with its period (KEY@PERIOD, as a dated template numbers it), more than {}",
+                    dated.len(),
+                    floe_core::sequence::MAX_KEY_LEN
+                ),
+            ));
+        }
         let ids = self.sequence(store, &dated, mode, count).await?;
         let mut texts = Vec::with_capacity(ids.len());
         for &id in &ids {

@@ -115,7 +115,7 @@ impl ServerConfig {
             if let Some(offset) = &t.utc_offset {
                 template = template.with_utc_offset(
                     floe_core::template::parse_utc_offset(offset)
-                        .map_err(|e| bad(&format!("{key}.utc_offset"), e.to_string()))?,
+                        .map_err(|e| bad(&format!("{key}.utc_offset"), e))?,
                 );
             }
             if template.scrambles() && !self.has_scramble_keys() {

@@ -249,7 +249,7 @@ impl Floe for FloeService {
 /// A request's `floe-meta-NAME` metadata, for a template's `{meta.NAME}` (ASCII values only;
 /// other metadata, `authorization` among it, is never a template's value).
 fn meta_of(metadata: &tonic::metadata::MetadataMap) -> Meta {
-    Meta(
+    Meta::lower_case(
         metadata
             .iter()
             .filter_map(|entry| match entry {

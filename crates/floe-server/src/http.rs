@@ -209,7 +209,7 @@ pub(crate) fn presentation_asked(
 
 /// The request's `meta.NAME=VALUE` pairs.
 pub(crate) fn meta_of(params: &HashMap<String, String>) -> Meta {
-    Meta(
+    Meta::exact(
         params
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix("meta.")?.to_string(), v.clone())))
@@ -339,6 +339,18 @@ async fn snowflake_texts(
     if template.meta_names().next().is_some() {
         p.render(template, 0, 0, meta, &mut String::new())?;
     }
+    // A template too narrow for this layout's IDs of today fails every time: refused before
+    // an ID is spent on it.
+    let now_ms = floe_core::clock::Clock::now_nanos(&floe_core::clock::SystemClock) / 1_000_000;
+    let smallest = layout
+        .encode(floe_core::snowflake::SnowflakeParts {
+            timestamp_ms: now_ms,
+            datacenter: 0,
+            worker: 0,
+            sequence: 0,
+        })
+        .unwrap_or(0);
+    p.check_fits(template, smallest)?;
     let Ids::Snowflake(ids) = app
         .issue(IdKind::Snowflake, batch.unwrap_or(1), options)
         .await?
@@ -375,6 +387,12 @@ async fn segment(
     query: Params,
 ) -> Result<Json<serde_json::Value>, HttpError> {
     let (store, key, params) = arguments(path, query)?;
+    if params.contains_key("template") || params.contains_key("scramble") {
+        return Err(HttpError::invalid(
+            "template, scramble: a segment is a range of numbers; ask for IDs to have them written"
+                .into(),
+        ));
+    }
     let (handle, _) = crate::check(&app.sequencer, &store, &key, Ok(Mode::Weak))?;
     let size = match params.get("size") {
         None => 1000,

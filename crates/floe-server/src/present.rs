@@ -45,16 +45,15 @@ impl Presentation {
         let domain =
             Domain::parse(&config.scramble.domain).map_err(|e| format!("scramble.domain: {e}"))?;
         let text = match &config.scramble.key_file {
-            Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("scramble.key_file: {}: {e}", path.display()))?,
-            ),
-            None => std::env::var(SCRAMBLE_KEY_ENV).ok(),
+            Some(path) => {
+                Some(read_key_file(path).map_err(|e| format!("scramble.key_file: {}", e.message))?)
+            }
+            None => key_env().map_err(|e| e.message)?,
         };
         let scrambler = match text {
             Some(text) => {
                 let source = match &config.scramble.key_file {
-                    Some(p) => format!("scramble.key_file: {}", p.display()),
+                    Some(p) => format!("scramble.key_file: {}", shown_path(p)),
                     None => format!("${SCRAMBLE_KEY_ENV}"),
                 };
                 let keys = Keyring::parse(&text).map_err(|e| format!("{source}: {e}"))?;
@@ -131,6 +130,17 @@ impl Presentation {
         template.moment(SystemClock.now_nanos() / 1_000_000)
     }
 
+    /// Whether every number from `smallest` on fits `template` (see
+    /// [`Template::check_fits`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` saying why.
+    pub fn check_fits(&self, template: &Template, smallest: u64) -> Result<(), SeqError> {
+        template
+            .check_fits(smallest, self.scrambler.as_ref())
+            .map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e.to_string()))
+    }
+
     /// Writes `value` dated `at_ms` through `template`.
     ///
     /// # Errors
@@ -171,18 +181,132 @@ fn render_error(template: &Template, e: &RenderError) -> SeqError {
     )
 }
 
-/// The `meta.NAME` values of a request: HTTP query pairs `meta.NAME=VALUE`, or gRPC metadata
-/// `floe-meta-NAME`.
+/// The `meta.NAME` values of a request: HTTP query pairs `meta.NAME=VALUE` (names as
+/// written), or gRPC metadata `floe-meta-NAME` (names in lower case, as HTTP/2 sends them).
 #[derive(Debug, Default)]
-pub struct Meta(pub Vec<(String, String)>);
+pub struct Meta {
+    pairs: Vec<(String, String)>,
+    lower_case: bool,
+}
+
+impl Meta {
+    /// Values looked up by their exact name (an HTTP query).
+    pub fn exact(pairs: Vec<(String, String)>) -> Meta {
+        Meta {
+            pairs,
+            lower_case: false,
+        }
+    }
+
+    /// Values whose names are in lower case (gRPC metadata): `{meta.userId}` reads `userid`.
+    pub fn lower_case(pairs: Vec<(String, String)>) -> Meta {
+        Meta {
+            pairs,
+            lower_case: true,
+        }
+    }
+}
 
 impl Lookup for Meta {
-    /// By name, ignoring ASCII case (gRPC metadata names are lower case).
     fn lookup(&self, name: &str) -> Option<&str> {
-        self.0
+        let lower;
+        let name = if self.lower_case {
+            lower = name.to_ascii_lowercase();
+            lower.as_str()
+        } else {
+            name
+        };
+        self.pairs
             .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why keys could not be read: a message that never holds a key, and whether it was the
+/// file's fault (bad input) or the disk's (I/O).
+#[derive(Debug)]
+pub struct KeyReadError {
+    /// One line, naming the file (unless its path looks like a key).
+    pub message: String,
+    /// An I/O failure, not bad input.
+    pub io: bool,
+}
+
+/// The most bytes a key file may hold (ten keys take under 700).
+pub const MAX_KEY_FILE: u64 = 64 * 1024;
+
+/// A path as errors show it: itself, unless it looks like a key (a run of 32 hex digits or
+/// more: a key given where its file's path was expected), which is never repeated.
+pub fn shown_path(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
+        if run >= 32 {
+            return "(a path that looks like a key, not repeated: give the key's file, or the key in $FLOE_SCRAMBLE_KEY)".into();
+        }
+    }
+    text.into_owned()
+}
+
+/// Reads a key file: at most [`MAX_KEY_FILE`] bytes of UTF-8 (a byte-order mark is skipped).
+///
+/// # Errors
+/// [`KeyReadError`] naming the file: missing, not a file, too big, not UTF-8, unreadable.
+pub fn read_key_file(path: &std::path::Path) -> Result<String, KeyReadError> {
+    use std::io::Read;
+    let shown = shown_path(path);
+    let fail = |message: String, io: bool| KeyReadError { message, io };
+    let file = std::fs::File::open(path).map_err(|e| {
+        let io = !matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+        );
+        fail(format!("{shown}: {e}"), io)
+    })?;
+    let mut bytes = Vec::new();
+    file.take(MAX_KEY_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            let io = e.kind() != std::io::ErrorKind::IsADirectory;
+            fail(format!("{shown}: {e}"), io)
+        })?;
+    if bytes.len() as u64 > MAX_KEY_FILE {
+        return Err(fail(
+            format!(
+                "{shown}: more than {MAX_KEY_FILE} bytes: expected a small file of ID:HEX lines"
+            ),
+            false,
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        fail(
+            format!("{shown}: expected ID:HEX lines, found bytes that are not UTF-8"),
+            false,
+        )
+    })?;
+    Ok(text.strip_prefix('\u{feff}').unwrap_or(&text).to_string())
+}
+
+/// The keys in `$FLOE_SCRAMBLE_KEY`, if it is set.
+///
+/// # Errors
+/// [`KeyReadError`] when it is set but not UTF-8 or too long.
+pub fn key_env() -> Result<Option<String>, KeyReadError> {
+    match std::env::var(SCRAMBLE_KEY_ENV) {
+        Ok(text) if text.len() as u64 > MAX_KEY_FILE => Err(KeyReadError {
+            message: format!("${SCRAMBLE_KEY_ENV}: more than {MAX_KEY_FILE} bytes"),
+            io: false,
+        }),
+        Ok(text) => Ok(Some(text)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(KeyReadError {
+            message: format!(
+                "${SCRAMBLE_KEY_ENV}: expected ID:HEX entries, found text that is not UTF-8"
+            ),
+            io: false,
+        }),
     }
 }
 
