@@ -29,7 +29,7 @@ fn present(c: &mut Criterion) {
 
     let keys = Keyring::parse(KEY).unwrap();
     let int63 = Scrambler::new(Domain::Int63, &keys);
-    let digits = Scrambler::new(Domain::Digits(10), &keys);
+    let digits = Scrambler::new(Domain::digits(10).unwrap(), &keys);
     let now_ms = 1_795_395_723_004u64;
     let meta = [("uid", "1234")];
     let templates = [

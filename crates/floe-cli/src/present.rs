@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use floe_core::scramble::{Domain, Keyring, Scrambler};
 use floe_core::template::{parse_utc_offset, Template};
-use floe_server::present::{key_env, read_key_file, shown_path, KeyReadError};
+use floe_server::present::{key_env, looks_like_key, read_key_file, shown_path, KeyReadError};
 
 use crate::Failure;
 
@@ -26,9 +26,9 @@ pub struct KeyArgs {
     pub key_file: Option<PathBuf>,
     /// The numbers scrambled: int63 (0 to 2^63-1, any non-negative int64) or digits:N (N
     /// decimal digits, 6 to 18). A scrambled ID is written as its key ID, then the number
-    /// zero-padded to 19 digits (int63) or N.
-    #[arg(long, value_name = "DOMAIN", default_value = "int63")]
-    pub domain: String,
+    /// zero-padded to 19 digits (int63) or N [default: int63].
+    #[arg(long, value_name = "DOMAIN")]
+    pub domain: Option<String>,
 }
 
 impl KeyArgs {
@@ -58,9 +58,15 @@ impl KeyArgs {
             .map_err(|e| Failure::Usage(format!("{source}: {e}")))
     }
 
+    /// --domain, checked (int63 when not given).
+    pub fn domain(&self) -> Result<Domain, Failure> {
+        Domain::parse(self.domain.as_deref().unwrap_or("int63"))
+            .map_err(|e| Failure::Usage(format!("--domain: {e}")))
+    }
+
     /// A scrambler of --domain with the keys, or an error saying where to put them.
     pub fn scrambler(&self) -> Result<Scrambler, Failure> {
-        let domain = Domain::parse(&self.domain).map_err(|e| format!("--domain: {e}"))?;
+        let domain = self.domain()?;
         let keys = self.keyring()?.ok_or_else(|| {
             Failure::Usage(format!(
                 "no scramble key: give --key-file FILE or set ${KEY_ENV} (ID:HEX, e.g. 1:$(openssl rand -hex 32))"
@@ -108,6 +114,12 @@ impl TemplateArgs {
     /// The template, checked, or `None` without --template.
     pub fn presenter(&self) -> Result<Option<Presenter>, Failure> {
         let Some(pattern) = &self.template else {
+            // Options of a template, given without one, would be ignored.
+            if self.keys.key_file.is_some() || self.keys.domain.is_some() {
+                return Err(Failure::Usage(
+                    "--key-file, --domain: they scramble a template's {seq:scrambled}: give --template too (or use `floe scramble`)".into(),
+                ));
+            }
             return Ok(None);
         };
         let mut template =
@@ -119,7 +131,7 @@ impl TemplateArgs {
             );
         }
         // Checked even when the template does not scramble: a wrong option is never ignored.
-        Domain::parse(&self.keys.domain).map_err(|e| format!("--domain: {e}"))?;
+        self.keys.domain()?;
         let mut meta = Vec::new();
         for m in &self.set {
             let (name, value) = m.split_once('=').ok_or_else(|| {
@@ -210,6 +222,12 @@ pub fn scramble(args: &ScrambleArgs, forward: bool) -> Result<(), Failure> {
     let mut out = BufWriter::new(stdout.lock());
     let mut one = |text: &str| -> Result<(), Failure> {
         let text = text.trim();
+        if looks_like_key(text) {
+            // Never repeated: a key pasted where an ID belongs.
+            return Err(Failure::Usage(
+                "an argument that looks like a key (not repeated): expected a number or a scrambled ID".into(),
+            ));
+        }
         let number = |t: &str| {
             if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(Failure::Usage(format!(

@@ -569,8 +569,14 @@ pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
                 (None, Some(p)) => {
                     let at = p.template.moment(now_ms());
                     let id = handle.next_id(key_at(at)?.as_str(), mode).await?;
-                    // Sequence IDs are positive.
-                    p.write(&mut out, id.unsigned_abs(), at)?;
+                    // A key may be below zero (`--bigger-than` is any int64): a template writes
+                    // numbers from 0 up, never -1 as 1.
+                    let value = u64::try_from(id).map_err(|_| {
+                        crate::Failure::Other(format!(
+                            "--template: ID {id} is below 0, and a template writes numbers from 0 up"
+                        ))
+                    })?;
+                    p.write(&mut out, value, at)?;
                 }
             }
         }

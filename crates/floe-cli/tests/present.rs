@@ -538,6 +538,17 @@ fn probe_findings_stay_fixed() {
         "--domain: scramble domain: expected int63 or digits:N",
     );
 
+    // Scramble options without a template would be ignored: refused.
+    let out = run(&["seq", "k", "--state-dir", d, "--domain", "digits:8"]);
+    fails(&out, 2, "give --template too");
+    // A key pasted where an ID belongs is not repeated.
+    let good_keys = key_file(&dir, "g2", &format!("1:{NEW}"));
+    let err = fails(
+        &run(&["unscramble", "--key-file", &good_keys, NEW]),
+        2,
+        "looks like a key",
+    );
+    assert!(!err.contains(NEW), "{err}");
     let key_as_path = format!("1:{NEW}");
     let err = fails(
         &run(&["scramble", "--key-file", &key_as_path, "5"]),

@@ -125,6 +125,9 @@ fn templates_over_http() {
         "/v1/sequencer/default/u?template=uid&increment=strong&meta.uid=1234",
     );
     assert_eq!(v["text"], "0000123400000001");
+    // meta values without a template would be ignored: refused.
+    let (code, v) = json(h, "/v1/sequencer/default/u?meta.uid=1234");
+    assert_eq!(code, 400, "{v}");
     // A segment is numbers: template and scramble are refused there.
     assert_eq!(
         json(h, "/v1/sequencer/default/u/segment?template=uid").0,
@@ -304,6 +307,16 @@ fn templates_over_grpc_and_layotto_stays_numeric() {
             .await
             .unwrap_err();
         assert_eq!(unknown.code(), tonic::Code::InvalidArgument);
+        // An empty key is refused before its period is added to it.
+        let empty = floe
+            .next_sequence(NextSequenceRequest {
+                key: String::new(),
+                template: "orders".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(empty.code(), tonic::Code::InvalidArgument, "{empty:?}");
         // Layotto's GetNextId: an int64, whatever the metadata.
         let mut layotto = RuntimeClient::new(channel);
         let r = layotto

@@ -52,7 +52,9 @@ use fpe::ff1::{NumeralString, Operations, FF1};
 pub enum Domain {
     /// 0 to 2^63 − 1: every non-negative `i64` (63 binary numerals).
     Int63,
-    /// 0 to 10^N − 1: N decimal digits, N from 6 to 18.
+    /// 0 to 10^N − 1: N decimal digits, N from 6 to 18 (made by [`Domain::digits`] or
+    /// [`Domain::parse`], which check N).
+    #[non_exhaustive]
     Digits(u8),
 }
 
@@ -268,6 +270,9 @@ impl Keyring {
 
 /// 64 hex digits into 32 bytes; the reason, never the text, on failure.
 fn parse_key_hex(hex: &str) -> Result<[u8; 32], String> {
+    if !hex.is_ascii() {
+        return Err("expected hex digits 0-9 a-f only".into());
+    }
     if hex.len() != 64 {
         return Err(format!(
             "expected 64 hex digits (a 256-bit AES key), found {} characters",
@@ -277,6 +282,9 @@ fn parse_key_hex(hex: &str) -> Result<[u8; 32], String> {
     let mut out = [0u8; 32];
     for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
         let digit = |b: u8| (b as char).to_digit(16);
+        if !pair.is_ascii() {
+            return Err("expected hex digits 0-9 a-f only".into());
+        }
         match (digit(pair[0]), digit(pair[1])) {
             (Some(h), Some(l)) => out[i] = (h * 16 + l) as u8,
             _ => return Err("expected hex digits 0-9 a-f only".into()),

@@ -23,9 +23,9 @@
 //! ([`Template::sequence_key`]: `orders` becomes `orders@20261123`), so numbering starts again at
 //! 1 each period, and two texts with the same date come from the same key, whose numbers never
 //! repeat: a restart, a crash or two nodes across midnight cannot repeat an ID. The date is
-//! the issuing node's clock (the same injectable [`crate::Clock`] as the generators), in UTC
-//! or the template's UTC offset, and never goes back within a process ([`Template::moment`]
-//! keeps the latest time it saw). A node whose clock is off writes its own date: its IDs stay
+//! the time the caller passes (the issuing node's system clock in floe's CLI and server), in
+//! UTC or the template's UTC offset, and never goes back within a process
+//! ([`Template::moment`] keeps the latest time it saw). A node whose clock is off writes its own date: its IDs stay
 //! unique (they are numbered under that date's key), but may carry the previous or next date
 //! for as long as it is off.
 //!

@@ -177,6 +177,8 @@ impl App {
         asked: crate::present::Shown<'_>,
         meta: &crate::present::Meta,
     ) -> Result<(Vec<i64>, Vec<String>), SeqError> {
+        // The key as given (empty, too long, a NUL), before its period is added to it.
+        crate::check(&self.sequencer, store, key, mode.clone())?;
         let p = &self.presentation;
         let template = p.template(asked)?;
         let at = Presentation::moment(template);
@@ -198,13 +200,23 @@ impl App {
             ));
         }
         let ids = self.sequence(store, &dated, mode, count).await?;
-        let mut texts = Vec::with_capacity(ids.len());
-        for &id in &ids {
-            let mut text = String::with_capacity(32);
-            // Sequence IDs are positive.
-            p.render(template, id.unsigned_abs(), at, meta, &mut text)?;
-            texts.push(text);
-        }
+        // A store may hold a key below zero (`bigger_than` is any int64): a template writes
+        // numbers from 0 up, never -1 as 1.
+        let values = ids
+            .iter()
+            .map(|&id| {
+                u64::try_from(id).map(|v| (v, at)).map_err(|_| {
+                    SeqError::new(
+                        ErrorKind::Exhausted,
+                        format!(
+                            "template {}: ID {id} is below 0, and a template writes numbers from 0 up",
+                            crate::echo(template.pattern(), crate::MAX_ECHO)
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let texts = p.render_all(template, values, meta).await?;
         Ok((ids, texts))
     }
 }

@@ -207,6 +207,17 @@ pub(crate) fn presentation_asked(
     }
 }
 
+/// `meta.NAME` values are a template's: given without one, they would be ignored.
+fn meta_needs_template(params: &HashMap<String, String>, templated: bool) -> Result<(), HttpError> {
+    match params.keys().find(|k| k.starts_with("meta.")) {
+        Some(name) if !templated => Err(HttpError::invalid(format!(
+            "{}: a template's value: give template=NAME too",
+            echo(name, MAX_ECHO)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The request's `meta.NAME=VALUE` pairs.
 pub(crate) fn meta_of(params: &HashMap<String, String>) -> Meta {
     Meta::exact(
@@ -223,7 +234,9 @@ async fn next_id(
     query: Params,
 ) -> Result<Response, HttpError> {
     let (store, key, params) = arguments(path, query)?;
-    if let Some(asked) = presentation_asked(&params)? {
+    let asked = presentation_asked(&params)?;
+    meta_needs_template(&params, asked.is_some())?;
+    if let Some(asked) = asked {
         // `{"next_id":"42","text":"ORD-000042"}`, or `{"ids":[...],"texts":[...]}`.
         let batch = count(&app, &params)?;
         let (ids, texts) = app
@@ -283,6 +296,7 @@ async fn new_ids(
         }
     }
     let asked = presentation_asked(&params)?;
+    meta_needs_template(&params, asked.is_some())?;
     if asked.is_some() && kind != IdKind::Snowflake {
         return Err(HttpError::invalid(format!(
             "template, scramble: they write numbers: snowflake IDs (and sequences), not {}",
@@ -361,18 +375,11 @@ async fn snowflake_texts(
         )
         .into());
     };
-    let mut texts = Vec::with_capacity(ids.len());
-    for &id in &ids {
-        let mut text = String::with_capacity(32);
-        p.render(
-            template,
-            id,
-            layout.decode(id).timestamp_ms,
-            meta,
-            &mut text,
-        )?;
-        texts.push(text);
-    }
+    let values = ids
+        .iter()
+        .map(|&id| (id, layout.decode(id).timestamp_ms))
+        .collect();
+    let texts = p.render_all(template, values, meta).await?;
     let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
     Ok(match batch {
         None => Json(json!({ "id": ids[0], "text": texts[0] })),

@@ -141,6 +141,40 @@ impl Presentation {
             .map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e.to_string()))
     }
 
+    /// Every `(value, at_ms)` through `template`; a big scrambled batch (about 1.2 µs an ID)
+    /// off the async executor.
+    ///
+    /// # Errors
+    /// As [`Presentation::render`], for the first that fails.
+    pub async fn render_all(
+        self: &Arc<Self>,
+        template: &Template,
+        values: Vec<(u64, u64)>,
+        meta: &Meta,
+    ) -> Result<Vec<String>, SeqError> {
+        fn all(
+            p: &Presentation,
+            t: &Template,
+            meta: &Meta,
+            values: &[(u64, u64)],
+        ) -> Result<Vec<String>, SeqError> {
+            values
+                .iter()
+                .map(|&(v, at)| {
+                    let mut text = String::with_capacity(32);
+                    p.render(t, v, at, meta, &mut text).map(|()| text)
+                })
+                .collect()
+        }
+        if values.len() < 1024 || !template.scrambles() {
+            return all(self, template, meta, &values);
+        }
+        let (p, t, meta) = (Arc::clone(self), template.clone(), meta.clone());
+        tokio::task::spawn_blocking(move || all(&p, &t, &meta, &values))
+            .await
+            .map_err(|e| SeqError::new(ErrorKind::Corrupt, format!("internal: rendering: {e}")))?
+    }
+
     /// Writes `value` dated `at_ms` through `template`.
     ///
     /// # Errors
@@ -183,7 +217,7 @@ fn render_error(template: &Template, e: &RenderError) -> SeqError {
 
 /// The `meta.NAME` values of a request: HTTP query pairs `meta.NAME=VALUE` (names as
 /// written), or gRPC metadata `floe-meta-NAME` (names in lower case, as HTTP/2 sends them).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Meta {
     pairs: Vec<(String, String)>,
     lower_case: bool,
@@ -240,14 +274,20 @@ pub const MAX_KEY_FILE: u64 = 64 * 1024;
 /// more: a key given where its file's path was expected), which is never repeated.
 pub fn shown_path(path: &std::path::Path) -> String {
     let text = path.to_string_lossy();
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
-        if run >= 32 {
-            return "(a path that looks like a key, not repeated: give the key's file, or the key in $FLOE_SCRAMBLE_KEY)".into();
-        }
+    if looks_like_key(&text) {
+        return "(a path that looks like a key, not repeated: give the key's file, or the key in $FLOE_SCRAMBLE_KEY)".into();
     }
     text.into_owned()
+}
+
+/// Whether `text` holds a run of 32 hex digits or more: maybe a key, never to be repeated in
+/// an error.
+pub fn looks_like_key(text: &str) -> bool {
+    let mut run = 0;
+    text.chars().any(|c| {
+        run = if c.is_ascii_hexdigit() { run + 1 } else { 0 };
+        run >= 32
+    })
 }
 
 /// Reads a key file: at most [`MAX_KEY_FILE`] bytes of UTF-8 (a byte-order mark is skipped).
