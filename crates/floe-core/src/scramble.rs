@@ -35,7 +35,7 @@
 //! use floe_core::scramble::{Domain, Keyring, Scrambler};
 //!
 //! let keys = Keyring::parse(&format!("1:{}", "6f".repeat(32))).unwrap();
-//! let s = Scrambler::new(Domain::Digits(10), &keys);
+//! let s = Scrambler::new(Domain::digits(10).unwrap(), &keys);
 //! let public = s.encode(42).unwrap();
 //! assert_eq!(public.len(), 11); // the key ID, then 10 digits
 //! assert!(public.starts_with('1'));
