@@ -600,3 +600,38 @@ fn probe_findings_stay_fixed() {
     ]);
     fails(&out, 2, "past the scramble domain digits:10");
 }
+
+/// A key set below zero in the store by hand (Redis `SET`): its IDs -2, -1 are refused by a
+/// template, never written as 2, 1; then 0, 1, 2 are written as themselves.
+#[test]
+fn ids_below_zero_are_never_written_as_their_absolute_value() {
+    let url = floe_testkit::env("FLOE_TEST_REDIS");
+    let key = floe_testkit::unique("neg");
+    let set = Command::new("redis-cli")
+        .args(["-u", &url, "SET", &format!("floe:seq:{key}"), "-3"])
+        .output()
+        .unwrap();
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let seq = || {
+        run(&[
+            "seq",
+            &key,
+            "--store",
+            &url,
+            "--increment",
+            "strong",
+            "--template",
+            "N{seq:03}",
+        ])
+    };
+    for id in [-2, -1] {
+        fails(&seq(), 1, &format!("ID {id} is below 0"));
+    }
+    for text in ["N000", "N001", "N002"] {
+        assert_eq!(lines(seq()), [text]);
+    }
+}
