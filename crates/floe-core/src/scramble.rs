@@ -419,8 +419,8 @@ impl Scrambler {
         let id = self.key_id();
         let scrambled = self.scramble_with(id, value)?;
         out.push(char::from(b'0' + id));
-        let digits = Digits::of(scrambled);
-        let text = digits.as_str();
+        let mut digits = itoa::Buffer::new();
+        let text = digits.format(scrambled);
         for _ in text.len()..self.domain.width() {
             out.push('0');
         }
@@ -459,34 +459,6 @@ impl Scrambler {
             )));
         }
         self.unscramble_with(id, value)
-    }
-}
-
-/// A number's decimal digits on the stack (for writing without allocating).
-pub(crate) struct Digits {
-    buf: [u8; 20],
-    start: usize,
-}
-
-impl Digits {
-    pub(crate) fn of(mut n: u64) -> Digits {
-        let mut d = Digits {
-            buf: [0; 20],
-            start: 20,
-        };
-        loop {
-            d.start -= 1;
-            d.buf[d.start] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                return d;
-            }
-        }
-    }
-
-    pub(crate) fn as_str(&self) -> &str {
-        // Only ASCII digits were written.
-        std::str::from_utf8(&self.buf[self.start..]).unwrap_or("")
     }
 }
 

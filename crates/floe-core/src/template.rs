@@ -45,7 +45,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use time::{OffsetDateTime, UtcOffset};
 
-use crate::scramble::{Digits, ScrambleError, Scrambler};
+use crate::scramble::{ScrambleError, Scrambler};
+use crate::sequence::{Key, MAX_KEY_LEN};
 
 /// The longest template, in bytes.
 pub const MAX_TEMPLATE_LEN: usize = 256;
@@ -75,6 +76,14 @@ impl Lookup for BTreeMap<String, String> {
 impl Lookup for [(&str, &str)] {
     fn lookup(&self, name: &str) -> Option<&str> {
         self.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+    }
+}
+
+impl Lookup for [(String, String)] {
+    fn lookup(&self, name: &str) -> Option<&str> {
+        self.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -289,12 +298,6 @@ impl Clone for Template {
             offset: self.offset,
             latest_ms: AtomicU64::new(self.latest_ms.load(Ordering::Relaxed)),
         }
-    }
-}
-
-impl PartialEq for Template {
-    fn eq(&self, other: &Self) -> bool {
-        self.pattern == other.pattern && self.offset == other.offset
     }
 }
 
@@ -582,7 +585,7 @@ impl Template {
 
     /// Whether it writes a date (and so numbers each period under its own key).
     pub fn has_date(&self) -> bool {
-        self.parts.iter().any(|p| matches!(p, Part::Date(_)))
+        self.period.is_some()
     }
 
     /// Whether it writes `{seq:scrambled}` (and so needs a [`Scrambler`]).
@@ -609,7 +612,7 @@ impl Template {
         smallest: u64,
         scrambler: Option<&Scrambler>,
     ) -> Result<(), TemplateError> {
-        let len = Digits::of(smallest).as_str().len();
+        let len = itoa::Buffer::new().format(smallest).len();
         if let (true, Some(s)) = (self.scrambles(), scrambler) {
             if smallest > s.domain().max() {
                 return err(format!(
@@ -665,6 +668,40 @@ impl Template {
         out.push('@');
         write_date(&mut out, fields, self.datetime(at_ms));
         out
+    }
+
+    /// [`Template::sequence_key`] as a checked [`Key`].
+    ///
+    /// # Errors
+    /// The key's own error, or, when only its period makes it too long, one that says so.
+    pub fn dated_key(&self, key: &str, at_ms: u64) -> Result<Key, String> {
+        Key::check(key).map_err(|e| e.to_string())?;
+        let dated = self.sequence_key(key, at_ms);
+        if dated.len() > MAX_KEY_LEN {
+            return Err(format!(
+                "invalid key: {} bytes with its period ({}, as a dated template numbers it), more than {MAX_KEY_LEN}",
+                dated.len(),
+                crate::endpoint::quoted(&dated[key.len()..])
+            ));
+        }
+        Key::new(dated).map_err(|e| e.to_string())
+    }
+
+    /// Checks the request's values for every `{meta.NAME}` (present, of the right kind and
+    /// width) without writing anything: what to run before a number is spent on them.
+    ///
+    /// # Errors
+    /// [`RenderError::MissingMeta`] or [`RenderError::BadMeta`].
+    pub fn check_meta(&self, meta: &(impl Lookup + ?Sized)) -> Result<(), RenderError> {
+        for p in &self.parts {
+            if let Part::Meta { name, width } = p {
+                let v = meta
+                    .lookup(name)
+                    .ok_or_else(|| RenderError::MissingMeta(name.clone()))?;
+                check_meta(name, v, *width)?;
+            }
+        }
+        Ok(())
     }
 
     fn datetime(&self, at_ms: u64) -> OffsetDateTime {
@@ -725,8 +762,8 @@ impl Template {
             match part {
                 Part::Text(t) => out.push_str(t),
                 Part::Seq { width, .. } => {
-                    let digits = Digits::of(value);
-                    pad(out, digits.as_str(), *width, || Self::shown(part))?;
+                    let mut digits = itoa::Buffer::new();
+                    pad(out, digits.format(value), *width, || Self::shown(part))?;
                 }
                 Part::Scrambled => {
                     let s = scrambler.ok_or(RenderError::NoScrambler)?;
@@ -1126,6 +1163,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("past the scramble domain digits:10"), "{e}");
+    }
+
+    /// The checked key: the key's own errors, and one that names the period when only it
+    /// makes the key too long; meta checked without writing.
+    #[test]
+    fn dated_keys_and_meta_checks() {
+        let tpl = t("{date}-{meta.u:02}{seq:04}");
+        assert_eq!(tpl.dated_key("k", AT).unwrap().as_str(), "k@20261123");
+        assert!(tpl.dated_key("", AT).unwrap_err().contains("empty key"));
+        let e = tpl.dated_key(&"k".repeat(250), AT).unwrap_err();
+        assert!(
+            e.contains("259 bytes with its period (\"@20261123\""),
+            "{e}"
+        );
+        assert_eq!(t("{seq}").dated_key("k", AT).unwrap().as_str(), "k");
+        assert_eq!(
+            tpl.check_meta(&NoMeta),
+            Err(RenderError::MissingMeta("u".into()))
+        );
+        assert!(tpl.check_meta(&[("u", "123")][..]).is_err());
+        tpl.check_meta(&[("u".to_string(), "12".to_string())][..])
+            .unwrap();
     }
 
     #[test]

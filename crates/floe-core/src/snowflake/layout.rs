@@ -317,6 +317,18 @@ impl Layout {
         self.total_bits() <= 63
     }
 
+    /// The smallest ID any node can issue at `time_ms` (the time field alone; 0 before the
+    /// epoch or past the field's end): what a template's width must hold from then on.
+    pub fn smallest_id_at(&self, time_ms: u64) -> u64 {
+        self.encode(SnowflakeParts {
+            timestamp_ms: time_ms,
+            datacenter: 0,
+            worker: 0,
+            sequence: 0,
+        })
+        .unwrap_or(0)
+    }
+
     /// Whether every ID of this layout is below 2^53, so a JavaScript number (an IEEE double)
     /// holds it exactly.
     pub const fn fits_js(&self) -> bool {
