@@ -182,24 +182,12 @@ impl App {
         let p = &self.presentation;
         let template = p.template(asked)?;
         let at = Presentation::moment(template);
-        if template.meta_names().next().is_some() {
-            // A bad meta value fails before an ID is spent on it.
-            p.render(template, 0, at, meta, &mut String::new())?;
-        }
-        let dated = template.sequence_key(key, at);
-        if dated.len() > floe_core::sequence::MAX_KEY_LEN
-            && key.len() <= floe_core::sequence::MAX_KEY_LEN
-        {
-            return Err(SeqError::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "key: {} bytes with its period (KEY@PERIOD, as a dated template numbers it), more than {}",
-                    dated.len(),
-                    floe_core::sequence::MAX_KEY_LEN
-                ),
-            ));
-        }
-        let ids = self.sequence(store, &dated, mode, count).await?;
+        // A bad meta value fails before an ID is spent on it.
+        p.check_meta(template, meta)?;
+        let dated = template
+            .dated_key(key, at)
+            .map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e))?;
+        let ids = self.sequence(store, dated.as_str(), mode, count).await?;
         // A store may hold a key below zero (`bigger_than` is any int64): a template writes
         // numbers from 0 up, never -1 as 1.
         let values = ids

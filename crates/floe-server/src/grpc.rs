@@ -183,16 +183,10 @@ impl Floe for FloeService {
         let meta = meta_of(request.metadata());
         let r = request.into_inner();
         let count = self.app.count(r.count.max(1)).map_err(|e| status(&e))?;
-        let shown = match (r.template.as_str(), r.scramble) {
-            ("", false) => None,
-            ("", true) => Some(Shown::Scrambled),
-            (name, false) => Some(Shown::Template(name)),
-            (_, true) => {
-                return Err(Status::invalid_argument(
-                    "template, scramble: give one (a template can hold {seq:scrambled})",
-                ))
-            }
-        };
+        let shown =
+            // proto3: an empty `template` is no template.
+            Shown::from_request(Some(r.template.as_str()).filter(|t| !t.is_empty()), r.scramble)
+                .map_err(|e| status(&e))?;
         let mode = mode_of(r.increment);
         let (ids, texts) = match shown {
             None => (

@@ -197,14 +197,10 @@ pub(crate) fn presentation_asked(
             )))
         }
     };
-    match (params.get("template"), scramble) {
-        (Some(_), true) => Err(HttpError::invalid(
-            "template, scramble: give one (a template can hold {seq:scrambled})".into(),
-        )),
-        (Some(name), false) => Ok(Some(Shown::Template(name))),
-        (None, true) => Ok(Some(Shown::Scrambled)),
-        (None, false) => Ok(None),
-    }
+    Ok(Shown::from_request(
+        params.get("template").map(String::as_str),
+        scramble,
+    )?)
 }
 
 /// `meta.NAME` values are a template's: given without one, they would be ignored.
@@ -350,21 +346,11 @@ async fn snowflake_texts(
         .ok_or_else(|| SeqError::config("this server has no Snowflake generator"))?
         .snowflake(options.generator.as_deref())?
         .layout();
-    if template.meta_names().next().is_some() {
-        p.render(template, 0, 0, meta, &mut String::new())?;
-    }
+    p.check_meta(template, meta)?;
     // A template too narrow for this layout's IDs of today fails every time: refused before
     // an ID is spent on it.
     let now_ms = floe_core::clock::Clock::now_nanos(&floe_core::clock::SystemClock) / 1_000_000;
-    let smallest = layout
-        .encode(floe_core::snowflake::SnowflakeParts {
-            timestamp_ms: now_ms,
-            datacenter: 0,
-            worker: 0,
-            sequence: 0,
-        })
-        .unwrap_or(0);
-    p.check_fits(template, smallest)?;
+    p.check_fits(template, layout.smallest_id_at(now_ms))?;
     let Ids::Snowflake(ids) = app
         .issue(IdKind::Snowflake, batch.unwrap_or(1), options)
         .await?

@@ -68,14 +68,7 @@ fn text(body: String) -> Response {
 }
 
 fn number(id: impl std::fmt::Display) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        )],
-        id.to_string(),
-    )
-        .into_response()
+    text(id.to_string())
 }
 
 async fn segment_id(

@@ -34,6 +34,27 @@ pub enum Shown<'a> {
     Scrambled,
 }
 
+impl<'a> Shown<'a> {
+    /// What a request asked for: a template's name, or `scramble`, not both.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when both are given.
+    pub fn from_request(
+        template: Option<&'a str>,
+        scramble: bool,
+    ) -> Result<Option<Self>, SeqError> {
+        match (template, scramble) {
+            (None, false) => Ok(None),
+            (None, true) => Ok(Some(Shown::Scrambled)),
+            (Some(name), false) => Ok(Some(Shown::Template(name))),
+            (Some(_), true) => Err(SeqError::new(
+                ErrorKind::InvalidArgument,
+                "template, scramble: give one (a template can hold {seq:scrambled})",
+            )),
+        }
+    }
+}
+
 impl Presentation {
     /// Loads the configuration's templates and reads the scramble keys (blocking: a file).
     ///
@@ -128,6 +149,16 @@ impl Presentation {
     /// The time to date a sequence ID at (this server's clock, never back in a process).
     pub fn moment(template: &Template) -> u64 {
         template.moment(SystemClock.now_nanos() / 1_000_000)
+    }
+
+    /// Checks a request's `meta.NAME` values for `template` before a number is spent on them.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a missing or bad value.
+    pub fn check_meta(&self, template: &Template, meta: &Meta) -> Result<(), SeqError> {
+        template
+            .check_meta(meta)
+            .map_err(|e| render_error(template, &e))
     }
 
     /// Whether every number from `smallest` on fits `template` (see
@@ -243,16 +274,14 @@ impl Meta {
 
 impl Lookup for Meta {
     fn lookup(&self, name: &str) -> Option<&str> {
-        let lower;
-        let name = if self.lower_case {
-            lower = name.to_ascii_lowercase();
-            lower.as_str()
-        } else {
-            name
-        };
+        if !self.lower_case {
+            return self.pairs[..].lookup(name);
+        }
+        // The names here are all lower case: comparing without case is comparing with the
+        // name in lower case, with no string made per lookup.
         self.pairs
             .iter()
-            .find(|(k, _)| k == name)
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 }
