@@ -51,15 +51,10 @@ fn nanos(count: impl Into<i128>, nanos_per_unit: i128) -> Option<i128> {
     count.into().checked_mul(nanos_per_unit)
 }
 
-/// A JSON number that cannot pass 2^53 as a number; one that can as a decimal string (JSON
-/// numbers past 2^53 lose precision in JavaScript and many parsers).
-fn number(n: impl Into<i128>, can_pass_2_53: bool) -> Value {
-    let n: i128 = n.into();
-    if can_pass_2_53 {
-        Value::String(n.to_string())
-    } else {
-        json!(n as i64)
-    }
+/// A number that can pass 2^53, as a decimal string (JSON numbers past 2^53 lose precision in
+/// JavaScript and many parsers).
+fn wide(n: impl std::fmt::Display) -> Value {
+    Value::String(n.to_string())
 }
 
 impl Described {
@@ -113,10 +108,7 @@ impl Described {
                 m.insert("format".into(), json!("sno"));
                 m.insert("time".into(), time_value(nanos(id.timestamp_unix_ns(), 1)));
                 // Nanoseconds pass 2^53 since 1970-04-15: a string.
-                m.insert(
-                    "timestamp_unix_ns".into(),
-                    number(id.timestamp_unix_ns(), true),
-                );
+                m.insert("timestamp_unix_ns".into(), wide(id.timestamp_unix_ns()));
                 m.insert("tick_tock".into(), json!(u8::from(id.tick_tock())));
                 m.insert("meta".into(), json!(id.meta()));
                 m.insert("partition".into(), json!(id.partition().as_u16()));
@@ -127,8 +119,8 @@ impl Described {
                 m.insert("format".into(), json!("lexical"));
                 m.insert("time".into(), time_value(nanos(id.timestamp, 1_000)));
                 // Both are any i64 (the worker ID a 64-bit hash): strings.
-                m.insert("timestamp".into(), number(id.timestamp, true));
-                m.insert("worker_id".into(), number(id.worker_id, true));
+                m.insert("timestamp".into(), wide(id.timestamp));
+                m.insert("worker_id".into(), wide(id.worker_id));
             }
             Described::Uuid7 { parts, .. } => {
                 m.insert("format".into(), json!("uuid7"));

@@ -247,18 +247,10 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     if let Some(nb) = config.not_before_ms {
         wait_for_unit(&layout, nb, args.registry.max_clock_wait_ms).map_err(Failure::TempFail)?;
     }
-    let (datacenter, worker_field) = (config.datacenter, config.worker);
     let g = Arc::new(config.build(SystemClock)?);
     if let Some(p) = &presenter {
-        // A width no ID of this node can fit today is refused before any ID is made.
-        let smallest = layout
-            .encode(floe_core::snowflake::SnowflakeParts {
-                timestamp_ms: SystemClock.now_nanos() / 1_000_000,
-                datacenter,
-                worker: worker_field,
-                sequence: 0,
-            })
-            .unwrap_or(0);
+        // A width no ID can fit today is refused before any ID is made.
+        let smallest = layout.smallest_id_at(SystemClock.now_nanos() / 1_000_000);
         p.template
             .check_fits(smallest, p.scrambler.as_ref())
             .map_err(|e| Failure::Usage(format!("--{e}")))?;
@@ -268,12 +260,13 @@ fn snowflake<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         l.start_heartbeats(move || g.last_timestamp_ms());
     }
     let mut progress = Progress::new(args.count);
+    let mut buf = String::new();
     for _ in 0..args.count {
         progress.add(1);
         let id = g.next_id()?;
         if let Some(p) = &presenter {
             // {date} is the ID's own time.
-            p.write(out, id, layout.decode(id).timestamp_ms)?;
+            p.write(out, &mut buf, id, layout.decode(id).timestamp_ms)?;
             continue;
         }
         emit(

@@ -7,12 +7,10 @@ use std::path::PathBuf;
 use clap::Args;
 use floe_core::scramble::{Domain, Keyring, Scrambler};
 use floe_core::template::{parse_utc_offset, Template};
+use floe_server::config::SCRAMBLE_KEY_ENV;
 use floe_server::present::{key_env, looks_like_key, read_key_file, shown_path, KeyReadError};
 
 use crate::Failure;
-
-/// The environment variable that can hold the scramble keys instead of --key-file.
-pub const KEY_ENV: &str = "FLOE_SCRAMBLE_KEY";
 
 /// Where scramble keys come from, and the domain they permute.
 #[derive(Debug, Args, Clone)]
@@ -51,7 +49,7 @@ impl KeyArgs {
         };
         let source = match &self.key_file {
             Some(p) => format!("--key-file {}", shown_path(p)),
-            None => format!("${KEY_ENV}"),
+            None => format!("${SCRAMBLE_KEY_ENV}"),
         };
         Keyring::parse(&text)
             .map(Some)
@@ -69,7 +67,7 @@ impl KeyArgs {
         let domain = self.domain()?;
         let keys = self.keyring()?.ok_or_else(|| {
             Failure::Usage(format!(
-                "no scramble key: give --key-file FILE or set ${KEY_ENV} (ID:HEX, e.g. 1:$(openssl rand -hex 32))"
+                "no scramble key: give --key-file FILE or set ${SCRAMBLE_KEY_ENV} (ID:HEX, e.g. 1:$(openssl rand -hex 32))"
             ))
         })?;
         Ok(Scrambler::new(domain, &keys))
@@ -168,29 +166,29 @@ impl TemplateArgs {
             scrambler,
         };
         // Bad --set values fail here, before a number is taken for them.
-        presenter.render(0, 0)?;
+        presenter
+            .template
+            .check_meta(&presenter.meta[..])
+            .map_err(|e| Failure::Usage(format!("--set: {e}")))?;
         Ok(Some(presenter))
     }
 }
 
 impl Presenter {
-    /// `value`, dated `at_ms`, through the template.
-    fn render(&self, value: u64, at_ms: u64) -> Result<String, Failure> {
-        let pairs: Vec<(&str, &str)> = self
-            .meta
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+    /// Writes `value`, dated `at_ms`, through the template (`buf`: reused between IDs).
+    pub fn write<W: Write>(
+        &self,
+        out: &mut W,
+        buf: &mut String,
+        value: u64,
+        at_ms: u64,
+    ) -> Result<(), Failure> {
+        buf.clear();
         self.template
-            .render(value, at_ms, &pairs[..], self.scrambler.as_ref())
-            .map_err(|e| Failure::Usage(format!("--template: {e}")))
-    }
-
-    /// Writes `value`, dated `at_ms`, through the template.
-    pub fn write<W: Write>(&self, out: &mut W, value: u64, at_ms: u64) -> Result<(), Failure> {
-        let text = self.render(value, at_ms)?;
-        out.write_all(text.as_bytes())?;
-        out.write_all(b"\n")?;
+            .render_into(buf, value, at_ms, &self.meta[..], self.scrambler.as_ref())
+            .map_err(|e| Failure::Usage(format!("--template: {e}")))?;
+        buf.push('\n');
+        out.write_all(buf.as_bytes())?;
         Ok(())
     }
 }

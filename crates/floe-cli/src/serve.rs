@@ -533,10 +533,10 @@ pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
     // The key an ID is numbered under: KEY@DATE with a dated template.
     let key_at = |at_ms: u64| -> Result<Key, crate::Failure> {
         match &presenter {
-            Some(p) if p.template.has_date() => {
-                Key::new(p.template.sequence_key(key.as_str(), at_ms))
-                    .map_err(|e| crate::Failure::Usage(format!("{e} (the key with its date)")))
-            }
+            Some(p) if p.template.has_date() => p
+                .template
+                .dated_key(key.as_str(), at_ms)
+                .map_err(crate::Failure::Usage),
             _ => Ok(key.clone()),
         }
     };
@@ -554,6 +554,7 @@ pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
                 .await?;
         }
         let mut out = std::io::BufWriter::new(stdout.lock());
+        let mut buf = String::new();
         let mut progress = crate::progress::Progress::new(args.count);
         for _ in 0..args.count {
             progress.add(1);
@@ -576,7 +577,7 @@ pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
                             "--template: ID {id} is below 0, and a template writes numbers from 0 up"
                         ))
                     })?;
-                    p.write(&mut out, value, at)?;
+                    p.write(&mut out, &mut buf, value, at)?;
                 }
             }
         }
