@@ -234,16 +234,9 @@ fn an_unreachable_store_exits_69() {
 #[test]
 fn serve_runs_until_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().display().to_string();
-    let mut child = cmd()
-        .args([
-            "serve",
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--state-dir",
-            &state,
+    let mut child = common::serve_command(
+        dir.path(),
+        &[
             "--store",
             "main=embedded",
             "--store",
@@ -254,10 +247,11 @@ fn serve_runs_until_sigterm() {
             "main:orders=1000",
             "--bigger-than",
             "users=50",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)

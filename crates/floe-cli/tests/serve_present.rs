@@ -374,17 +374,7 @@ fn bad_templates_fail_at_start() {
 fn a_key_variable_that_is_not_utf8_fails_at_start() {
     use std::os::unix::ffi::OsStrExt;
     let dir = tempfile::tempdir().unwrap();
-    let out = common::cmd()
-        .args([
-            "serve",
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--state-dir",
-        ])
-        .arg(dir.path())
-        .args(["--template", "p=P{seq:scrambled}"])
+    let out = common::serve_command(dir.path(), &["--template", "p=P{seq:scrambled}"])
         .env(
             "FLOE_SCRAMBLE_KEY",
             std::ffi::OsStr::from_bytes(b"\xff\xfe"),

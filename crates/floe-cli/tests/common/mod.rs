@@ -32,22 +32,26 @@ pub fn run(args: &[&str]) -> Output {
     cmd().args(args).output().unwrap()
 }
 
-/// `floe serve` on ports of its own (`127.0.0.1:0`) in `state`, with `args`, run until it
-/// exits (for the ways it refuses to start).
+/// `floe serve` on ports of its own (`127.0.0.1:0`) in `state`, with `args`, not started yet
+/// (to add an environment, or to spawn it).
+pub fn serve_command(state: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = cmd();
+    c.args([
+        "serve",
+        "--grpc",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--state-dir",
+    ])
+    .arg(state)
+    .args(args);
+    c
+}
+
+/// [`serve_command`] run until it exits (for the ways it refuses to start).
 pub fn serve_output(state: &std::path::Path, args: &[&str]) -> Output {
-    cmd()
-        .args([
-            "serve",
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--state-dir",
-        ])
-        .arg(state)
-        .args(args)
-        .output()
-        .unwrap()
+    serve_command(state, args).output().unwrap()
 }
 
 /// The standard output of a run that must have succeeded.
