@@ -125,6 +125,13 @@ fn templates_over_http() {
         "/v1/sequencer/default/u?template=uid&increment=strong&meta.uid=1234",
     );
     assert_eq!(v["text"], "0000123400000001");
+    // A meta value the template does not read would be ignored: refused (HTTP and gRPC).
+    let (code, v) = json(h, "/v1/sequencer/default/u?template=orders&meta.x1=1");
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("has no {meta.x1}"),
+        "{v}"
+    );
     // meta values without a template would be ignored: refused.
     let (code, v) = json(h, "/v1/sequencer/default/u?meta.uid=1234");
     assert_eq!(code, 400, "{v}");
@@ -265,6 +272,16 @@ fn templates_over_grpc_and_layotto_stays_numeric() {
             .insert("floe-meta-uid", "77".parse().unwrap());
         // Other metadata never reaches a template.
         req.metadata_mut().insert("uid", "99".parse().unwrap());
+        let mut unread = tonic::Request::new(NextSequenceRequest {
+            key: "g".into(),
+            template: "orders".into(),
+            ..Default::default()
+        });
+        unread
+            .metadata_mut()
+            .insert("floe-meta-uid", "77".parse().unwrap());
+        let e = floe.next_sequence(unread).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
         let r = floe.next_sequence(req).await.unwrap().into_inner();
         assert_eq!(r.ids, [1, 2]);
         assert_eq!(r.texts, ["0000007700000001", "0000007700000002"]);

@@ -156,6 +156,26 @@ impl Presentation {
     /// # Errors
     /// `InvalidArgument` for a missing or bad value.
     pub fn check_meta(&self, template: &Template, meta: &Meta) -> Result<(), SeqError> {
+        // A value the template does not read would be ignored: refused, as the CLI's --set.
+        if let Some((name, _)) = meta.pairs.iter().find(|(given, _)| {
+            !template.meta_names().any(|n| {
+                if meta.lower_case {
+                    n.eq_ignore_ascii_case(given)
+                } else {
+                    n == given
+                }
+            })
+        }) {
+            return Err(SeqError::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "meta.{}: template {} has no {{meta.{}}}",
+                    echo(name, MAX_ECHO),
+                    echo(template.pattern(), MAX_ECHO),
+                    echo(name, MAX_ECHO)
+                ),
+            ));
+        }
         template
             .check_meta(meta)
             .map_err(|e| render_error(template, &e))
