@@ -1,8 +1,15 @@
-//! Wall time, the one place where time enters floe's generators.
+//! Wall time and elapsed time, the one place where time enters floe's generators.
 //!
 //! Every generator takes a [`Clock`] and never reads the system time itself, so every rule
-//! about time (sequence reset per unit, rollback waits, tick-tock, overflow stalls) can be
-//! tested deterministically with a [`ManualClock`].
+//! about time (sequence reset per unit, rollback waits, tick-tock, overflow stalls, a lease
+//! that ends while the process is paused) can be tested deterministically with a
+//! [`ManualClock`].
+//!
+//! **Two readings.** [`now_nanos`](Clock::now_nanos) is the wall clock: IDs carry it, and it
+//! can be stepped (NTP, an operator, a VM restored from a snapshot).
+//! [`monotonic_nanos`](Clock::monotonic_nanos) only counts time passing: a worker lease's
+//! local deadline ([`crate::fence`]) is kept on it, so that a step of the wall clock can
+//! neither lengthen nor shorten a lease.
 //!
 //! **Waiting.** A generator that must wait (sequence exhausted, small clock rollback) asks the
 //! clock to [`wait_until`](Clock::wait_until) a wall time. The [`SystemClock`] sleeps and then
@@ -23,6 +30,12 @@ pub const NANOS_PER_MILLI: u64 = 1_000_000;
 pub trait Clock: Send + Sync {
     /// The current wall time, in nanoseconds since the Unix epoch. Times before 1970 read as 0.
     fn now_nanos(&self) -> u64;
+
+    /// Elapsed time in nanoseconds from an arbitrary origin, on a clock that is never stepped:
+    /// it moves forward at the rate of real time, whatever happens to the wall clock. Lease
+    /// deadlines are kept on it ([`crate::fence::Fence`]). It may be coarse (within a few
+    /// milliseconds): the callers' margins cover that.
+    fn monotonic_nanos(&self) -> u64;
 
     /// The current wall time as a `SystemTime` (for crates that take one, such as `ulid`).
     /// The same instant as [`now_nanos`](Clock::now_nanos).
@@ -53,10 +66,15 @@ pub trait Clock: Send + Sync {
     }
 }
 
-/// The operating system's wall clock (`CLOCK_REALTIME` on Linux, read through the vDSO).
+/// The operating system's clocks: the wall clock (`CLOCK_REALTIME` on Linux, read through
+/// the vDSO) and, for [`monotonic_nanos`](Clock::monotonic_nanos), `CLOCK_MONOTONIC_COARSE`
+/// (the vDSO's last tick: about 5 ns a read against 23 ns for the fine clocks, and at most
+/// one tick, 1 to 10 ms, behind them).
 ///
-/// It can move backwards (NTP steps, an operator's `date -s`, a VM restored from a snapshot):
-/// floe's generators are built for that.
+/// The wall clock can move backwards (NTP steps, an operator's `date -s`, a VM restored from a
+/// snapshot): floe's generators are built for that. The monotonic clock stands still while
+/// the machine is suspended; a lease checks the wall clock as well, which the kernel moves
+/// past the time asleep on resume ([`crate::fence`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SystemClock;
 
@@ -70,18 +88,49 @@ impl Clock for SystemClock {
     }
 
     #[inline]
+    fn monotonic_nanos(&self) -> u64 {
+        monotonic_coarse()
+    }
+
+    #[inline]
     fn now_system_time(&self) -> SystemTime {
         SystemTime::now()
     }
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in nanoseconds.
+#[cfg(target_os = "linux")]
+#[inline]
+fn monotonic_coarse() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
+}
+
+/// Elsewhere: the standard library's monotonic clock, from the first reading.
+#[cfg(not(target_os = "linux"))]
+fn monotonic_coarse() -> u64 {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    ORIGIN
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
 }
 
 /// A clock that only moves when told to: set, advanced or rewound by the test that owns it.
 ///
 /// Clones share the same time, so a test keeps one handle and gives another to a generator.
 ///
+/// **Wall and elapsed time.** [`advance`](Self::advance) is time passing: both readings move.
+/// [`rewind`](Self::rewind) and the `set_*` methods are steps of the wall clock: the monotonic
+/// reading does not move. So a pause is `advance`, an NTP step back is `rewind`, a pause with
+/// the wall clock set back during it is both, and a suspended machine (whose monotonic clock
+/// stands still) is a `set_nanos` forward. The monotonic reading starts at 0.
+///
 /// [`wait_until`](Clock::wait_until) does not block: it moves the clock forward to the
-/// deadline (as if the caller had slept until then) and records the wait in
-/// [`waits`](ManualClock::waits) and [`waited`](ManualClock::waited).
+/// deadline (as if the caller had slept until then: both readings move) and records the wait
+/// in [`waits`](ManualClock::waits) and [`waited`](ManualClock::waited).
 ///
 /// # Examples
 ///
@@ -102,6 +151,7 @@ pub struct ManualClock {
 #[derive(Debug, Default)]
 struct ManualInner {
     now: AtomicU64,
+    monotonic: AtomicU64,
     waits: AtomicU64,
     waited: AtomicU64,
 }
@@ -119,24 +169,27 @@ impl ManualClock {
         Self::from_nanos(millis * NANOS_PER_MILLI)
     }
 
-    /// Sets the time, forwards or backwards, to `nanos` since the Unix epoch.
+    /// Steps the wall time, forwards or backwards, to `nanos` since the Unix epoch; the
+    /// monotonic reading does not move.
     pub fn set_nanos(&self, nanos: u64) {
         self.inner.now.store(nanos, Ordering::SeqCst);
     }
 
-    /// Sets the time, forwards or backwards, to `millis` since the Unix epoch.
+    /// Steps the wall time, forwards or backwards, to `millis` since the Unix epoch; the
+    /// monotonic reading does not move.
     pub fn set_millis(&self, millis: u64) {
         self.set_nanos(millis * NANOS_PER_MILLI);
     }
 
-    /// Moves the time forwards by `by`.
+    /// Time passes: both the wall time and the monotonic reading move forwards by `by`.
     pub fn advance(&self, by: Duration) {
-        self.inner
-            .now
-            .fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
+        let by = by.as_nanos() as u64;
+        self.inner.monotonic.fetch_add(by, Ordering::SeqCst);
+        self.inner.now.fetch_add(by, Ordering::SeqCst);
     }
 
-    /// Moves the time backwards by `by` (saturating at the Unix epoch).
+    /// Steps the wall time backwards by `by` (saturating at the Unix epoch); the monotonic
+    /// reading does not move.
     pub fn rewind(&self, by: Duration) {
         let by = by.as_nanos() as u64;
         // fetch_update never fails with a closure that always returns Some.
@@ -171,13 +224,18 @@ impl Clock for ManualClock {
         self.inner.now.load(Ordering::SeqCst)
     }
 
+    #[inline]
+    fn monotonic_nanos(&self) -> u64 {
+        self.inner.monotonic.load(Ordering::SeqCst)
+    }
+
     fn wait_until(&self, deadline_nanos: u64) {
         let before = self.inner.now.fetch_max(deadline_nanos, Ordering::SeqCst);
         if before < deadline_nanos {
+            let waited = deadline_nanos - before;
+            self.inner.monotonic.fetch_add(waited, Ordering::SeqCst);
             self.inner.waits.fetch_add(1, Ordering::SeqCst);
-            self.inner
-                .waited
-                .fetch_add(deadline_nanos - before, Ordering::SeqCst);
+            self.inner.waited.fetch_add(waited, Ordering::SeqCst);
         }
     }
 }
@@ -186,6 +244,10 @@ impl<C: Clock + ?Sized> Clock for &C {
     #[inline]
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
+    }
+    #[inline]
+    fn monotonic_nanos(&self) -> u64 {
+        (**self).monotonic_nanos()
     }
     #[inline]
     fn now_system_time(&self) -> SystemTime {
@@ -202,6 +264,10 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
         (**self).now_nanos()
     }
     #[inline]
+    fn monotonic_nanos(&self) -> u64 {
+        (**self).monotonic_nanos()
+    }
+    #[inline]
     fn now_system_time(&self) -> SystemTime {
         (**self).now_system_time()
     }
@@ -214,6 +280,10 @@ impl<C: Clock + ?Sized> Clock for Box<C> {
     #[inline]
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
+    }
+    #[inline]
+    fn monotonic_nanos(&self) -> u64 {
+        (**self).monotonic_nanos()
     }
     #[inline]
     fn now_system_time(&self) -> SystemTime {
@@ -251,6 +321,30 @@ mod tests {
         c.wait_until(NANOS_PER_MILLI);
         assert_eq!(c.waits(), 1);
         assert_eq!(c.now_millis(), 12);
+    }
+
+    #[test]
+    fn monotonic_time_moves_with_time_passing_never_with_steps() {
+        let c = ManualClock::from_millis(1_000);
+        assert_eq!(c.monotonic_nanos(), 0);
+        c.advance(Duration::from_millis(5));
+        assert_eq!(c.monotonic_nanos(), 5 * NANOS_PER_MILLI);
+        c.rewind(Duration::from_millis(100));
+        c.set_millis(9_000);
+        assert_eq!(c.monotonic_nanos(), 5 * NANOS_PER_MILLI);
+        // A wait is time passing.
+        c.wait_until(9_002 * NANOS_PER_MILLI);
+        assert_eq!(c.monotonic_nanos(), 7 * NANOS_PER_MILLI);
+    }
+
+    #[test]
+    fn system_monotonic_clock_moves_forward_with_real_time() {
+        let c = SystemClock;
+        let a = c.monotonic_nanos();
+        std::thread::sleep(Duration::from_millis(30));
+        let b = c.monotonic_nanos();
+        // Coarse: within a tick (at most 10 ms) of the 30 ms slept.
+        assert!(b >= a + 20 * NANOS_PER_MILLI, "{a} {b}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use crate::clock::Clock;
+use crate::fence::Fence;
 use crate::horizon::{Horizon, HorizonStalled};
 
 /// FNV-1a 64-bit offset basis.
@@ -234,6 +235,9 @@ pub enum LexicalError {
     /// The next timestamp is past the generator's durable time bound ([`crate::horizon`]) and
     /// the bound did not move within its stall wait.
     HorizonStalled(HorizonStalled),
+    /// The generator's fence is closed: its worker ID lease is lost, or was not confirmed by
+    /// the registry within its window ([`crate::fence`]). No ID is issued until it opens.
+    LeaseLost,
 }
 
 impl fmt::Display for LexicalError {
@@ -243,6 +247,9 @@ impl fmt::Display for LexicalError {
                 "LexicalUUID timestamp overflow: the clock reached i64::MAX microseconds",
             ),
             LexicalError::HorizonStalled(e) => e.fmt(f),
+            LexicalError::LeaseLost => f.write_str(
+                "the worker ID lease is lost or not confirmed by the registry in time (fenced): no LexicalUUID until it is",
+            ),
         }
     }
 }
@@ -265,6 +272,7 @@ pub struct LexicalGenerator<C> {
     last: AtomicI64,
     worker_id: i64,
     horizon: Option<Arc<Horizon>>,
+    fence: Option<Arc<Fence>>,
     clock: C,
 }
 
@@ -275,6 +283,7 @@ impl<C: Clock> LexicalGenerator<C> {
             last: AtomicI64::new(i64::MIN),
             worker_id,
             horizon: None,
+            fence: None,
             clock,
         }
     }
@@ -298,6 +307,15 @@ impl<C: Clock> LexicalGenerator<C> {
         self
     }
 
+    /// Stops issuing IDs (with [`LexicalError::LeaseLost`]) while `fence` is closed: the
+    /// worker ID's lease is lost or its window passed ([`crate::fence`]). Checked with every
+    /// clock reading.
+    #[must_use]
+    pub fn fence(mut self, fence: Arc<Fence>) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
     /// The last timestamp issued (microseconds), or the not-before floor.
     pub fn last_timestamp_micros(&self) -> i64 {
         self.last.load(Ordering::Acquire)
@@ -318,10 +336,17 @@ impl<C: Clock> LexicalGenerator<C> {
     /// The next strictly increasing timestamp (Cassie's `StrictlyIncreasingClock.timestamp`).
     ///
     /// # Errors
-    /// [`LexicalError::TimestampOverflow`] once `i64::MAX` was issued.
+    /// [`LexicalError::TimestampOverflow`] once `i64::MAX` was issued;
+    /// [`LexicalError::LeaseLost`] while the fence is closed.
     #[inline]
     pub fn next_timestamp(&self) -> Result<i64, LexicalError> {
-        let now = (self.clock.now_nanos() / 1_000) as i64;
+        let wall = self.clock.now_nanos();
+        if let Some(fence) = &self.fence {
+            if !fence.admits(wall, || self.clock.monotonic_nanos()) {
+                return Err(LexicalError::LeaseLost);
+            }
+        }
+        let now = (wall / 1_000) as i64;
         let mut last = self.last.load(Ordering::Acquire);
         loop {
             let next = if now > last {
@@ -375,6 +400,23 @@ mod tests {
         clock.advance(Duration::from_millis(2));
         assert_eq!(g.next_timestamp().unwrap(), 1_001_000);
         assert_eq!(g.next_id().unwrap(), LexicalUuid::new(1_001_001, 7));
+    }
+
+    #[test]
+    fn a_closed_fence_stops_it_before_the_timestamp_moves() {
+        use crate::fence::{Fence, Sent};
+        let clock = ManualClock::from_millis(1_000);
+        let fence = Arc::new(Fence::new());
+        fence.confirm(Sent::now(&clock), Duration::from_secs(1));
+        let g = LexicalGenerator::new(clock.clone(), 7).fence(fence.clone());
+        assert_eq!(g.next_timestamp().unwrap(), 1_000_000);
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(g.next_id().unwrap_err(), LexicalError::LeaseLost);
+        assert_eq!(g.last_timestamp_micros(), 1_000_000);
+        fence.confirm(Sent::now(&clock), Duration::from_secs(1));
+        assert_eq!(g.next_timestamp().unwrap(), 3_000_000);
+        fence.raise();
+        assert_eq!(g.next_id().unwrap_err(), LexicalError::LeaseLost);
     }
 
     #[test]

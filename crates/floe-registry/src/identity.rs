@@ -91,13 +91,47 @@ pub struct WorkerRecord {
     pub identity: Identity,
     /// The last time (Unix ms) its holder was known alive; 0 if never.
     pub last_time_ms: u64,
+    /// The holder's local window in ms: how long after sending a request the registry
+    /// confirmed it may issue IDs ([`crate::terms`]); 0 when unknown (a record from before
+    /// floe kept it, or a registry without one). A process that takes the ID over after the
+    /// holder's claim lapsed waits it out ([`crate::terms::LeaseTerms::takeover_wait`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub window_ms: u64,
+    /// Whether its last holder closed it cleanly (stopped issuing for good and said so): a new
+    /// holder need not wait out the previous one's window. False while held, and when the last
+    /// holder crashed, was cut off or paused.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub closed: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl WorkerRecord {
-    /// This record taken over by `identity`: the same ID and last time, a new holder.
-    pub(crate) fn taken_over_by(self, identity: &Identity) -> WorkerRecord {
+    /// A record of `id` held by `identity`, last alive at `last_time_ms`, open (held), with no
+    /// window recorded.
+    pub fn new(id: u32, identity: Identity, last_time_ms: u64) -> Self {
+        WorkerRecord {
+            id,
+            identity,
+            last_time_ms,
+            window_ms: 0,
+            closed: false,
+        }
+    }
+
+    /// This record taken over by `identity`, whose window is `window_ms`: the same ID and last
+    /// time, a new holder, open.
+    pub(crate) fn taken_over_by(self, identity: &Identity, window_ms: u64) -> WorkerRecord {
         WorkerRecord {
             identity: identity.clone(),
+            window_ms,
+            closed: false,
             ..self
         }
     }

@@ -127,10 +127,15 @@ pub struct Lease {
     /// Counters (shared: a server's metrics read them without holding the lease).
     pub stats: Arc<LeaseStats>,
     /// Raised when a heartbeat learns that the ID is no longer this identity's (released, or
-    /// taken over): give it to the generators (`SnowflakeConfig::fence`,
-    /// `SnoGenerator::with_fence`) so that they stop at once. `fence.periods()` counts the
+    /// taken over), and, for registries that can give the ID away, closed by itself when the
+    /// registry has not confirmed the claim within its window ([`crate::terms`]): give it to
+    /// the generators (`SnowflakeConfig::fence`, `SnoGenerator::with_fence`,
+    /// `LexicalGenerator::fence`) so that they stop at once. `fence.periods()` counts the
     /// fenced periods.
     pub fence: Arc<Fence>,
+    /// The registry's lease terms, when the ID came from a registry that has them (ZooKeeper,
+    /// etcd): the window the fence's deadline runs on.
+    pub terms: Option<crate::terms::LeaseTerms>,
     horizon: Option<DurableHorizon>,
     registry: String,
     _registration: Option<Registration>,
@@ -207,6 +212,18 @@ pub async fn acquire<C: Clock + Clone + 'static>(
     let (id, registry_last, source, registration) =
         match registered {
             Ok(reg) => {
+                if !reg.takeover_wait.is_zero() {
+                    // The previous holder did not close cleanly: it may be paused or cut off
+                    // and still inside its window. Wait it out before the first ID (on the
+                    // monotonic clock, from the moment the ID was found free).
+                    notes.push(format!(
+                        "worker ID {}: its previous holder ({}) did not close it cleanly: waited {} ms (its window and margin) before the first ID",
+                        reg.record.id,
+                        reg.previous_holder.as_ref().map_or_else(|| identity.to_string(), ToString::to_string),
+                        reg.takeover_wait.as_millis()
+                    ));
+                    tokio::time::sleep(reg.takeover_wait).await;
+                }
                 let last = Some(reg.record.last_time_ms).filter(|&t| t > 0);
                 (reg.record.id, last, Source::Registry, Some(reg))
             }
@@ -304,6 +321,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         fence: registration
             .as_ref()
             .map_or_else(|| Arc::new(Fence::new()), |r| r.fence.clone()),
+        terms: registration.as_ref().and_then(|_| registry.lease_terms()),
         horizon,
         registry: location,
         _registration: registration,
@@ -397,13 +415,15 @@ impl Lease {
         cache: &LocalCache,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
+        // Stops the generators for good: the record is about to say so.
+        self.fence.raise();
         if let Some(h) = self.horizon.take() {
-            // Stops the generators for good and brings the bound back to now (fsync).
+            // Brings the bound back to now (fsync).
             off_executor("time bound close", move || h.close(last_time_ms)).await?;
         }
         self.heartbeat(registry, cache, last_time_ms).await?;
         if self.source == Source::Registry {
-            registry.close(&self.identity).await?;
+            registry.close(&self.identity, self.id).await?;
         }
         Ok(())
     }
@@ -424,8 +444,9 @@ pub async fn run_heartbeats(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
     // Fenced as of the last beat: a change is logged once (a ZooKeeper session's lapse raises
-    // the fence between beats).
-    let mut fenced = lease.fence.is_raised();
+    // the fence between beats, a window runs out by itself).
+    let closed = || !lease.fence.admits_now(&floe_core::clock::SystemClock);
+    let mut fenced = closed();
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
@@ -438,12 +459,12 @@ pub async fn run_heartbeats(
                         registry.name()
                     );
                 }
-                let now_fenced = lease.fence.is_raised();
+                let now_fenced = closed();
                 match (std::mem::replace(&mut fenced, now_fenced), now_fenced) {
                     (false, true) => tracing::warn!(
                         identity = %lease.identity,
                         worker_id = lease.id,
-                        "worker lease lost: generation stopped (fenced) until the registry gives the ID back"
+                        "worker lease lost or not confirmed by the registry within its window: generation stopped (fenced) until the registry confirms it again"
                     ),
                     (true, false) => tracing::info!(
                         identity = %lease.identity,

@@ -20,6 +20,9 @@
 //!   never issued past a time that is not on disk, so a crash never hides the times it used.
 //! - [`lease`]: the start-up decision put together: registry, then cache, then the explicit
 //!   fallback, then the clock guard.
+//! - [`terms`]: how long a holder may issue after the registry last confirmed its claim (a
+//!   local deadline, so that a paused or cut-off process stops before another can take its
+//!   ID), and how long a takeover waits.
 //!
 //! ## Quick start
 //!
@@ -60,6 +63,7 @@ pub mod lease;
 mod open;
 mod plan;
 mod registry;
+pub mod terms;
 mod unreachable;
 
 #[cfg(feature = "etcd")]

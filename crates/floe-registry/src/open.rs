@@ -32,6 +32,7 @@ enum Target {
     Zk {
         cluster: String,
         root: String,
+        session_timeout: std::time::Duration,
     },
     #[cfg(feature = "etcd")]
     Etcd {
@@ -71,11 +72,26 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
         }
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => {
-            let (cluster, root) = servers_and_root("ZooKeeper", url)?;
+            let (base, options) = floe_core::endpoint::take_options(url, &["session_timeout"]);
+            let secs = match options.last() {
+                Some((_, t)) => t.parse::<u64>().map_err(|_| {
+                    RegistryError::config(format!(
+                        "registry: session_timeout must be whole seconds, found {t:?}"
+                    ))
+                })?,
+                None => zookeeper::SESSION_TIMEOUT.as_secs(),
+            };
+            if !(2..=3600).contains(&secs) {
+                return Err(RegistryError::config(format!(
+                    "registry: session_timeout must be 2 to 3600 seconds, found {secs}"
+                )));
+            }
+            let (cluster, root) = servers_and_root("ZooKeeper", &base)?;
             check_servers("ZooKeeper", cluster, root)?;
             Ok(Target::Zk {
                 cluster: cluster.to_string(),
                 root: root.to_string(),
+                session_timeout: std::time::Duration::from_secs(secs),
             })
         }
         #[cfg(feature = "etcd")]
@@ -121,8 +137,9 @@ pub fn check_url(url: &str) -> Result<(), RegistryError> {
 }
 
 /// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
-/// `zk://host:port[,host:port...][/root]` (root `/floe` by default), or
-/// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]`.
+/// `zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (root `/floe` and a 6 s
+/// session by default; the server may grant another within its own bounds), or
+/// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]` (10 s by default).
 ///
 /// # Errors
 /// [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field `registry`: an unknown scheme, a bad path or ID;
@@ -136,8 +153,12 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
         }
         Target::Static(id) => Ok(Box::new(static_id::StaticRegistry::new(id))),
         #[cfg(feature = "zookeeper")]
-        Target::Zk { cluster, root } => Ok(Box::new(
-            zookeeper::ZkRegistry::connect(&cluster, &root).await?,
+        Target::Zk {
+            cluster,
+            root,
+            session_timeout,
+        } => Ok(Box::new(
+            zookeeper::ZkRegistry::connect_with(&cluster, &root, session_timeout).await?,
         )),
         #[cfg(feature = "etcd")]
         Target::Etcd {
@@ -171,10 +192,11 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
     }
 }
 
-/// A registry URL as [`Registry::location`](crate::Registry::location) gives it: without floe's options (`?ttl=`), and
-/// with the server registries' default root `/floe` when none is given.
+/// A registry URL as [`Registry::location`](crate::Registry::location) gives it: without floe's options (`?ttl=`,
+/// `?session_timeout=`), and with the server registries' default root `/floe` when none is
+/// given.
 pub fn location_of(url: &str) -> String {
-    let (base, _) = floe_core::endpoint::take_options(url, &["ttl"]);
+    let (base, _) = floe_core::endpoint::take_options(url, &["ttl", "session_timeout"]);
     match base.split_once("://") {
         Some((scheme @ ("zk" | "zookeeper" | "etcd"), rest)) => {
             let scheme = if scheme == "zookeeper" { "zk" } else { scheme };

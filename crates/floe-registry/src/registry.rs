@@ -16,7 +16,15 @@ pub struct Registration {
     pub existing: bool,
     /// Raised by the registry when it learns in the background that the ID is no longer
     /// provably this identity's (etcd: the lease was lost); lowered when it holds it again.
+    /// Registries that can give the ID away (ZooKeeper, etcd) also give it a deadline, moved
+    /// on by every confirmation of the claim ([`crate::terms`]).
     pub fence: std::sync::Arc<floe_core::fence::Fence>,
+    /// How long to wait before the first ID: the previous holder's window and margin, when
+    /// this registration took over an ID whose holder did not close it cleanly and the
+    /// registry's own expiry does not cover that window ([`crate::terms`]). Zero otherwise.
+    pub takeover_wait: std::time::Duration,
+    /// Who held the ID before this registration took it over, if it did.
+    pub previous_holder: Option<Identity>,
     /// Held for as long as the registration lives: for the file registry, the OS lock that
     /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
     /// the ephemeral holder node.
@@ -30,6 +38,8 @@ impl Registration {
             record,
             existing,
             fence: Default::default(),
+            takeover_wait: std::time::Duration::ZERO,
+            previous_holder: None,
             _hold: hold,
         }
     }
@@ -108,15 +118,23 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable).
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError>;
 
-    /// Ends this process's hold on `identity`'s ID at a clean shutdown, so that a restart
-    /// need not wait for it to lapse. The ID stays allocated to the identity, with its last
-    /// time. (The file registry's hold is an OS lock that ends with the registration.)
+    /// Ends this process's hold on `identity`'s ID `id` at a clean shutdown, once its
+    /// generators have stopped for good: the record is marked closed (the next holder need not
+    /// wait out this one's window) and the claim ends, so that a restart need not wait for it
+    /// to lapse. The ID stays allocated to the identity, with its last time. (The file
+    /// registry's hold is an OS lock that ends with the registration.)
     ///
     /// # Errors
     /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable).
-    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
-        let _ = identity;
+    async fn close(&self, identity: &Identity, id: u32) -> Result<(), RegistryError> {
+        let _ = (identity, id);
         Ok(())
+    }
+
+    /// The terms of this registry's leases ([`crate::terms`]): `None` for registries whose
+    /// claims only end with the process (file) or that have none (static).
+    fn lease_terms(&self) -> Option<crate::terms::LeaseTerms> {
+        None
     }
 
     /// Takes over, for `identity`, the ID of another identity of the same service whose holder

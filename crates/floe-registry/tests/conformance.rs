@@ -78,7 +78,7 @@ async fn a_restart_gets_the_same_id_and_last_time(b: &impl Backend) {
         .await
         .unwrap();
     // The process ends cleanly.
-    r.close(&who(1)).await.unwrap();
+    r.close(&who(1), first.record.id).await.unwrap();
     drop(first);
     drop(r);
     let again = b.handle().await.register(&who(1), SPACE).await.unwrap();
@@ -90,7 +90,11 @@ async fn a_live_holder_blocks_a_second_process(b: &impl Backend) {
     let first = b.handle().await.register(&who(1), SPACE).await.unwrap();
     let e = b.handle().await.register(&who(1), SPACE).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
-    b.handle().await.close(&who(1)).await.unwrap();
+    b.handle()
+        .await
+        .close(&who(1), first.record.id)
+        .await
+        .unwrap();
     drop(first);
     b.handle().await.register(&who(1), SPACE).await.unwrap();
 }
@@ -165,7 +169,7 @@ async fn an_idle_id_is_taken_over_with_its_last_time(b: &impl Backend) {
     // Another process. The holder is alive: not taken, however old its last time.
     let r = b.handle().await;
     assert!(r.reclaim(&who(2), small, 5_000).await.unwrap().is_none());
-    holder.close(&who(1)).await.unwrap();
+    holder.close(&who(1), first.record.id).await.unwrap();
     drop(first);
     drop(holder);
     // Gone, but alive more recently than the idle bound: not taken.

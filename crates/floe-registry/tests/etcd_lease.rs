@@ -54,7 +54,7 @@ async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
 
     // The keeper notices within a keep-alive period: the generator stops.
     until("the fence to rise", Duration::from_secs(5), || {
-        fence.is_raised()
+        !fence.admits_now(&SystemClock)
     })
     .await;
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
@@ -65,7 +65,7 @@ async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
     // The record is back: the keeper holds the ID under a new lease and lets it go on.
     admin.put(worker.as_str(), record, 0).await.unwrap();
     until("the fence to fall", Duration::from_secs(5), || {
-        !fence.is_raised()
+        fence.admits_now(&SystemClock)
     })
     .await;
     assert!(gen.next_id().unwrap() > before);
@@ -106,7 +106,7 @@ async fn etcd_killed_past_the_ttl_fences_then_recovers() {
     // Unreachable for 2/3 of the TTL: the generator stops before the lease can expire.
     let killed = Instant::now();
     until("the fence to rise", Duration::from_secs(8), || {
-        fence.is_raised()
+        !fence.admits_now(&SystemClock)
     })
     .await;
     assert!(
@@ -126,7 +126,7 @@ async fn etcd_killed_past_the_ttl_fences_then_recovers() {
             .unwrap(),
     );
     until("the fence to fall", Duration::from_secs(30), || {
-        !fence.is_raised()
+        fence.admits_now(&SystemClock)
     })
     .await;
     assert!(gen.next_id().unwrap() > before);
@@ -172,7 +172,7 @@ async fn an_id_taken_under_a_live_lease_stays_fenced_through_keep_alives() {
     // generator go on with an ID that is someone else's.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
-    assert!(lease.fence.is_raised());
+    assert!(!lease.fence.admits_now(&SystemClock));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,7 +227,7 @@ async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
     };
     assert!(err.message.contains("another process used it"), "{err}");
     assert!(err.message.contains("restart floe"), "{err}");
-    assert!(lease.fence.is_raised());
+    assert!(!lease.fence.admits_now(&SystemClock));
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
     // The identity is not kept claimed (the keeper ends its new lease at its next round).
     let mut gone = false;

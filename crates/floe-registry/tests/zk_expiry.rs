@@ -151,7 +151,7 @@ async fn an_expired_session_is_replaced_and_the_same_id_held_again() {
     // The client learns of the expiry (it gives up reconnecting after 1.4 session timeouts):
     // the generator is fenced, and stays so while no new session can be opened.
     until("the fence to rise", Duration::from_secs(15), || {
-        fence.is_raised()
+        !fence.admits_now(&SystemClock)
     })
     .await;
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
@@ -168,7 +168,7 @@ async fn an_expired_session_is_replaced_and_the_same_id_held_again() {
     s.proxy.restore();
     let restored = Instant::now();
     until("the fence to fall", Duration::from_secs(15), || {
-        !fence.is_raised()
+        fence.admits_now(&SystemClock)
     })
     .await;
     assert!(
@@ -217,11 +217,11 @@ async fn stays_fenced(s: &Setup, lease: &Lease, last: u64, expect: &str) {
     assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
     assert!(err.message.contains(expect), "{err}");
     assert!(err.message.contains("restart floe"), "{err}");
-    assert!(lease.fence.is_raised());
+    assert!(!lease.fence.admits_now(&SystemClock));
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
     // It is not lowered later: the same answer, still no IDs.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(lease.fence.is_raised());
+    assert!(!lease.fence.admits_now(&SystemClock));
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
     let again = lease
         .heartbeat(&s.registry, &s.cache, last)
@@ -307,5 +307,5 @@ async fn an_identity_claimed_by_another_process_while_the_session_was_gone_stays
     stays_fenced(&s, &lease, recorded, "claimed by another process").await;
     // The other process keeps its claim.
     assert_eq!(s.holder_owner().await, Some(owner));
-    assert!(!other_lease.fence.is_raised());
+    assert!(other_lease.fence.admits_now(&SystemClock));
 }

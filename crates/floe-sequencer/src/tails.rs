@@ -234,13 +234,26 @@ impl TailDir {
     /// # Errors
     /// `Config` naming the path when the lock file cannot be opened or locked.
     pub fn lock(dir: &Path) -> Result<Option<TailDir>, SeqError> {
+        // A server that leases nothing ([ids] kinds = []) may be the first to use a new state
+        // directory.
+        std::fs::create_dir_all(dir).map_err(|e| {
+            SeqError::new(
+                ErrorKind::Io,
+                format!("state_dir: cannot create {}: {e}", dir.display()),
+            )
+        })?;
         let path = dir.join(LOCK);
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| SeqError::config(format!("tails: cannot open {}: {e}", path.display())))?;
+            .map_err(|e| {
+                SeqError::new(
+                    ErrorKind::Io,
+                    format!("tails: cannot open {}: {e}", path.display()),
+                )
+            })?;
         match file.try_lock() {
             Ok(()) => Ok(Some(TailDir {
                 dir: dir.to_path_buf(),

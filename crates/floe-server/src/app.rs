@@ -655,9 +655,12 @@ impl Server {
                     leased
                 }
             };
-            let lexical = LexicalGenerator::new(SystemClock, worker)
+            let mut lexical = LexicalGenerator::new(SystemClock, worker)
                 .not_before_ms(not_before_ms)
                 .horizon(Arc::clone(&horizon));
+            if let Some(fence) = &fence {
+                lexical = lexical.fence(Arc::clone(fence));
+            }
             described.push(format!("lexical: worker {worker}"));
             generators = generators.with_lexical(lexical, Some(horizon), fence);
         }

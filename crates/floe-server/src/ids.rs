@@ -365,7 +365,7 @@ impl Generators {
             IdKind::Lexical => {
                 let (lexical, horizon, fence) =
                     self.lexical.as_ref().ok_or_else(|| not_served(kind))?;
-                let fenced = || fence.as_ref().is_some_and(|f| f.is_raised());
+                let fenced = || fence.as_ref().is_some_and(|f| !f.admits_now(&SystemClock));
                 // The generator waits for its time bound itself (a blocking wait): make sure
                 // the bound covers the whole batch before asking, so that it never does here.
                 if let Some(h) = horizon {
@@ -386,14 +386,13 @@ impl Generators {
                         .await?;
                     }
                 }
+                if fenced() {
+                    // Before the bound is waited for: a closed fence answers at once.
+                    return Err(lexical_error(LexicalError::LeaseLost));
+                }
                 let mut out = Vec::with_capacity(n);
                 for _ in 0..n {
-                    // Checked before each ID, as the Snowflake and sno generators do.
-                    if fenced() {
-                        return Err(SeqError::unavailable(
-                            "lexical: this server's worker lease is lost (fenced): retry on another server",
-                        ));
-                    }
+                    // The generator checks its fence with every clock reading.
                     out.push(lexical.next_id().map_err(lexical_error)?);
                 }
                 Ids::Lexical(out)
@@ -486,7 +485,7 @@ pub fn snowflake_error(e: SnowflakeError) -> SeqError {
         }
         SnowflakeError::ClockBeforeEpoch { .. } => SeqError::config(format!("snowflake: {e}")),
         SnowflakeError::LeaseLost => SeqError::unavailable(
-            "snowflake: this server's worker lease is lost (fenced): retry on another server",
+            "snowflake: this server's worker lease is lost or not confirmed by the registry in time (fenced): retry on another server",
         ),
         SnowflakeError::ClockMovedBackwards { .. } => {
             crate::warn(
@@ -514,7 +513,7 @@ pub fn sno_error(e: SnoError) -> SeqError {
     match e {
         SnoError::TimeOutOfRange { .. } => SeqError::config(format!("sno: {e}")),
         SnoError::LeaseLost => SeqError::unavailable(
-            "sno: this server's partition lease is lost (fenced): retry on another server",
+            "sno: this server's partition lease is lost or not confirmed by the registry in time (fenced): retry on another server",
         ),
         SnoError::HorizonStalled(_) => {
             crate::warn(crate::Topic::Clock, format_args!("sno: {e}"));
@@ -537,6 +536,9 @@ fn lexical_error(e: LexicalError) -> SeqError {
             crate::warn(crate::Topic::Clock, format_args!("lexical: {e}"));
             SeqError::unavailable(format!("lexical: {e}: retry later"))
         }
+        LexicalError::LeaseLost => SeqError::unavailable(
+            "lexical: this server's worker lease is lost or not confirmed by the registry in time (fenced): retry on another server",
+        ),
         other => {
             crate::warn(
                 crate::Topic::Internal,

@@ -400,7 +400,7 @@ async fn set_health(health: &tonic_health::server::HealthReporter, t: &observe::
     use tonic_health::ServingStatus::{NotServing, Serving};
     let _one_at_a_time = t.health_updates.lock().await;
     let stores = t.stores_ready.iter().all(|(_, r)| r.answering());
-    let leases = t.leases.iter().all(|l| !l.fence.is_raised());
+    let leases = t.leases.iter().all(|l| !l.fenced());
     let runtime = stores && !t.stopping.load(Relaxed);
     let status = |ok: bool| if ok { Serving } else { NotServing };
     health

@@ -27,6 +27,7 @@
 //! | `floe_sno_tick_tock_switches_total`, `floe_sno_overflow_stalls_total` | counter | |
 //! | `floe_clock_startup_refusals_total` | counter | |
 //! | `floe_fence_raised`, `floe_lease_held`, `floe_worker_id` | gauge | `generator` |
+//! | `floe_lease_window_seconds`, `floe_lease_remaining_seconds` (ZooKeeper, etcd) | gauge | `generator` |
 //! | `floe_fenced_periods_total`, `floe_lease_heartbeat_failures_total` | counter | `generator` |
 //! | `floe_store_ready` | gauge | `store` |
 //! | `floe_build_info` | gauge | `version` |
@@ -164,9 +165,19 @@ fn describe() {
     );
     describe_gauge!(
         "floe_fence_raised",
-        "1 while a generator's lease is lost (fenced: it issues nothing)."
+        "1 while a generator's lease is lost or unconfirmed past its window (fenced: it issues nothing)."
     );
     describe_gauge!("floe_lease_held", "1 while a generator holds its lease.");
+    describe_gauge!(
+        "floe_lease_window_seconds",
+        Unit::Seconds,
+        "How long a generator may issue after the registry confirmed its lease (2/3 of the session timeout or TTL): ZooKeeper and etcd leases only."
+    );
+    describe_gauge!(
+        "floe_lease_remaining_seconds",
+        Unit::Seconds,
+        "Time left before a generator stops unless the registry confirms its lease again (0: fenced). Near 0 while serving means confirmations are late: ZooKeeper and etcd leases only."
+    );
     describe_gauge!(
         "floe_worker_id",
         "The worker ID (or partition) a generator holds."
@@ -238,8 +249,10 @@ pub struct LeaseView {
     pub identity: String,
     /// Where it came from (`registry`, `cache`, ...).
     pub source: String,
-    /// Raised while the lease is lost.
+    /// Closed while the lease is lost or unconfirmed past its window.
     pub fence: Arc<Fence>,
+    /// The lease's local window, when its registry can give the ID away (ZooKeeper, etcd).
+    pub window: Option<std::time::Duration>,
     /// The lease's counters (not the lease: the server alone holds it, to close it at its
     /// stop).
     pub stats: Arc<LeaseStats>,
@@ -254,8 +267,15 @@ impl LeaseView {
             identity: lease.identity.to_string(),
             source: format!("{:?}", lease.source).to_lowercase(),
             fence: Arc::clone(&lease.fence),
+            window: lease.terms.map(|t| t.window),
             stats: Arc::clone(&lease.stats),
         }
+    }
+
+    /// Whether the generator may not issue now: its fence raised, or its window passed
+    /// without a confirmation from the registry.
+    pub fn fenced(&self) -> bool {
+        !self.fence.admits_now(&SystemClock)
     }
 }
 
@@ -312,9 +332,9 @@ impl Telemetry {
             why.push("the server is stopping".to_string());
         }
         for l in &self.leases {
-            if l.fence.is_raised() {
+            if l.fenced() {
                 why.push(format!(
-                    "{}: worker lease {} lost (fenced)",
+                    "{}: worker lease {} lost or not confirmed by the registry within its window (fenced)",
                     l.generator, l.id
                 ));
             }
@@ -388,10 +408,15 @@ pub fn collect(app: &App) {
     }
     counter!("floe_clock_startup_refusals_total").absolute(floe_registry::lease::clock_refusals());
     for l in &app.telemetry.leases {
-        let raised = l.fence.is_raised();
+        let raised = l.fenced();
         let g = l.generator.clone();
         gauge!("floe_fence_raised", "generator" => g.clone()).set(f64::from(u8::from(raised)));
         gauge!("floe_lease_held", "generator" => g.clone()).set(f64::from(u8::from(!raised)));
+        if let (Some(window), Some(left)) = (l.window, l.fence.remaining(&SystemClock)) {
+            gauge!("floe_lease_window_seconds", "generator" => g.clone()).set(window.as_secs_f64());
+            gauge!("floe_lease_remaining_seconds", "generator" => g.clone())
+                .set(left.as_secs_f64());
+        }
         gauge!("floe_worker_id", "generator" => g.clone()).set(f64::from(l.id));
         counter!("floe_fenced_periods_total", "generator" => g.clone()).absolute(l.fence.periods());
         counter!("floe_lease_heartbeat_failures_total", "generator" => g)

@@ -144,7 +144,7 @@ pub fn snapshot(app: &App) -> Snapshot {
         generators.push(GeneratorView {
             worker_id: lease.map(|l| l.id),
             lease: match lease {
-                Some(l) if l.fence.is_raised() => "lost (fenced)".to_string(),
+                Some(l) if l.fenced() => "lost (fenced)".to_string(),
                 Some(_) => "held".to_string(),
                 None => "none".to_string(),
             },

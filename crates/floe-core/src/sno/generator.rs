@@ -412,17 +412,21 @@ impl<C: Clock> SnoGenerator<C> {
     /// [`SnoError::TimeOutOfRange`] if the clock is outside 2010..2079.
     #[inline]
     pub fn poll_new(&self, meta: u8) -> Result<Poll<SnoId>, SnoError> {
-        if let Some(fence) = &self.fence {
-            if fence.is_raised() {
-                return Err(SnoError::LeaseLost);
-            }
-        }
         // One read-modify-write on the shared word, then the clock. The word fetch_add
         // returns is authoritative: its unit, tick and sequence were never handed out before.
         // Reading the clock after it means the word's unit comes from a reading no later
         // than ours, so `now < hi` is a real regression.
         let w = self.word.fetch_add(1, Ordering::AcqRel);
-        let now = self.issuable_units_now()?;
+        let now = match self.issuable_units_now() {
+            Ok(now) => now,
+            Err(e) => {
+                // Fenced or stalled: the sequence taken is never issued. Calls refused for
+                // long (a lease lost for an hour under load) must not carry it into the tick
+                // bit.
+                self.clamp_overflow();
+                return Err(e);
+            }
+        };
         let hi = w >> UNIT_SHIFT;
         if now == hi {
             if w & SEQ_MASK <= self.seq_max {
@@ -612,6 +616,13 @@ impl<C: Clock> SnoGenerator<C> {
     #[inline]
     fn issuable_units_now(&self) -> Result<u64, SnoError> {
         let now = self.clock.now_nanos();
+        // The lease, with this very reading: a process that wakes from a pause finds its
+        // deadline passed before its first ID.
+        if let Some(fence) = &self.fence {
+            if !fence.admits(now, || self.clock.monotonic_nanos()) {
+                return Err(SnoError::LeaseLost);
+            }
+        }
         if let Some(h) = &self.horizon {
             h.check(now).map_err(SnoError::HorizonStalled)?;
         }
@@ -863,6 +874,35 @@ mod tests {
         assert_eq!(g.new_id(0).unwrap_err(), SnoError::LeaseLost);
         fence.lower();
         assert!(g.new_id(0).is_ok());
+    }
+
+    #[test]
+    fn a_lease_window_that_passed_stops_it_and_refused_calls_never_reach_the_tick_bit() {
+        use crate::fence::Sent;
+        let clock = ManualClock::from_millis(T0_MS);
+        let fence = Arc::new(Fence::new());
+        fence.confirm(Sent::now(&clock), Duration::from_secs(4));
+        let g = gen(&clock, 0, 0).with_fence(fence.clone());
+        let first = g.new_id(0).unwrap();
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(g.poll_new(0).unwrap_err(), SnoError::LeaseLost);
+        // Calls refused while fenced each take a sequence from the shared word; far more of
+        // them than the 24-bit field holds must leave the timeline (tick bit) as it was.
+        let w = g.word.load(Ordering::Acquire);
+        g.word.store(
+            (w & !SEQ_MASK) | ((1 << (SEQ_BITS - 1)) + 5),
+            Ordering::Release,
+        );
+        for _ in 0..1_000 {
+            assert_eq!(g.poll_new(0).unwrap_err(), SnoError::LeaseLost);
+        }
+        let after = g.word.load(Ordering::Acquire);
+        assert_eq!(after & TICK_BIT, w & TICK_BIT);
+        assert!(after & SEQ_MASK <= 1 << (SEQ_BITS - 1), "{after:x}");
+        fence.confirm(Sent::now(&clock), Duration::from_secs(4));
+        let next = g.new_id(0).unwrap();
+        assert!(next > first);
+        assert_eq!(next.tick_tock(), first.tick_tock());
     }
 
     #[test]

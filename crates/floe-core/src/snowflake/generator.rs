@@ -331,11 +331,6 @@ impl<C: Clock> SnowflakeGenerator<C> {
     /// As [`next_id`](Self::next_id).
     #[inline]
     pub fn poll_next(&self) -> Result<Poll<u64>, SnowflakeError> {
-        if let Some(fence) = &self.fence {
-            if fence.is_raised() {
-                return Err(SnowflakeError::LeaseLost);
-            }
-        }
         // Load before reading the clock: the unit in the word then comes from a reading no
         // later than ours, so `now < last` means the clock really moved back.
         let mut state = self.state.load(Ordering::Acquire);
@@ -387,6 +382,13 @@ impl<C: Clock> SnowflakeGenerator<C> {
     #[inline]
     fn units_now(&self) -> Result<u64, SnowflakeError> {
         let now = self.clock.now_nanos();
+        // The lease, with this very reading: a process that wakes from a pause finds its
+        // deadline passed before its first ID.
+        if let Some(fence) = &self.fence {
+            if !fence.admits(now, || self.clock.monotonic_nanos()) {
+                return Err(SnowflakeError::LeaseLost);
+            }
+        }
         if let Some(h) = &self.horizon {
             h.check(now).map_err(SnowflakeError::HorizonStalled)?;
         }
@@ -641,6 +643,32 @@ mod tests {
         assert_eq!(g.next_id().unwrap_err(), SnowflakeError::LeaseLost);
         assert!(g.poll_next().is_err());
         fence.lower();
+        assert!(g.next_id().unwrap() > a);
+    }
+
+    #[test]
+    fn a_lease_window_that_passed_during_a_pause_stops_the_first_id_after_it() {
+        use crate::fence::Sent;
+        let clock = ManualClock::from_millis(T0);
+        let fence = Arc::new(Fence::new());
+        fence.confirm(Sent::now(&clock), Duration::from_secs(4));
+        let g = SnowflakeConfig::new(Layout::LEAF)
+            .fence(fence.clone())
+            .build(clock.clone())
+            .unwrap();
+        let a = g.next_id().unwrap();
+        clock.advance(Duration::from_millis(3_999));
+        assert!(g.next_id().is_ok());
+        // Paused past the window: nothing ran meanwhile, yet the first call is refused.
+        clock.advance(Duration::from_secs(6));
+        assert_eq!(g.poll_next().unwrap_err(), SnowflakeError::LeaseLost);
+        assert_eq!(g.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+        // The wall clock set back by the pause's length does not reopen it.
+        clock.rewind(Duration::from_secs(6));
+        assert_eq!(g.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+        // The registry confirms again: IDs go on, after every earlier one.
+        clock.advance(Duration::from_secs(6));
+        fence.confirm(Sent::now(&clock), Duration::from_secs(4));
         assert!(g.next_id().unwrap() > a);
     }
 

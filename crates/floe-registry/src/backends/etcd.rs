@@ -6,16 +6,18 @@
 //! - `{root}/{service}/holders/{host}:{port}`: the live holder's claim, **attached to its
 //!   lease** (TTL 10 s by default). A second process with the same identity cannot create it.
 //!
-//! **Fencing, the reason to choose etcd.** A keeper task keeps the lease alive every TTL/3.
-//! When the lease is gone (expired, or revoked), or no keep-alive succeeded for 2/3 of the TTL
-//! (etcd unreachable: the server may expire the lease soon, and then another process could
-//! take the identity), it raises the registration's [`Fence`](floe_core::fence::Fence): every
-//! generator built with it stops issuing IDs. It lowers the fence when it holds the ID again
-//! (the lease alive after all, or a new lease on the free holder key) and the worker record is
-//! still this identity's with a last time not past the last time this process recorded (else
-//! another process used the ID meanwhile). An ID found lost (a heartbeat's conflict: the record
-//! released or taken over; or lost while the lease was) stays fenced for good, whatever the
-//! keep-alives say, and every heartbeat says why.
+//! **Fencing, the reason to choose etcd.** A keeper task sends a keep-alive every TTL/6, and
+//! each one answered moves the registration's [`Fence`](floe_core::fence::Fence) deadline to
+//! the moment that keep-alive was *sent* plus 2/3 of the TTL ([`crate::terms`]): the lease can
+//! only have ended a third of the TTL after generation stopped, whatever happened meanwhile (a
+//! pause, a partition, answers that arrived while the process was stopped). When the lease is
+//! gone (expired, or revoked) the keeper raises the fence and holds the ID again under a new
+//! lease on the free holder key, if the worker record is still this identity's with a last time
+//! not past the last time this process recorded (else another process used the ID meanwhile).
+//! An ID found lost (a heartbeat's conflict: the record released or taken over; or lost while
+//! the lease was) stays fenced for good, whatever the keep-alives say, and every heartbeat says
+//! why. A takeover needs no wait of its own: the holder key can only be taken once the lease
+//! ended, which is the previous holder's last keep-alive plus the TTL, past its window.
 //!
 //! All changes are transactions: a new ID is taken only if its worker key does not exist
 //! (`create_revision == 0`), a heartbeat or take-over only if the record is unchanged since it
@@ -26,11 +28,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use floe_core::fence::Fence;
+use floe_core::clock::SystemClock;
+use floe_core::fence::{Fence, Sent};
 use floe_etcd::{Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnOp};
-use tokio::time::Instant;
 
-use super::records::{self, decode, encode, Claim, Claims, VersionedRecords};
+use super::records::{self, decode, encode, Allocation, Claim, Claims, VersionedRecords};
+use crate::terms::LeaseTerms;
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -119,21 +122,39 @@ impl EtcdRegistry {
     }
 
     /// Creates the holder key under a new lease. `Ok(None)`: someone else holds it.
-    async fn claim(&self, identity: &Identity) -> Result<Option<i64>, RegistryError> {
+    async fn claim(&self, identity: &Identity) -> Result<Option<(i64, Sent)>, RegistryError> {
         let holder = self.keys.holder_key(identity);
         claim_holder(&self.keys.client, &holder, self.ttl_secs).await
     }
 
-    /// Starts the keeper of `lease` and builds the registration.
-    fn registration(&self, record: WorkerRecord, existing: bool, lease: i64) -> Registration {
+    /// The terms of this registry's leases: expiry = the TTL.
+    fn terms(&self) -> LeaseTerms {
+        LeaseTerms::for_expiry(Duration::from_secs(
+            u64::try_from(self.ttl_secs).unwrap_or(0),
+        ))
+    }
+
+    /// Starts the keeper of `lease` (granted in answer to a request sent at `sent`) and builds
+    /// the registration.
+    fn registration(&self, allocation: Allocation, lease: i64, sent: Sent) -> Registration {
+        let Allocation {
+            record,
+            existing,
+            previous,
+        } = allocation;
         let fence = Arc::new(Fence::new());
-        let claim = Arc::new(Claim::new(&record, fence.clone(), 0));
+        let terms = self.terms();
+        let claim = Arc::new(Claim::new(&record, fence.clone(), 0, terms.window, sent));
         self.claims.add(&claim);
         let keeper = tokio::spawn(keep(self.keys.clone(), claim.clone(), self.ttl_secs, lease));
         Registration {
             fence,
             record,
             existing,
+            // The holder key was free: the previous holder's lease ended, its last keep-alive
+            // plus the TTL ago at least, longer than its window plus the margin.
+            takeover_wait: Duration::ZERO,
+            previous_holder: previous.map(|p| p.identity),
             _hold: Some(Hold::new(EtcdHold {
                 keeper,
                 _claim: claim,
@@ -257,11 +278,14 @@ impl VersionedRecords for Keys {
     }
 }
 
+/// Grants a lease and creates `holder` under it unless it exists: the lease and when its grant
+/// was sent (its TTL runs from a moment after that), or `None` when someone else holds it.
 async fn claim_holder(
     client: &Client,
     holder: &str,
     ttl_secs: i64,
-) -> Result<Option<i64>, RegistryError> {
+) -> Result<Option<(i64, Sent)>, RegistryError> {
+    let sent = Sent::now(&SystemClock);
     let lease = client
         .lease_grant(ttl_secs)
         .await
@@ -271,7 +295,7 @@ async fn claim_holder(
         .when([Compare::create_revision(holder, CompareOp::Equal, 0)])
         .and_then([TxnOp::put(holder, lease.to_string(), lease)]);
     match client.txn(txn).await {
-        Ok(resp) if resp.succeeded => Ok(Some(lease)),
+        Ok(resp) if resp.succeeded => Ok(Some((lease, sent))),
         other => {
             let _ = client.lease_revoke(lease).await;
             other
@@ -292,59 +316,61 @@ async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Optio
     }
 }
 
-/// The keeper: keeps the lease alive, raises the fence when the lease is lost or may be, and
-/// lowers it when the ID is held again: the lease alive after all, or a new one, and in both
-/// cases the record still the identity's and its last time not past what this process
-/// recorded. An ID lost for good (see [`Claim::lose`]) is never lowered: the keeper then ends
-/// the lease, so that the identity is not kept claimed, and stops.
+/// The keeper: keeps the lease alive, each keep-alive answered moving the fence's deadline to
+/// its send time plus the window; raises the fence when the lease is gone, and lowers it when
+/// the ID is held again under a new lease, the record still the identity's and its last time
+/// not past what this process recorded. An ID lost for good (see [`Claim::lose`]) is never
+/// lowered: the keeper then ends the lease, so that the identity is not kept claimed, and
+/// stops.
 async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
     let (client, holder) = (&keys.client, keys.holder_key(&claim.identity));
-    let ttl = Duration::from_secs(ttl_secs as u64);
-    let period = ttl / 3;
-    let mut last_ok = Instant::now();
+    let terms = LeaseTerms::for_expiry(Duration::from_secs(ttl_secs as u64));
+    let period = terms.confirm_every;
     loop {
         tokio::time::sleep(period).await;
         if claim.lost().is_some() {
             let _ = client.lease_revoke(lease).await;
             return;
         }
+        // Taken before the request leaves: the lease lives at least the TTL from a moment
+        // after this, at the server.
+        let sent = Sent::now(&SystemClock);
         match keep_alive_once(client, lease, period).await {
             Some(true) => {
-                last_ok = Instant::now();
                 if claim.is_lapsed() {
                     // The lease outlived the doubt, so the identity stayed ours.
-                    hold_again(&keys, &claim, None).await;
+                    hold_again(&keys, &claim, None, sent).await;
+                } else {
+                    claim.confirmed(sent);
                 }
                 continue;
             }
             Some(false) => claim.lapse(),
-            None => {
-                if last_ok.elapsed() >= ttl * 2 / 3 {
-                    claim.lapse();
-                }
-            }
+            // No answer in time: nothing moves; the deadline closes the fence by itself when
+            // the window runs out.
+            None => {}
         }
         if !claim.is_lapsed() {
             continue;
         }
         // Hold the ID again under a fresh lease.
-        let Ok(Some(new_lease)) = claim_holder(client, &holder, ttl_secs).await else {
+        let Ok(Some((new_lease, sent))) = claim_holder(client, &holder, ttl_secs).await else {
             continue;
         };
-        if hold_again(&keys, &claim, Some(new_lease)).await {
+        if hold_again(&keys, &claim, Some(new_lease), sent).await {
             lease = new_lease;
-            last_ok = Instant::now();
         }
     }
 }
 
 /// Lowers the fence of `claim` if its ID may be held again (see
-/// [`records::may_hold_again`]); loses it for good on a conflict. `new_lease`, if any, is
-/// revoked unless the ID is held again. Whether it is.
-async fn hold_again(keys: &Keys, claim: &Claim, new_lease: Option<i64>) -> bool {
+/// [`records::may_hold_again`]), with a window from `sent` (when the request that confirmed the
+/// lease was sent); loses it for good on a conflict. `new_lease`, if any, is revoked unless the
+/// ID is held again. Whether it is.
+async fn hold_again(keys: &Keys, claim: &Claim, new_lease: Option<i64>, sent: Sent) -> bool {
     let held = records::may_hold_again(keys, claim).await;
     match &held {
-        Ok(()) => claim.held_under(0),
+        Ok(()) => claim.held_under(0, sent),
         Err(e) if e.kind == ErrorKind::Conflict => claim.lose(e.clone()),
         Err(_) => {}
     }
@@ -366,6 +392,10 @@ impl Registry for EtcdRegistry {
         format!("etcd://{}{}", self.endpoints, self.keys.root)
     }
 
+    fn lease_terms(&self) -> Option<LeaseTerms> {
+        Some(self.terms())
+    }
+
     fn holder_linger(&self) -> Duration {
         // The lease lives its TTL after the last keep-alive; etcd checks expiry every 0.5 s.
         Duration::from_secs(u64::try_from(self.ttl_secs).unwrap_or(0)) + Duration::from_millis(500)
@@ -378,14 +408,15 @@ impl Registry for EtcdRegistry {
     ) -> Result<Registration, RegistryError> {
         identity.validate()?;
         let holder = self.keys.holder_key(identity);
-        let Some(lease) = self.claim(identity).await? else {
+        let Some((lease, sent)) = self.claim(identity).await? else {
             return Err(RegistryError::new(
                 ErrorKind::Conflict,
                 format!("{identity} is held by another live process ({holder} exists until its lease ends)"),
             ));
         };
-        match records::allocate(&self.keys, identity, space).await {
-            Ok((record, existing)) => Ok(self.registration(record, existing, lease)),
+        let window_ms = self.terms().window_ms();
+        match records::allocate(&self.keys, identity, space, window_ms).await {
+            Ok(allocation) => Ok(self.registration(allocation, lease, sent)),
             Err(e) => {
                 let _ = self.keys.client.lease_revoke(lease).await;
                 Err(e)
@@ -428,7 +459,8 @@ impl Registry for EtcdRegistry {
             .collect())
     }
 
-    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+    async fn close(&self, identity: &Identity, id: u32) -> Result<(), RegistryError> {
+        records::mark_closed(&self.keys, identity, id).await?;
         let holder = self.keys.holder_key(identity);
         let client = &self.keys.client;
         let resp = client
@@ -451,17 +483,19 @@ impl Registry for EtcdRegistry {
         idle_before_ms: u64,
     ) -> Result<Option<Registration>, RegistryError> {
         identity.validate()?;
-        let Some(lease) = self.claim(identity).await? else {
+        let Some((lease, sent)) = self.claim(identity).await? else {
             return Err(RegistryError::new(
                 ErrorKind::Conflict,
                 format!("{identity} is held by another live process"),
             ));
         };
-        let taken = records::take_over_idle(&self.keys, identity, space, idle_before_ms).await;
+        let window_ms = self.terms().window_ms();
+        let taken =
+            records::take_over_idle(&self.keys, identity, space, idle_before_ms, window_ms).await;
         if !matches!(taken, Ok(Some(_))) {
             // Nothing taken: do not keep the identity claimed.
             let _ = self.keys.client.lease_revoke(lease).await;
         }
-        Ok(taken?.map(|record| self.registration(record, false, lease)))
+        Ok(taken?.map(|allocation| self.registration(allocation, lease, sent)))
     }
 }

@@ -112,11 +112,7 @@ impl FileRegistry {
             let (record, existing) = match plan(records.values(), identity, space, &store)? {
                 Plan::Own(record) => (record, true),
                 Plan::Free(free) => {
-                    let record = WorkerRecord {
-                        id: free[0],
-                        identity: identity.clone(),
-                        last_time_ms: 0,
-                    };
+                    let record = WorkerRecord::new(free[0], identity.clone(), 0);
                     records.insert(record.id, record.clone());
                     (record, false)
                 }
@@ -186,7 +182,8 @@ impl FileRegistry {
                 let Ok(hold) = self.hold(&identity.service, previous.id, &previous.identity) else {
                     continue;
                 };
-                let record = previous.taken_over_by(identity);
+                // The OS lock is the claim: no window to wait out (the holder is gone).
+                let record = previous.taken_over_by(identity, 0);
                 records.insert(record.id, record.clone());
                 let registration = Registration::new(record, false, Some(Hold::new(hold)));
                 return Ok((Some(registration), true));

@@ -9,9 +9,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use floe_core::fence::Fence;
+use floe_core::fence::{Fence, Sent};
 
 use crate::plan::{idle_first, plan, space_full, Plan};
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
@@ -96,35 +97,104 @@ pub(crate) async fn list<S: VersionedRecords + ?Sized>(
     Ok(records)
 }
 
-/// The identity's own ID (`true`: it had one), or a newly created record for it: the free IDs
-/// lowest first, each taken by create-if-absent, so that two registrations at once never get
-/// the same ID (the loser tries the next).
+/// What [`allocate`] and [`take_over_idle`] come to: the record as it stands now (held, open,
+/// with this holder's window) and, when the ID had a holder before, its record as it was
+/// (whether it closed cleanly, and its window: what a takeover waits out).
+#[derive(Debug)]
+pub(crate) struct Allocation {
+    pub(crate) record: WorkerRecord,
+    /// Whether the ID was already the identity's (a restart).
+    pub(crate) existing: bool,
+    pub(crate) previous: Option<WorkerRecord>,
+}
+
+/// The identity's own ID (`existing`: it had one), or a newly created record for it: the free
+/// IDs lowest first, each taken by create-if-absent, so that two registrations at once never
+/// get the same ID (the loser tries the next). Its own record is marked open with this
+/// holder's window (`window_ms`) by compare-and-set before it is handed out: should this
+/// holder crash or be cut off, the next one knows to wait out its window.
 pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
     store: &S,
     identity: &Identity,
     space: IdSpace,
-) -> Result<(WorkerRecord, bool), RegistryError> {
-    let records = list(store, &identity.service).await?;
-    let free = match plan(
-        records.iter().map(|(r, _)| r),
-        identity,
-        space,
-        store.store(),
-    )? {
-        Plan::Own(record) => return Ok((record, true)),
-        Plan::Free(free) => free,
-    };
-    for id in free {
-        let record = WorkerRecord {
-            id,
-            identity: identity.clone(),
-            last_time_ms: 0,
+    window_ms: u64,
+) -> Result<Allocation, RegistryError> {
+    for _ in 0..ATTEMPTS {
+        let records = list(store, &identity.service).await?;
+        let free = match plan(
+            records.iter().map(|(r, _)| r),
+            identity,
+            space,
+            store.store(),
+        )? {
+            Plan::Own(own) => {
+                let Some((_, version)) = records.iter().find(|(r, _)| r == &own) else {
+                    continue;
+                };
+                let record = WorkerRecord {
+                    window_ms,
+                    closed: false,
+                    ..own.clone()
+                };
+                if record != own && !store.replace(&record, *version).await? {
+                    continue; // changed meanwhile (a heartbeat, a release): read again
+                }
+                return Ok(Allocation {
+                    record,
+                    existing: true,
+                    previous: Some(own),
+                });
+            }
+            Plan::Free(free) => free,
         };
-        if store.create(&record).await? {
-            return Ok((record, false));
+        for id in free {
+            let record = WorkerRecord {
+                window_ms,
+                ..WorkerRecord::new(id, identity.clone(), 0)
+            };
+            if store.create(&record).await? {
+                return Ok(Allocation {
+                    record,
+                    existing: false,
+                    previous: None,
+                });
+            }
+        }
+        return Err(space_full(identity, space, store.store()));
+    }
+    Err(RegistryError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "{}: the record of {identity} changed under {ATTEMPTS} attempts in a row",
+            store.store()
+        ),
+    ))
+}
+
+/// Marks `identity`'s record of `id` closed (its holder stopped issuing for good), so that the
+/// next holder need not wait out its window. Nothing when the record is gone or someone
+/// else's.
+pub(crate) async fn mark_closed<S: VersionedRecords + ?Sized>(
+    store: &S,
+    identity: &Identity,
+    id: u32,
+) -> Result<(), RegistryError> {
+    for _ in 0..ATTEMPTS {
+        let Some((record, version)) = store.read(&identity.service, id).await? else {
+            return Ok(());
+        };
+        if &record.identity != identity || record.closed {
+            return Ok(());
+        }
+        let closed = WorkerRecord {
+            closed: true,
+            ..record
+        };
+        if store.replace(&closed, version).await? {
+            return Ok(());
         }
     }
-    Err(space_full(identity, space, store.store()))
+    Err(contended(store, identity, id))
 }
 
 /// The error for an ID that is no longer `identity`'s.
@@ -211,21 +281,26 @@ pub(crate) async fn release<S: VersionedRecords + ?Sized>(
 }
 
 /// Takes over for `identity` the ID longest idle since `idle_before_ms` whose holder is gone
-/// (see [`Registry::reclaim`](crate::Registry::reclaim)), keeping its last time. `None`:
-/// nothing to take.
+/// (see [`Registry::reclaim`](crate::Registry::reclaim)), keeping its last time; the record
+/// is marked open with this holder's window. `None`: nothing to take.
 pub(crate) async fn take_over_idle<S: VersionedRecords + ?Sized>(
     store: &S,
     identity: &Identity,
     space: IdSpace,
     idle_before_ms: u64,
-) -> Result<Option<WorkerRecord>, RegistryError> {
+    window_ms: u64,
+) -> Result<Option<Allocation>, RegistryError> {
     let records = list(store, &identity.service).await?;
     for (previous, version) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms) {
         let previous_holder = previous.identity.clone();
-        let record = previous.taken_over_by(identity);
+        let record = previous.clone().taken_over_by(identity, window_ms);
         // Compare-and-set on the version read: two reclaimers cannot both win.
         if store.take_over(&record, version, &previous_holder).await? {
-            return Ok(Some(record));
+            return Ok(Some(Allocation {
+                record,
+                existing: false,
+                previous: Some(previous),
+            }));
         }
     }
     Ok(None)
@@ -239,6 +314,10 @@ pub(crate) struct Claim {
     pub(crate) identity: Identity,
     pub(crate) id: u32,
     pub(crate) fence: Arc<Fence>,
+    /// How long after sending a request the registry confirmed the holder may issue
+    /// ([`crate::terms`]), in nanoseconds: a new ZooKeeper session may be granted another
+    /// timeout.
+    window_nanos: AtomicU64,
     /// The latest last time this process wrote to the record, or found in it at registration.
     recorded_ms: AtomicU64,
     /// The session (ZooKeeper) under which the claim stands.
@@ -251,11 +330,21 @@ pub(crate) struct Claim {
 }
 
 impl Claim {
-    pub(crate) fn new(record: &WorkerRecord, fence: Arc<Fence>, epoch: u64) -> Self {
+    /// A claim on `record`'s ID under session `epoch`, confirmed by the registry in answer to
+    /// a request sent at `sent`: its fence opens until `sent + window`.
+    pub(crate) fn new(
+        record: &WorkerRecord,
+        fence: Arc<Fence>,
+        epoch: u64,
+        window: Duration,
+        sent: Sent,
+    ) -> Self {
+        fence.confirm(sent, window);
         Claim {
             identity: record.identity.clone(),
             id: record.id,
             fence,
+            window_nanos: AtomicU64::new(nanos(window)),
             recorded_ms: AtomicU64::new(record.last_time_ms),
             epoch: AtomicU64::new(epoch),
             lapsed: AtomicBool::new(false),
@@ -279,6 +368,24 @@ impl Claim {
         self.epoch.load(Ordering::Acquire)
     }
 
+    /// The registry confirmed the claim in answer to a request sent at `sent`: generators may
+    /// issue until `sent + window` (unless the claim lapsed or the ID is lost: then the fence
+    /// stays raised).
+    pub(crate) fn confirmed(&self, sent: Sent) {
+        self.fence.confirm(sent, self.window());
+    }
+
+    /// The claim's window.
+    pub(crate) fn window(&self) -> Duration {
+        Duration::from_nanos(self.window_nanos.load(Ordering::Acquire))
+    }
+
+    /// Sets the claim's window (the terms of a new session), before it is held again under it.
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))] // etcd's TTL never changes
+    pub(crate) fn set_window(&self, window: Duration) {
+        self.window_nanos.store(nanos(window), Ordering::Release);
+    }
+
     /// The claim lapsed: no IDs until it is held again.
     pub(crate) fn lapse(&self) {
         self.lapsed.store(true, Ordering::Release);
@@ -289,10 +396,12 @@ impl Claim {
         self.lapsed.load(Ordering::Acquire)
     }
 
-    /// The claim stands again under session `epoch`: generation may go on (unless the ID is
+    /// The claim stands again under session `epoch`, as the registry confirmed in answer to a
+    /// request sent at `sent`: generation may go on until `sent + window` (unless the ID is
     /// lost).
-    pub(crate) fn held_under(&self, epoch: u64) {
+    pub(crate) fn held_under(&self, epoch: u64, sent: Sent) {
         self.epoch.store(epoch, Ordering::Release);
+        self.fence.confirm(sent, self.window());
         self.lapsed.store(false, Ordering::Release);
         // Under the lock `lose` takes: a loss found at the same time is never lowered.
         let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
@@ -312,6 +421,10 @@ impl Claim {
         *lost = Some(why);
         self.fence.raise();
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A registry's live claims (each held by its registration; gone with it).
@@ -497,11 +610,7 @@ mod tests {
     }
 
     fn record(id: u32, port: u16, last_time_ms: u64) -> WorkerRecord {
-        WorkerRecord {
-            id,
-            identity: who(port),
-            last_time_ms,
-        }
+        WorkerRecord::new(id, who(port), last_time_ms)
     }
 
     #[tokio::test]
@@ -584,12 +693,13 @@ mod tests {
         store.before_write.lock().unwrap().push(Box::new(|r| {
             r.insert(1, (record(1, 8, 0), 1));
         }));
-        let (r, existing) = allocate(&store, &who(1), space).await.unwrap();
-        assert_eq!((r.id, existing), (2, false));
-        let (r, existing) = allocate(&store, &who(1), space).await.unwrap();
-        assert_eq!((r.id, existing), (2, true));
-        allocate(&store, &who(2), space).await.unwrap();
-        let e = allocate(&store, &who(3), space).await.unwrap_err();
+        let a = allocate(&store, &who(1), space, 4_000).await.unwrap();
+        assert_eq!((a.record.id, a.existing), (2, false));
+        assert!(a.previous.is_none());
+        let a = allocate(&store, &who(1), space, 4_000).await.unwrap();
+        assert_eq!((a.record.id, a.existing), (2, true));
+        allocate(&store, &who(2), space, 4_000).await.unwrap();
+        let e = allocate(&store, &who(3), space, 4_000).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::SpaceFull);
         assert!(e.message.contains("all 4 IDs"), "{e}");
     }

@@ -42,11 +42,7 @@ impl Registry for StaticRegistry {
                 space.size - 1
             )));
         }
-        let record = WorkerRecord {
-            id: self.id,
-            identity: identity.clone(),
-            last_time_ms: 0,
-        };
+        let record = WorkerRecord::new(self.id, identity.clone(), 0);
         Ok(Registration::new(record, true, None))
     }
 

@@ -14,9 +14,17 @@
 //! Heartbeats `setData` the worker node with the version just read, so a record that changed
 //! hands (released and re-registered) is never overwritten.
 //!
-//! **A session that expires** (the server ended it: the holder was cut off longer than the
-//! session timeout, or the client gave up reconnecting after 1.4 times it) takes the holder
-//! nodes with it, so another process may claim the identity: a keeper task raises the
+//! **The local window.** Every `T/6` (1 s for the default 6 s session) a keeper task writes
+//! the holder nodes of the session's claims in one transaction. A write only commits while the
+//! leader holds the session valid, so each one answered moves the claims' fence deadlines to
+//! the moment it was *sent* plus `2T/3` ([`crate::terms`]): a process that was paused, or cut
+//! off (connections refused, or a blackhole where nothing closes), stops issuing IDs on its own
+//! clock at least `T/3` before the server can expire its session, whatever its client has or
+//! has not noticed. Pings do not count: a follower answers them itself, even when the leader
+//! no longer hears from it.
+//!
+//! **A session that expires** (the server ended it, or the client gave up) takes the holder
+//! nodes with it, so another process may claim the identity: the keeper raises the
 //! [`Fence`](floe_core::fence::Fence) of every registration of the session at once (no IDs),
 //! opens a new session, and holds each ID again: it re-creates the holder node under the new
 //! session and checks that the worker record is still the identity's and that its last time is
@@ -25,9 +33,12 @@
 //! time. The record is not rewritten, so its last time never moves back. An ID that turned out
 //! to be someone else's stays fenced for good, and every heartbeat says why.
 //!
-//! While the client is only disconnected (the session may still be alive on the server),
-//! generation goes on; the fence rises when the expiry is known: the server says so on
-//! reconnection, or the client gives up after 1.4 session timeouts (8.4 s).
+//! **A takeover waits.** The leader learns of a session's requests from followers with a delay
+//! (half a tick, or never if the follower is cut off just after), so it may expire a session
+//! before the holder's window ends. A process that takes over an ID whose last holder did not
+//! close it cleanly (the same identity restarted, or `reclaim_after`) therefore waits that
+//! holder's window plus a margin ([`LeaseTerms::takeover_wait`]) before its first ID, counted
+//! from the moment it found the ID free: after every write the old holder had confirmed.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
@@ -36,9 +47,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError};
 
-use floe_core::fence::Fence;
+use floe_core::clock::SystemClock;
+use floe_core::fence::{Fence, Sent};
 
-use super::records::{self, decode, encode, Claim, Claims, VersionedRecords};
+use super::records::{self, decode, encode, Allocation, Claim, Claims, VersionedRecords};
+use crate::terms::LeaseTerms;
 use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
@@ -52,6 +65,8 @@ pub struct ZkRegistry {
 struct Shared {
     root: String,
     cluster: String,
+    /// The session timeout asked of the server (it may grant another).
+    asked: Duration,
     session: Mutex<Session>,
     claims: Claims,
 }
@@ -108,6 +123,11 @@ impl Shared {
             self.root, identity.service, identity.host, identity.port
         )
     }
+
+    /// The terms of the current session: expiry = the session timeout the server granted.
+    fn terms(&self) -> LeaseTerms {
+        LeaseTerms::for_expiry(self.session().client.session_timeout())
+    }
 }
 
 impl fmt::Debug for ZkRegistry {
@@ -133,14 +153,14 @@ fn map_err(what: &str, e: ZkError) -> RegistryError {
     RegistryError::new(kind, format!("zookeeper: {what}: {e}"))
 }
 
-/// The session timeout asked of the server.
-const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+/// The session timeout asked of the server by default (`?session_timeout=` in the URL).
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
-/// Opens a session on `cluster`.
-async fn open_session(cluster: &str) -> Result<Client, ZkError> {
+/// Opens a session on `cluster`, asking for `timeout`.
+async fn open_session(cluster: &str, timeout: Duration) -> Result<Client, ZkError> {
     Client::connector()
-        .with_session_timeout(SESSION_TIMEOUT)
-        .with_connection_timeout(Duration::from_secs(3))
+        .with_session_timeout(timeout)
+        .with_connection_timeout(timeout / 2)
         .connect(cluster)
         .await
 }
@@ -160,14 +180,27 @@ impl ZkRegistry {
     /// [`ErrorKind::Config`] for a bad root; [`ErrorKind::Unavailable`] when no server answers
     /// within the connection timeout.
     pub async fn connect(cluster: &str, root: &str) -> Result<Self, RegistryError> {
+        Self::connect_with(cluster, root, SESSION_TIMEOUT).await
+    }
+
+    /// As [`connect`](Self::connect), asking the server for sessions of `session_timeout`.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with(
+        cluster: &str,
+        root: &str,
+        session_timeout: Duration,
+    ) -> Result<Self, RegistryError> {
         crate::open::check_servers("ZooKeeper", cluster, root)?;
-        let client = open_session(cluster)
+        let client = open_session(cluster, session_timeout)
             .await
             .map_err(|e| map_err(&format!("cannot connect to {cluster}"), e))?;
         let watcher = client.state_watcher();
         let shared = Arc::new(Shared {
             root: root.to_string(),
             cluster: cluster.to_string(),
+            asked: session_timeout,
             session: Mutex::new(Session {
                 client,
                 epoch: 0,
@@ -195,15 +228,43 @@ impl ZkRegistry {
         format!("{}/{id}", self.workers(service))
     }
 
-    /// Builds the registration of `record`, claimed under session `epoch`.
-    fn registration(&self, record: WorkerRecord, existing: bool, epoch: u64) -> Registration {
+    /// Builds the registration of `allocation`, claimed under session `epoch` by a write sent
+    /// at `sent`. `taken_over`: the holder node was created by this registration, so a
+    /// previous holder that did not close cleanly may still be inside its window.
+    fn registration(
+        &self,
+        allocation: Allocation,
+        epoch: u64,
+        sent: Sent,
+        taken_over: bool,
+    ) -> Registration {
+        let Allocation {
+            record,
+            existing,
+            previous,
+        } = allocation;
+        let terms = self.shared.terms();
+        let takeover_wait = match &previous {
+            Some(p) if taken_over && !p.closed => {
+                LeaseTerms::takeover_wait(p.window_ms, terms.window)
+            }
+            _ => Duration::ZERO,
+        };
         let fence = Arc::new(Fence::new());
-        let claim = Arc::new(Claim::new(&record, fence.clone(), epoch));
+        let claim = Arc::new(Claim::new(
+            &record,
+            fence.clone(),
+            epoch,
+            terms.window,
+            sent,
+        ));
         self.shared.add_claim(&claim);
         Registration {
             record,
             existing,
             fence,
+            takeover_wait,
+            previous_holder: previous.map(|p| p.identity),
             _hold: Some(Hold::new(ZkHold {
                 _shared: self.shared.clone(),
                 _claim: claim,
@@ -247,10 +308,16 @@ fn held_elsewhere(identity: &Identity, holder: &str) -> RegistryError {
     )
 }
 
-/// The keeper of a registry's session: when it ends, fences every claim, opens a new session
-/// and holds each claim's ID again (see the module docs). Ends with the registry and its
-/// registrations.
+/// The keeper of a registry's session: confirms the session's claims every `T/6` by a write
+/// (see the module docs); when the session ends, fences every claim, opens a new session and
+/// holds each claim's ID again. Ends with the registry and its registrations.
 async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher) {
+    let every = match shared.upgrade() {
+        Some(shared) => shared.terms().confirm_every,
+        None => return,
+    };
+    let mut confirm = tokio::time::interval(every);
+    confirm.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // Hold again the claims the last session left (none but after an expiry).
         let unsettled = match shared.upgrade() {
@@ -262,23 +329,34 @@ async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher)
         } else {
             Duration::from_secs(1)
         };
-        let state = match tokio::time::timeout(wait, watcher.changed()).await {
-            Ok(state) => state,
-            Err(_) => continue, // a look at the claims, and whether the registry is still here
+        let state = tokio::select! {
+            state = watcher.changed() => state,
+            _ = confirm.tick() => {
+                match shared.upgrade() {
+                    Some(shared) => confirm_claims(&shared, every).await,
+                    None => return,
+                }
+                continue;
+            }
+            // A look at the claims, and whether the registry is still here.
+            _ = tokio::time::sleep(wait) => continue,
         };
         if !state.is_terminated() {
             continue; // disconnected or connected again: the same session
         }
-        match shared.upgrade() {
-            Some(shared) => shared.expired(),
+        let asked = match shared.upgrade() {
+            Some(shared) => {
+                shared.expired();
+                shared.asked
+            }
             None => return,
-        }
+        };
         let mut backoff = Duration::from_millis(100);
         watcher = loop {
             let Some(cluster) = shared.upgrade().map(|s| s.cluster.clone()) else {
                 return;
             };
-            match open_session(&cluster).await {
+            match open_session(&cluster, asked).await {
                 Ok(client) => {
                     let watcher = client.state_watcher();
                     match shared.upgrade() {
@@ -294,6 +372,43 @@ async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher)
             }
         };
     }
+}
+
+/// Confirms the claims standing under the current session: one transaction that writes each
+/// one's holder node (it commits only while the leader holds the session valid, and only if
+/// every node is still there). Answered within `within`: each claim's window runs from the
+/// moment it was sent. Otherwise nothing moves: the deadlines close the fences by themselves.
+async fn confirm_claims(shared: &Arc<Shared>, within: Duration) {
+    let session = shared.session();
+    if !session.open {
+        return;
+    }
+    let claims: Vec<_> = shared
+        .claims
+        .live()
+        .into_iter()
+        .filter(|c| c.epoch() == session.epoch && !c.is_lapsed() && c.lost().is_none())
+        .collect();
+    if claims.is_empty() {
+        return;
+    }
+    let sent = Sent::now(&SystemClock);
+    let mut txn = session.client.new_multi_writer();
+    for claim in &claims {
+        if txn
+            .add_set_data(&shared.holder(&claim.identity), b"", None)
+            .is_err()
+        {
+            return;
+        }
+    }
+    if let Ok(Ok(_)) = tokio::time::timeout(within, txn.commit()).await {
+        for claim in &claims {
+            claim.confirmed(sent);
+        }
+    }
+    // A holder node gone while its session lives (deleted by hand) fails the transaction:
+    // those windows run out, and the next heartbeat finds the claim lost.
 }
 
 /// Holds again, under the current session, every claim made under an earlier one. Whether
@@ -313,6 +428,7 @@ async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
         }
         let holder = shared.holder(&claim.identity);
         let mut created = false;
+        let sent = Sent::now(&SystemClock);
         let held = match create_holder(&session.client, &holder).await {
             Ok(node @ (HolderNode::Created | HolderNode::Ours)) => {
                 created = matches!(node, HolderNode::Created);
@@ -332,7 +448,10 @@ async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
             Err(e) => Err(e),
         };
         match held {
-            Ok(()) => claim.held_under(session.epoch),
+            Ok(()) => {
+                claim.set_window(LeaseTerms::for_expiry(session.client.session_timeout()).window);
+                claim.held_under(session.epoch, sent);
+            }
             Err(e) if e.kind == ErrorKind::Conflict => {
                 // Someone else's now: fenced for good; the identity is not kept claimed.
                 if created {
@@ -467,7 +586,11 @@ impl Registry for ZkRegistry {
     fn holder_linger(&self) -> Duration {
         // The timeout the server granted (it may give more than was asked), which a dead
         // holder's ephemeral node outlives by up to one tick.
-        self.client().session_timeout().max(SESSION_TIMEOUT)
+        self.client().session_timeout().max(self.shared.asked)
+    }
+
+    fn lease_terms(&self) -> Option<LeaseTerms> {
+        Some(self.shared.terms())
     }
 
     async fn register(
@@ -488,6 +611,8 @@ impl Registry for ZkRegistry {
                 .map_err(|e| map_err(&format!("create {dir}"), e))?;
         }
         let holder = self.holder(identity);
+        // The create is a write: its answer confirms the session, from this moment on.
+        let sent = Sent::now(&SystemClock);
         let created = match create_holder(&client, &holder).await? {
             HolderNode::Created => true,
             HolderNode::Ours => false,
@@ -501,13 +626,13 @@ impl Registry for ZkRegistry {
                 ))
             }
         };
-        let result = records::allocate(self, identity, space).await;
+        let window_ms = self.shared.terms().window_ms();
+        let result = records::allocate(self, identity, space, window_ms).await;
         if result.is_err() && created {
             // Do not keep the identity claimed by a registration that failed.
             let _ = client.delete(&holder, None).await;
         }
-        let (record, existing) = result?;
-        Ok(self.registration(record, existing, epoch))
+        Ok(self.registration(result?, epoch, sent, created))
     }
 
     async fn heartbeat(
@@ -554,7 +679,8 @@ impl Registry for ZkRegistry {
         records::release(self, identity).await
     }
 
-    async fn close(&self, identity: &Identity) -> Result<(), RegistryError> {
+    async fn close(&self, identity: &Identity, id: u32) -> Result<(), RegistryError> {
+        records::mark_closed(self, identity, id).await?;
         let holder = self.holder(identity);
         match self.client().delete(&holder, None).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
@@ -572,6 +698,7 @@ impl Registry for ZkRegistry {
         let Session { client, epoch, .. } = self.shared.session();
         let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
         let holder = self.holder(identity);
+        let sent = Sent::now(&SystemClock);
         match client.create(&holder, b"", &ephemeral).await {
             Ok(_) => {}
             Err(ZkError::NodeExists) => {
@@ -582,12 +709,13 @@ impl Registry for ZkRegistry {
             }
             Err(e) => return Err(map_err(&format!("create {holder}"), e)),
         }
-        let taken = records::take_over_idle(self, identity, space, idle_before_ms).await;
+        let window_ms = self.shared.terms().window_ms();
+        let taken = records::take_over_idle(self, identity, space, idle_before_ms, window_ms).await;
         if !matches!(taken, Ok(Some(_))) {
             // Nothing taken: do not keep the identity claimed.
             let _ = client.delete(&holder, None).await;
         }
-        Ok(taken?.map(|record| self.registration(record, false, epoch)))
+        Ok(taken?.map(|allocation| self.registration(allocation, epoch, sent, true)))
     }
 
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
