@@ -1,9 +1,13 @@
 # Throw-away real servers for floe's tests: each on a fresh temporary directory and a
 # non-default loopback port, stopped (by pid) when the calling script exits.
 # Source this file, call start_<server>, and read the FLOE_TEST_<SERVER> variable it exports.
+# The clusters (start_zookeeper_ensemble, start_etcd_cluster) run each member in a network
+# namespace of its own instead, on a private address, so that a test can cut it off.
 
 FLOE_SERVICE_PIDS=()
 FLOE_SERVICE_DIRS=()
+# The clusters' networks (a prefix each: see cluster_net_create), removed once their servers stop.
+FLOE_SERVICE_NETS=()
 
 stop_services() {
   # SIGINT first: PostgreSQL's fast shutdown (SIGTERM would wait for its clients); then SIGTERM
@@ -17,6 +21,9 @@ stop_services() {
   done
   for pid in "${FLOE_SERVICE_PIDS[@]}"; do
     wait "$pid" 2>/dev/null || true
+  done
+  for net in "${FLOE_SERVICE_NETS[@]}"; do
+    cluster_net_remove "$net"
   done
   for dir in "${FLOE_SERVICE_DIRS[@]}"; do
     rm -rf "$dir"
@@ -74,8 +81,9 @@ wait_ready() {
 
 zk_ready() { zk_ask 127.0.0.1 "$1" srvr | grep -q 'Mode: standalone'; }
 
+# etcd_ready PORT [HOST]: GET /health answers {"health":"true"} (on 127.0.0.1 unless HOST).
 etcd_ready() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && timeout 2 cat <&3) \
+  (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && timeout 2 cat <&3) \
     2>/dev/null | grep -q '"health":"true"'
 }
 
@@ -315,4 +323,209 @@ START
     -e 'CREATE DATABASE IF NOT EXISTS floe'
   export "$name=mysql://root@127.0.0.1:$port/floe" "${name}_CA=$dir/ca.pem" "${name}_PID=$pid"
   echo "MariaDB (TLS only) on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}
+
+# --- Clusters: three members, each in a network namespace of its own, for partition tests ---
+#
+# A cluster's network, for a PREFIX (flzk, flet) and a NET (10.77.1, 10.77.2): a bridge PREFIXbr
+# in the root namespace at NET.254/24; member i in the namespace PREFIXi, at NET.i on its eth0, a
+# veth whose other end, PREFIXvi, is a port of the bridge. The root namespace (the tests, and the
+# floe processes they start) reaches every member, and the members each other, through the bridge.
+# A partition of member i is `ip link set PREFIXvi down`: its packets vanish, both ways (no
+# refusal, no reset: connections time out), from the other members and from the root namespace;
+# `ip link set PREFIXvi up` heals it at once.
+
+# cluster_net_remove PREFIX: kills (SIGKILL: their data is thrown away) what still runs in the
+# namespaces PREFIX1..3 (a member a test started again, or the servers of a run that died without
+# stop_services), then removes them, their veths and the bridge. The veths first: a deleted
+# namespace lets go of its links later.
+cluster_net_remove() {
+  local prefix=$1 i pids
+  for _ in $(seq 1 20); do
+    pids=$(for i in 1 2 3; do ip netns pids "$prefix$i" 2>/dev/null || true; done)
+    [ -n "$pids" ] || break
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.25
+  done
+  for i in 1 2 3; do
+    ip link del "${prefix}v$i" 2>/dev/null || true
+    ip netns del "$prefix$i" 2>/dev/null || true
+  done
+  ip link del "${prefix}br" 2>/dev/null || true
+}
+
+# run_id PID: PID and its start time, if it runs (a zombie does not), to know it again later.
+run_id() {
+  local stat
+  stat=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $stat != Z* ]] && echo "$1 $(ps -o lstart= -p "$1")"
+}
+
+# cluster_net_create PREFIX NET: builds that network afresh, after removing what an earlier run
+# left of it. The addresses are fixed, so it refuses while the run that built it is alive (the
+# bridge's alias is that run's run_id).
+cluster_net_create() {
+  local prefix=$1 net=$2 me owner i
+  me=$(run_id $$)
+  owner=$(cat "/sys/class/net/${prefix}br/ifalias" 2>/dev/null || true)
+  if [ -n "$owner" ] && [ "$owner" != "$me" ] && [ "$owner" = "$(run_id "${owner%% *}")" ]; then
+    echo "${prefix}br ($net.0/24) belongs to a run still alive (pid ${owner%% *}); not touching it" >&2
+    return 1
+  fi
+  cluster_net_remove "$prefix"
+  FLOE_SERVICE_NETS+=("$prefix")
+  ip link add "${prefix}br" type bridge && ip link set "${prefix}br" alias "$me" \
+    && ip addr add "$net.254/24" dev "${prefix}br" && ip link set "${prefix}br" up || return 1
+  for i in 1 2 3; do
+    ip netns add "$prefix$i" && ip link add "${prefix}v$i" type veth peer name eth0 netns "$prefix$i" \
+      && ip link set "${prefix}v$i" master "${prefix}br" up \
+      && ip -n "$prefix$i" addr add "$net.$i/24" dev eth0 \
+      && ip -n "$prefix$i" link set lo up && ip -n "$prefix$i" link set eth0 up || return 1
+  done
+}
+
+# zk_member_ready HOST PORT: the member serves, as the leader or a follower.
+zk_member_ready() { zk_ask "$1" "$2" srvr | grep -Eq 'Mode: (leader|follower)'; }
+
+# zk_one_leader NET PORT: exactly one of NET.1..3 answers srvr with Mode: leader.
+zk_one_leader() {
+  local i leaders=0
+  for i in 1 2 3; do
+    if zk_ask "$1.$i" "$2" srvr | grep -q 'Mode: leader'; then
+      leaders=$((leaders + 1))
+    fi
+  done
+  [ "$leaders" = 1 ]
+}
+
+# etcd_status HOST PORT: etcd's Maintenance.Status (JSON), as the member at HOST:PORT sees it.
+etcd_status() {
+  (exec 3<>"/dev/tcp/$1/$2" \
+    && printf 'POST /v3/maintenance/status HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}' >&3 \
+    && timeout 2 cat <&3) 2>/dev/null | tail -n 1
+}
+
+# etcd_one_leader NET PORT: the members NET.1..3 agree on a leader, and it is one of them.
+etcd_one_leader() {
+  local i status leader= ids=
+  for i in 1 2 3; do
+    status=$(etcd_status "$1.$i" "$2")
+    [[ $status =~ \"leader\":\"([0-9]+)\" ]] || return 1
+    [ -z "$leader" ] || [ "$leader" = "${BASH_REMATCH[1]}" ] || return 1
+    leader=${BASH_REMATCH[1]}
+    [[ $status =~ \"member_id\":\"([0-9]+)\" ]] || return 1
+    ids+=" ${BASH_REMATCH[1]} "
+  done
+  [ "$leader" != 0 ] && [[ $ids == *" $leader "* ]]
+}
+
+# start_zookeeper_ensemble [NAME]: ZooKeeper as an ensemble of three (QuorumPeerMain: the
+# ZooKeeperServerMain of start_zookeeper would run each one standalone), member i in the namespace
+# flzki at 10.77.1.i (client port 21901, quorum 21902, election 21903). Exports NAME (default
+# FLOE_TEST_ZK_ENSEMBLE) = the connect string 10.77.1.1:21901,10.77.1.2:21901,10.77.1.3:21901, and
+# for i in 1..3: NAME_i = member i's host:port, NAME_i_PID, NAME_i_START (a script that starts it
+# again on the same data, in its namespace, after a kill) and NAME_i_LINK = flzkvi (`ip link set
+# flzkvi down` cuts it off, `up` heals it). Ready when every member serves, one as the leader.
+# Which one leads: the one whose `srvr` four-letter word answers `Mode: leader`, e.g.
+#   printf srvr | timeout 2 socat - TCP:$NAME_1 | grep '^Mode:'
+# (the others answer `Mode: follower`; a member without a quorum, or in an election, answers
+# "This ZooKeeper instance is not currently serving requests"; seen from outside, a member cut
+# off does not answer at all, so connect with a timeout).
+start_zookeeper_ensemble() {
+  local name=${1:-FLOE_TEST_ZK_ENSEMBLE}
+  ensure_package zookeeper /usr/share/java/zookeeper.jar
+  ensure_package iproute2 /usr/sbin/ip
+  local net=10.77.1 top dir i servers= connect= pids=()
+  cluster_net_create flzk "$net" || return 1
+  top=$(mktemp -d /tmp/floe-zk-ensemble.XXXXXX)
+  FLOE_SERVICE_DIRS+=("$top")
+  for i in 1 2 3; do
+    servers+="server.$i=$net.$i:21902:21903"$'\n'
+    connect+="${connect:+,}$net.$i:21901"
+  done
+  for i in 1 2 3; do
+    dir=$top/$i
+    mkdir -p "$dir/data"
+    echo "$i" >"$dir/data/myid"
+    cat >"$dir/zoo.cfg" <<CFG
+tickTime=500
+initLimit=10
+syncLimit=4
+dataDir=$dir/data
+clientPort=21901
+clientPortAddress=$net.$i
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat
+minSessionTimeout=1000
+maxSessionTimeout=30000
+$servers
+CFG
+    cat >"$dir/start.sh" <<START
+exec ip netns exec flzk$i java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
+  org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >>"$dir/server.log" 2>&1
+START
+    launch "$dir"
+    pids+=("$LAUNCHED")
+  done
+  for i in 1 2 3; do
+    wait_ready "ZooKeeper member $i" "$top/$i" zk_member_ready "$net.$i" 21901 || return 1
+  done
+  wait_ready "ZooKeeper ensemble" "$top/1" zk_one_leader "$net" 21901 || return 1
+  export "$name=$connect"
+  for i in 1 2 3; do
+    export "${name}_$i=$net.$i:21901" "${name}_${i}_PID=${pids[i - 1]}" \
+      "${name}_${i}_START=$top/$i/start.sh" "${name}_${i}_LINK=flzkv$i"
+  done
+  echo "ZooKeeper $(zk_ask "$net.1" 21901 srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') ensemble on $connect as $name (pids ${pids[*]}, $top)"
+}
+
+# start_etcd_cluster [NAME]: etcd as a cluster of three (m1, m2, m3), member i in the namespace
+# fleti at 10.77.2.i (client port 23901, peer port 23902). Exports NAME (default
+# FLOE_TEST_ETCD_CLUSTER) = 10.77.2.1:23901,10.77.2.2:23901,10.77.2.3:23901, and for i in 1..3:
+# NAME_i = member i's host:port, NAME_i_PID, NAME_i_START (a script that starts it again on the
+# same data, in its namespace, after a kill) and NAME_i_LINK = fletvi (`ip link set fletvi down`
+# cuts it off, `up` heals it). Ready when every member is healthy and all agree on a leader.
+# Which one leads: ask a member for its status,
+#   curl -s -m 2 -X POST http://$NAME_1/v3/maintenance/status -d '{}'
+# which answers {"header":{"cluster_id":"…","member_id":"…","revision":"…","raft_term":"…"},
+# "version":"3.4.23",…,"leader":"…","raftIndex":"…","raftTerm":"…",…} (the IDs are decimal
+# uint64s in JSON strings): the leader is the member whose header.member_id equals leader. A
+# member that knows no leader (cut off, or in an election) leaves "leader" out and adds
+# "errors":["etcdserver: no leader"]; seen from outside, a member cut off does not answer at
+# all, so give the request a timeout.
+start_etcd_cluster() {
+  local name=${1:-FLOE_TEST_ETCD_CLUSTER}
+  ensure_package etcd-server /usr/bin/etcd
+  ensure_package iproute2 /usr/sbin/ip
+  local net=10.77.2 top dir i cluster= addrs= pids=()
+  cluster_net_create flet "$net" || return 1
+  top=$(mktemp -d /tmp/floe-etcd-cluster.XXXXXX)
+  FLOE_SERVICE_DIRS+=("$top")
+  for i in 1 2 3; do
+    cluster+="${cluster:+,}m$i=http://$net.$i:23902"
+    addrs+="${addrs:+,}$net.$i:23901"
+  done
+  for i in 1 2 3; do
+    dir=$top/$i
+    mkdir -p "$dir"
+    # etcd's own log level (info): its leader changes are in server.log.
+    cat >"$dir/start.sh" <<START
+exec ip netns exec flet$i etcd --name m$i --data-dir "$dir/data" \
+  --listen-client-urls http://$net.$i:23901 --advertise-client-urls http://$net.$i:23901 \
+  --listen-peer-urls http://$net.$i:23902 --initial-advertise-peer-urls http://$net.$i:23902 \
+  --initial-cluster $cluster --initial-cluster-state new \
+  --initial-cluster-token ${top##*/} --unsafe-no-fsync >>"$dir/server.log" 2>&1
+START
+    launch "$dir"
+    pids+=("$LAUNCHED")
+  done
+  for i in 1 2 3; do
+    wait_ready "etcd member m$i" "$top/$i" etcd_ready 23901 "$net.$i" || return 1
+  done
+  wait_ready "etcd cluster" "$top/1" etcd_one_leader "$net" 23901 || return 1
+  export "$name=$addrs"
+  for i in 1 2 3; do
+    export "${name}_$i=$net.$i:23901" "${name}_${i}_PID=${pids[i - 1]}" \
+      "${name}_${i}_START=$top/$i/start.sh" "${name}_${i}_LINK=fletv$i"
+  done
+  echo "etcd $(etcd --version | sed -n 's/^etcd Version: //p') cluster on $addrs as $name (pids ${pids[*]}, $top)"
 }

@@ -3,11 +3,24 @@
 //! crash. In the test suite it runs short; `scripts/faults.sh` runs it long (FLOE_FAULTS=full)
 //! with the release binary and prints the table that docs/reliability.md shows.
 //! FLOE_FAULTS_TABLE names a file to append the rows to.
+//!
+//! The scenarios run one at a time: the pause and partition rows measure windows of a second
+//! or two, which a machine busy with another scenario's servers would blur.
 
 mod common;
+mod pauses;
 
 use common::faults::{self, Row};
 use floe_testkit::env;
+use floe_testkit::proxy::Cut;
+use pauses::{Fault, Reg, Replacement, Takeover};
+
+/// One scenario at a time (see the module docs).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn print(rows: &[Row]) {
     let mut text = String::new();
@@ -30,6 +43,7 @@ fn print(rows: &[Row]) {
 /// Every durable store: `floe seq` killed with SIGKILL at random moments, WEAK and STRONG.
 #[test]
 fn kill9_loops_on_every_durable_store() {
+    let _one = one_at_a_time();
     let kills = if faults::full() { 20 } else { 1 };
     let stores = [
         "embedded".to_string(),
@@ -55,6 +69,7 @@ fn kill9_loops_on_every_durable_store() {
 /// under load (the servers scripts/test.sh starts for this test alone).
 #[test]
 fn each_store_server_killed_and_restarted_under_load() {
+    let _one = one_at_a_time();
     let down_ms = if faults::full() { 3000 } else { 1000 };
     let servers = [
         (
@@ -98,6 +113,7 @@ fn each_store_server_killed_and_restarted_under_load() {
 /// these is tests/crash.rs: here they run only in the long matrix).
 #[test]
 fn clock_steps_after_kill9() {
+    let _one = one_at_a_time();
     if !faults::full() {
         return;
     }
@@ -127,6 +143,7 @@ fn clock_steps_after_kill9() {
 /// The embedded store on a full disk, then space back; SIGTERM with idle connections.
 #[test]
 fn disk_full_and_sigterm_with_idle_connections() {
+    let _one = one_at_a_time();
     let rows = vec![
         faults::disk_full_embedded(),
         faults::sigterm_with_idle_connections(),
@@ -136,4 +153,67 @@ fn disk_full_and_sigterm_with_idle_connections() {
         row.assert_clean(false);
         assert!(!row.outcome.contains("FAILED"), "{}", row.markdown());
     }
+}
+
+/// The takeover rows of one registry: A paused, or cut off (refused, blackholed), while B (its
+/// own identity on a fresh state directory, or another identity by reclaim) takes its worker
+/// ID. The suite runs each row once, its most dangerous hold (past the expiry), with short
+/// expiries; scripts/faults.sh runs every hold, 21 runs a row, with floe's defaults.
+fn takeover_rows(reg: Reg) -> Vec<Row> {
+    let runs = if faults::full() { 21 } else { 1 };
+    let mut rows = Vec::new();
+    for fault in [
+        Fault::Pause,
+        Fault::Cut(Cut::Refuse),
+        Fault::Cut(Cut::Blackhole),
+    ] {
+        for replacement in [Replacement::SameIdentity, Replacement::Reclaim] {
+            let mut t = Takeover::standard(reg, fault, replacement);
+            if !faults::full() {
+                t.holds.drain(..t.holds.len() - 1);
+            }
+            rows.push(t.row(runs));
+        }
+    }
+    rows
+}
+
+fn assert_rows(rows: &[Row]) {
+    print(rows);
+    for row in rows {
+        row.assert_clean(true);
+        assert!(!row.outcome.contains("FAILED"), "{}", row.markdown());
+    }
+}
+
+/// ZooKeeper: A stopped or cut off past its session; no ID repeats, none issued by A after B
+/// issued with A's worker ID.
+#[test]
+fn zookeeper_pauses_and_partitions() {
+    let _one = one_at_a_time();
+    let reg = if faults::full() {
+        Reg::Zk(6)
+    } else {
+        Reg::Zk(2)
+    };
+    assert_rows(&takeover_rows(reg));
+}
+
+/// etcd: the same.
+#[test]
+fn etcd_pauses_and_partitions() {
+    let _one = one_at_a_time();
+    let reg = if faults::full() {
+        Reg::Etcd(3)
+    } else {
+        Reg::Etcd(2)
+    };
+    let mut rows = takeover_rows(reg);
+    if faults::full() {
+        // The default TTL, paused: the keeper's period was 3.3 s there.
+        rows.push(
+            Takeover::standard(Reg::Etcd(10), Fault::Pause, Replacement::SameIdentity).row(21),
+        );
+    }
+    assert_rows(&rows);
 }

@@ -162,6 +162,31 @@ impl LocalCache {
         Ok(Some(entry))
     }
 
+    /// Removes `identity`'s entry from `registry` if it holds worker ID `id`: the ID is someone
+    /// else's now, and a start from the cache (the registry unreachable) must not take it.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] if the file cannot be removed.
+    pub fn forget(
+        &self,
+        identity: &Identity,
+        registry: &str,
+        id: u32,
+    ) -> Result<(), RegistryError> {
+        let path = self.path(identity, registry);
+        match self.load(identity, registry) {
+            Ok(Some(entry)) if entry.id == id => match fs::remove_file(&path) {
+                Ok(()) => File::open(&self.dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| io_error("cannot sync", &self.dir, &e)),
+                Err(e) if e.kind() == IoKind::NotFound => Ok(()),
+                Err(e) => Err(io_error("cannot remove", &path, &e)),
+            },
+            // Another ID, none, or a file that is not ours to judge: left as it is.
+            _ => Ok(()),
+        }
+    }
+
     /// Stores `entry` atomically. The last time never moves back: a store with an earlier
     /// time than the file's keeps the file's.
     ///
@@ -195,6 +220,8 @@ mod tests {
         let who = Identity::new("orders", "10.0.0.1", 8080);
         let zk = "zk://127.0.0.1:2181/floe";
         assert_eq!(cache.load(&who, zk).unwrap(), None);
+        // Nothing to forget is no error.
+        cache.forget(&who, zk, 3).unwrap();
         let e = CacheEntry {
             registry: zk.into(),
             identity: who.clone(),
@@ -219,6 +246,11 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+        // Forgotten only for the ID it holds.
+        cache.forget(&who, zk, 8).unwrap();
+        assert!(cache.load(&who, zk).unwrap().is_some());
+        cache.forget(&who, zk, 7).unwrap();
+        assert_eq!(cache.load(&who, zk).unwrap(), None);
     }
 
     #[test]

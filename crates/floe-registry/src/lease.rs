@@ -138,6 +138,8 @@ pub struct Lease {
     pub terms: Option<crate::terms::LeaseTerms>,
     horizon: Option<DurableHorizon>,
     registry: String,
+    /// Set once the registry said the ID is someone else's: the cache no longer keeps it.
+    lost: std::sync::atomic::AtomicBool,
     _registration: Option<Registration>,
 }
 
@@ -324,6 +326,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         terms: registration.as_ref().and_then(|_| registry.lease_terms()),
         horizon,
         registry: location,
+        lost: std::sync::atomic::AtomicBool::new(false),
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
@@ -370,7 +373,11 @@ impl Lease {
         cache: &LocalCache,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        let cached = self.record_cache(cache, last_time_ms).await;
+        let cached = if self.is_lost() {
+            Ok(())
+        } else {
+            self.record_cache(cache, last_time_ms).await
+        };
         if cached.is_err() {
             self.stats.cache_failures.fetch_add(1, Ordering::Relaxed);
         }
@@ -393,8 +400,26 @@ impl Lease {
                     .heartbeat_failures
                     .fetch_add(1, Ordering::Relaxed);
                 if e.kind == ErrorKind::Conflict {
-                    // The ID is someone else's now: stop every generator using it.
+                    // The ID is someone else's now: stop every generator using it, and never
+                    // start from it again (a restart while the registry is unreachable would
+                    // take it from the cache).
                     self.fence.raise();
+                    if !self.lost.swap(true, Ordering::AcqRel) {
+                        let (cache, identity, location, id) = (
+                            cache.clone(),
+                            self.identity.clone(),
+                            self.registry.clone(),
+                            self.id,
+                        );
+                        let forgot = off_executor("local cache: forget", move || {
+                            cache.forget(&identity, &location, id)
+                        })
+                        .await;
+                        if let Err(f) = forgot {
+                            self.stats.cache_failures.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(identity = %self.identity, "cannot forget the lost worker ID {} in the local cache: {f}", self.id);
+                        }
+                    }
                 }
                 return Err(e);
             }
@@ -404,8 +429,15 @@ impl Lease {
 }
 
 impl Lease {
+    /// Whether the registry said the ID is someone else's (fenced for good).
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
     /// At a clean shutdown: records `last_time_ms` (as a heartbeat) and ends this process's
     /// hold on the ID, so that a restart finds it free at once. The ID stays this identity's.
+    /// An ID already lost to another process is left alone (its record is not this process's
+    /// to write): that is no error.
     ///
     /// # Errors
     /// As [`Lease::heartbeat`], or the registry's error on closing.
@@ -421,7 +453,13 @@ impl Lease {
             // Brings the bound back to now (fsync).
             off_executor("time bound close", move || h.close(last_time_ms)).await?;
         }
-        self.heartbeat(registry, cache, last_time_ms).await?;
+        match self.heartbeat(registry, cache, last_time_ms).await {
+            Err(e) if e.kind == ErrorKind::Conflict => {
+                tracing::info!(identity = %self.identity, worker_id = self.id, "stopping with a worker ID that is no longer this identity's: nothing to record ({e})");
+                return Ok(());
+            }
+            other => other?,
+        }
         if self.source == Source::Registry {
             registry.close(&self.identity, self.id).await?;
         }

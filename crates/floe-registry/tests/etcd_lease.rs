@@ -245,3 +245,59 @@ async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
         serde_json::from_slice(&admin.get(worker.as_str()).await.unwrap().kvs[0].value).unwrap();
     assert_eq!(record.last_time_ms, recorded + 60_000, "never moved back");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_claimed_by_another_process_while_the_lease_was_lost_stays_fenced() {
+    let server = env("FLOE_TEST_ETCD");
+    let root = unique_root("floe-claimed");
+    let url = format!("etcd://{server}{root}?ttl=3");
+    let registry = floe_registry::open(&url).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let config = LeaseConfig::new(
+        Identity::new("orders", "h1", 8080),
+        IdSpace::snowflake(&Layout::LEAF),
+    );
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    let gen = generator(&lease);
+    gen.next_id().unwrap();
+    // The lease ends (as it does for a process cut off past its TTL), and a replacement with
+    // the same identity (a pod rescheduled on a fresh state directory) claims it at once.
+    let admin = admin(&server);
+    let holder = format!("{root}/orders/holders/h1:8080");
+    let lease_id = admin.get(holder.as_str()).await.unwrap().kvs[0].lease;
+    admin.lease_revoke(lease_id).await.unwrap();
+    let other = floe_registry::open(&url).await.unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let other_cache = LocalCache::new(other_dir.path()).unwrap();
+    let other_lease = acquire(other.as_ref(), &other_cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    assert_eq!(other_lease.id, lease.id);
+
+    // The first process learns it lost the identity: fenced for good, saying why; its cache
+    // forgets the ID; a clean stop is no error and leaves the replacement's claim alone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        match lease.heartbeat(registry.as_ref(), &cache, 1).await {
+            Err(e) if e.kind == ErrorKind::Conflict => break e,
+            other => {
+                assert!(Instant::now() < deadline, "not given up: {other:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert!(err.message.contains("claimed by another process"), "{err}");
+    assert!(!lease.fence.admits_now(&SystemClock));
+    assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
+    assert_eq!(
+        cache.load(&config.identity, &registry.location()).unwrap(),
+        None
+    );
+    lease.close(registry.as_ref(), &cache, 1).await.unwrap();
+    assert!(other_lease.fence.admits_now(&SystemClock));
+    let still = admin.get(holder.as_str()).await.unwrap().kvs[0].lease;
+    assert_ne!(still, lease_id);
+}

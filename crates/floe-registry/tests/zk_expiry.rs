@@ -218,6 +218,13 @@ async fn stays_fenced(s: &Setup, lease: &Lease, last: u64, expect: &str) {
     assert!(err.message.contains(expect), "{err}");
     assert!(err.message.contains("restart floe"), "{err}");
     assert!(!lease.fence.admits_now(&SystemClock));
+    // The local cache forgot it: a restart while the registry is unreachable cannot take an
+    // ID that is another process's now.
+    assert!(lease.is_lost());
+    assert_eq!(
+        s.cache.load(&s.identity, &s.registry.location()).unwrap(),
+        None
+    );
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
     // It is not lowered later: the same answer, still no IDs.
     tokio::time::sleep(Duration::from_secs(2)).await;

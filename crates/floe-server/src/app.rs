@@ -510,27 +510,75 @@ impl Server {
 
         // Snowflake: the default generator and the named ones, each on a lease of its own.
         let mut snowflakes: Vec<(String, Snowflake)> = Vec::new();
-        let all_layouts =
-            std::iter::once((DEFAULT_GENERATOR.to_string(), default_layout)).chain(named_layouts);
+        let all_layouts: Vec<(String, Layout)> =
+            std::iter::once((DEFAULT_GENERATOR.to_string(), default_layout))
+                .chain(named_layouts)
+                .collect();
         let serves = |kind| config.ids.serves(kind);
-        for (name, layout) in all_layouts.filter(|_| serves(IdKind::Snowflake)) {
-            let (svc, kind) = if name == DEFAULT_GENERATOR {
+        let snowflake_lease = |name: &str| {
+            if name == DEFAULT_GENERATOR {
                 (service.clone(), "snowflake".to_string())
             } else {
                 (
                     format!("{service}-snowflake-{name}"),
                     format!("snowflake-{name}"),
                 )
-            };
-            let lease = WorkerLease::try_acquire(
-                &config.registry,
-                state_dir,
-                Identity::new(svc, host.clone(), port),
-                IdSpace::snowflake(&layout),
-                &kind,
-            )
+            }
+        };
+        // Every worker lease at once: a takeover waits out its previous holder's window
+        // (floe_registry::terms), and the waits then overlap instead of adding up.
+        let mut wanted: Vec<(String, Identity, IdSpace)> = Vec::new();
+        if serves(IdKind::Snowflake) {
+            for (name, layout) in &all_layouts {
+                let (svc, kind) = snowflake_lease(name);
+                wanted.push((
+                    kind,
+                    Identity::new(svc, host.clone(), port),
+                    IdSpace::snowflake(layout),
+                ));
+            }
+        }
+        if serves(IdKind::Sno) {
+            wanted.push((
+                "sno".to_string(),
+                Identity::new(format!("{service}-sno"), host.clone(), port),
+                IdSpace::SNO_PARTITIONS,
+            ));
+        }
+        if serves(IdKind::Lexical) && config.lexical.worker_id.is_none() {
+            wanted.push((
+                "lexical".to_string(),
+                Identity::new(format!("{service}-lexical"), host.clone(), port),
+                LEXICAL_WORKERS,
+            ));
+        }
+        let mut acquired: std::collections::HashMap<String, _> =
+            futures_util::future::join_all(wanted.into_iter().map(|(kind, identity, space)| {
+                let registry = &config.registry;
+                async move {
+                    let lease =
+                        WorkerLease::try_acquire(registry, state_dir, identity, space, &kind).await;
+                    (kind, lease)
+                }
+            }))
             .await
-            .map_err(|e| StartError::registry(&format!("snowflake {name}: worker ID"), &e))?;
+            .into_iter()
+            .collect();
+        let mut take_lease = |kind: &str| {
+            acquired.remove(kind).unwrap_or_else(|| {
+                Err(floe_registry::RegistryError::new(
+                    floe_registry::ErrorKind::Corrupt,
+                    format!("internal: no lease was asked for {kind}"),
+                ))
+            })
+        };
+        for (name, layout) in all_layouts
+            .into_iter()
+            .filter(|_| serves(IdKind::Snowflake))
+        {
+            let (_, kind) = snowflake_lease(&name);
+            let lease = take_lease(&kind)
+                .map_err(|e| StartError::registry(&format!("snowflake {name}: worker ID"), &e))?;
             notes.extend(
                 lease
                     .lease
@@ -579,15 +627,8 @@ impl Server {
 
         // sno: a partition of its own.
         if serves(IdKind::Sno) {
-            let sno_lease = WorkerLease::try_acquire(
-                &config.registry,
-                state_dir,
-                Identity::new(format!("{service}-sno"), host.clone(), port),
-                IdSpace::SNO_PARTITIONS,
-                "sno",
-            )
-            .await
-            .map_err(|e| StartError::registry("sno: partition", &e))?;
+            let sno_lease =
+                take_lease("sno").map_err(|e| StartError::registry("sno: partition", &e))?;
             notes.extend(sno_lease.lease.notes.iter().map(|n| format!("sno: {n}")));
             let sno = Arc::new(sno_generator(&sno_lease, &config.sno)?);
             described.push(format!(
@@ -631,15 +672,8 @@ impl Server {
                     (worker, started.not_before_ms, horizon, None)
                 }
                 None => {
-                    let lease = WorkerLease::try_acquire(
-                        &config.registry,
-                        state_dir,
-                        Identity::new(format!("{service}-lexical"), host.clone(), port),
-                        LEXICAL_WORKERS,
-                        "lexical",
-                    )
-                    .await
-                    .map_err(|e| StartError::registry("lexical: worker ID", &e))?;
+                    let lease = take_lease("lexical")
+                        .map_err(|e| StartError::registry("lexical: worker ID", &e))?;
                     notes.extend(lease.lease.notes.iter().map(|n| format!("lexical: {n}")));
                     let l = &lease.lease;
                     let horizon = l

@@ -3,6 +3,9 @@
 //! starts the same server again on the same data) for each.
 #![deny(missing_docs)]
 
+pub mod history;
+pub mod proxy;
+
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};

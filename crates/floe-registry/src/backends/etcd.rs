@@ -354,8 +354,21 @@ async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
             continue;
         }
         // Hold the ID again under a fresh lease.
-        let Ok(Some((new_lease, sent))) = claim_holder(client, &holder, ttl_secs).await else {
-            continue;
+        let (new_lease, sent) = match claim_holder(client, &holder, ttl_secs).await {
+            Ok(Some(claimed)) => claimed,
+            Ok(None) => {
+                // Our lease is gone (etcd said so), yet the holder key stands: another process
+                // claimed the identity meanwhile (a replacement on a fresh state directory).
+                claim.lose(RegistryError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "etcd: {} was claimed by another process while this one's lease had ended ({holder} is another lease's): worker ID {} stays fenced (no IDs): restart floe to register again",
+                        claim.identity, claim.id
+                    ),
+                ));
+                continue;
+            }
+            Err(_) => continue,
         };
         if hold_again(&keys, &claim, Some(new_lease), sent).await {
             lease = new_lease;

@@ -1,0 +1,841 @@
+//! Pauses and partitions (issue 21): real `floe serve` nodes on real registries and stores,
+//! one of them stopped (SIGSTOP) or cut off (a TCP proxy that refuses, or a blackhole), and a
+//! replacement that takes its worker ID; the registries themselves as 3-member clusters whose
+//! leader is killed or partitioned. Every call is recorded (start, end, values) in a
+//! [`History`] and checked: no value twice in a stream, STRONG in real-time order, and every
+//! Snowflake, sno and LexicalUUID owner field used by the node it was granted to, never by an
+//! old holder after the new one issued with it.
+//!
+//! Each scenario returns a [`Row`] for the fault table (scripts/faults.sh runs each row 20
+//! times or more with the release binary; scripts/test.sh once).
+#![allow(dead_code)] // the short and the long matrix use different parts
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use floe_testkit::env;
+use floe_testkit::history::{Grants, History, Outcome, Report, Rules};
+use floe_testkit::proxy::{Cut, Proxy};
+
+use crate::common::faults::{free_port, Row};
+
+// ---------------------------------------------------------------------------------------
+// Nodes
+
+/// A `floe serve` process on `127.0.0.1:PORT` (HTTP only), its standard error kept.
+pub struct Node {
+    pub name: String,
+    pub port: u16,
+    child: Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+/// A directory for a node's state: on tmpfs when there is one, where fsyncs are fastest (the
+/// time bound's fsync once hid a repeat by luck on slower disks).
+pub fn state_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+impl Node {
+    /// Starts `floe serve --grpc off --http 127.0.0.1:PORT ARGS` and returns at once.
+    pub fn spawn(name: &str, port: u16, args: &[String]) -> Node {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("floe"))
+            .arg("serve")
+            .args(["--grpc", "off", "--http", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (lines, pipe) = (Arc::clone(&stderr), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                lines.lock().unwrap().push(line);
+            }
+        });
+        Node {
+            name: name.to_string(),
+            port,
+            child,
+            stderr,
+        }
+    }
+
+    /// Waits until the node listens (`Ok`), or it exits (`Err` with its status), at most
+    /// `limit` (`Err` too).
+    pub fn wait_listening(&mut self, limit: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Err(format!("exited ({status})"));
+            }
+            if started.elapsed() > limit {
+                return Err(format!("not listening after {limit:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, `TERM`, `KILL`).
+    pub fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status();
+    }
+
+    /// SIGTERM (after SIGCONT), and waits at most 20 s for the exit (then SIGKILL).
+    pub fn stop(mut self) -> Option<ExitStatus> {
+        self.stop_keep()
+    }
+
+    /// As [`stop`](Self::stop), keeping the node (its log) for the caller.
+    pub fn stop_keep(&mut self) -> Option<ExitStatus> {
+        self.signal("CONT");
+        self.signal("TERM");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// The lines the node wrote to standard error so far.
+    pub fn log(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// What the node was granted, from its start-up lines: `(stream, field)` pairs.
+    pub fn granted(&self) -> Vec<(&'static str, u64)> {
+        let log = self.log();
+        let field = |prefix: &str| {
+            log.iter().find_map(|l| {
+                let rest = &l[l.find(prefix)? + prefix.len()..];
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+        };
+        [
+            ("snowflake", field("snowflake default: worker ")),
+            ("sno", field("sno: partition ")),
+            ("lexical", field("lexical: worker ")),
+        ]
+        .into_iter()
+        .filter_map(|(s, f)| f.map(|f| (s, f)))
+        .collect()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A replacement node started over and over (as a supervisor restarts a pod that exits) until
+/// one run listens, or `stop`.
+pub struct Supervised {
+    pub node: Arc<Mutex<Option<Node>>>,
+    /// Exits before the run that listened, with the last line each wrote.
+    pub attempts: Arc<Mutex<Vec<String>>>,
+    /// When the run that listens began to.
+    pub listening_at: Arc<Mutex<Option<Duration>>>,
+    thread: JoinHandle<()>,
+}
+
+impl Supervised {
+    pub fn start(
+        name: &str,
+        port: u16,
+        args: Vec<String>,
+        history: &History,
+        stop: Arc<AtomicBool>,
+    ) -> Supervised {
+        let node = Arc::new(Mutex::new(None));
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let listening_at = Arc::new(Mutex::new(None));
+        let thread = {
+            let (node, attempts, at, history, name) = (
+                Arc::clone(&node),
+                Arc::clone(&attempts),
+                Arc::clone(&listening_at),
+                history.clone(),
+                name.to_string(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let mut n = Node::spawn(&name, port, &args);
+                    match n.wait_listening(Duration::from_secs(60)) {
+                        Ok(()) => {
+                            *at.lock().unwrap() = Some(history.now());
+                            *node.lock().unwrap() = Some(n);
+                            return;
+                        }
+                        Err(why) => {
+                            let last = n.log().last().cloned().unwrap_or_default();
+                            attempts.lock().unwrap().push(format!("{why}: {last}"));
+                            drop(n);
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
+                    }
+                }
+            })
+        };
+        Supervised {
+            node,
+            attempts,
+            listening_at,
+            thread,
+        }
+    }
+
+    /// Waits for the supervisor to give up or succeed (it stops when `stop` is set).
+    pub fn join(self) -> (Option<Node>, Vec<String>, Option<Duration>) {
+        let _ = self.thread.join();
+        let node = self.node.lock().unwrap().take();
+        let attempts = self.attempts.lock().unwrap().clone();
+        let at = *self.listening_at.lock().unwrap();
+        (node, attempts, at)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams and clients
+
+/// What a client asks for, and how the answer's values are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Snowflake,
+    Sno,
+    Lexical,
+    Strong,
+    Weak,
+}
+
+impl Stream {
+    pub fn name(self, key: &str) -> String {
+        match self {
+            Stream::Snowflake => "snowflake".into(),
+            Stream::Sno => "sno".into(),
+            Stream::Lexical => "lexical".into(),
+            Stream::Strong => format!("strong:{key}"),
+            Stream::Weak => format!("weak:{key}"),
+        }
+    }
+
+    fn path(self, store: &str, key: &str) -> String {
+        match self {
+            Stream::Snowflake => "/v1/ids/snowflake?count=100".into(),
+            Stream::Sno => "/v1/ids/sno?count=100".into(),
+            Stream::Lexical => "/v1/ids/lexical?count=100".into(),
+            // Small STRONG batches: many calls, so that real-time order is tested often.
+            Stream::Strong => format!("/v1/sequencer/{store}/{key}?increment=strong&count=2"),
+            Stream::Weak => format!("/v1/sequencer/{store}/{key}?count=50"),
+        }
+    }
+
+    fn value(self, text: &str) -> Option<u128> {
+        match self {
+            Stream::Snowflake | Stream::Strong | Stream::Weak => text.parse().ok(),
+            Stream::Sno => {
+                let id: floe_core::sno::SnoId = text.parse().ok()?;
+                Some(
+                    id.to_bytes()
+                        .iter()
+                        .fold(0u128, |n, b| n << 8 | u128::from(*b)),
+                )
+            }
+            Stream::Lexical => u128::from_str_radix(&text.replace('-', ""), 16).ok(),
+        }
+    }
+}
+
+/// A Leaf-layout Snowflake ID's worker field (10 bits above 12 sequence bits).
+pub fn leaf_worker(v: u128) -> u64 {
+    (v >> 12) as u64 & 0x3ff
+}
+
+/// The one-worker layout (41/0/0/22) has no worker field: every ID is worker 0's.
+pub fn no_worker(_: u128) -> u64 {
+    0
+}
+
+/// A sno ID's partition (bytes 6 and 7 of 10).
+pub fn sno_partition(v: u128) -> u64 {
+    (v >> 16) as u64 & 0xffff
+}
+
+/// A LexicalUUID's worker (its low 64 bits).
+pub fn lexical_worker(v: u128) -> u64 {
+    v as u64
+}
+
+/// The rules of each stream: owners for the generators (Snowflake in `layout_owner`'s
+/// layout), real-time order for STRONG.
+pub fn rules(layout_owner: fn(u128) -> u64, key: &str) -> HashMap<String, Rules> {
+    let owner = |f| Rules {
+        real_time_order: false,
+        owner: Some(f),
+    };
+    HashMap::from([
+        ("snowflake".to_string(), owner(layout_owner)),
+        ("sno".to_string(), owner(sno_partition)),
+        ("lexical".to_string(), owner(lexical_worker)),
+        (
+            Stream::Strong.name(key),
+            Rules {
+                real_time_order: true,
+                owner: None,
+            },
+        ),
+    ])
+}
+
+/// One HTTP/1.1 GET on a keep-alive connection: status and body, or `None` when the
+/// connection failed.
+fn get(
+    stream: &mut TcpStream,
+    reader: &mut BufReader<TcpStream>,
+    path: &str,
+) -> Option<(u16, String)> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut status_line = String::new();
+    if reader.read_line(&mut status_line).ok()? == 0 {
+        return None;
+    }
+    let status = status_line.split(' ').nth(1)?.parse().ok()?;
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().ok()?;
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+fn values(stream: Stream, body: &str) -> Option<Vec<u128>> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let texts: Vec<&str> = match (v.get("ids"), v.get("next_id")) {
+        (Some(ids), _) => ids
+            .as_array()?
+            .iter()
+            .map(|i| i.as_str())
+            .collect::<Option<_>>()?,
+        (None, Some(id)) => vec![id.as_str()?],
+        _ => return None,
+    };
+    texts.iter().map(|t| stream.value(t)).collect()
+}
+
+/// A client thread: asks `node` for `stream` again and again until `stop`, recording every
+/// call. An answer is waited for as long as it takes (a stopped node answers after SIGCONT:
+/// those IDs count too).
+pub fn client(
+    history: &History,
+    node: &str,
+    port: u16,
+    stream: Stream,
+    store: &str,
+    key: &str,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    let (history, node, name, path) = (
+        history.clone(),
+        node.to_string(),
+        stream.name(key),
+        stream.path(store, key),
+    );
+    std::thread::spawn(move || {
+        'connect: while !stop.load(Ordering::SeqCst) {
+            let start = history.now();
+            let Ok(conn) = TcpStream::connect(("127.0.0.1", port)) else {
+                history.push(floe_testkit::history::Call {
+                    node: node.clone(),
+                    stream: name.clone(),
+                    start,
+                    end: history.now(),
+                    outcome: Outcome::Failed("connect".into()),
+                });
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(120)));
+            let _ = conn.set_nodelay(true);
+            let mut writer = conn.try_clone().unwrap();
+            let mut reader = BufReader::new(conn);
+            while !stop.load(Ordering::SeqCst) {
+                let mut broken = false;
+                let outcome = history.record(&node, &name, || {
+                    match get(&mut writer, &mut reader, &path) {
+                        Some((200, body)) => match values(stream, &body) {
+                            Some(v) => Outcome::Values(v),
+                            None => Outcome::Failed(format!("unreadable: {body}")),
+                        },
+                        Some((503, _)) => Outcome::Unavailable,
+                        Some((status, body)) => Outcome::Failed(format!("{status} {body}")),
+                        None => {
+                            broken = true;
+                            Outcome::Failed("connection".into())
+                        }
+                    }
+                });
+                if broken {
+                    continue 'connect;
+                }
+                if !matches!(outcome, Outcome::Values(_)) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+    })
+}
+
+/// Client threads for every stream of `streams` on a node.
+pub fn clients(
+    history: &History,
+    node: &str,
+    port: u16,
+    streams: &[Stream],
+    store: &str,
+    key: &str,
+    stop: &Arc<AtomicBool>,
+) -> Vec<JoinHandle<()>> {
+    streams
+        .iter()
+        .map(|&s| client(history, node, port, s, store, key, Arc::clone(stop)))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Registries
+
+/// A registry for the takeover scenarios, with its expiry.
+#[derive(Debug, Clone, Copy)]
+pub enum Reg {
+    /// ZooKeeper (FLOE_TEST_ZOOKEEPER), sessions of this many seconds.
+    Zk(u64),
+    /// etcd (FLOE_TEST_ETCD), leases of this TTL in seconds.
+    Etcd(u64),
+}
+
+impl Reg {
+    fn server(self) -> String {
+        match self {
+            Reg::Zk(_) => env("FLOE_TEST_ZOOKEEPER"),
+            Reg::Etcd(_) => env("FLOE_TEST_ETCD"),
+        }
+    }
+
+    /// The registry's URL for servers `servers` (comma-separated), under `root`.
+    pub fn url(self, servers: &str, root: &str) -> String {
+        match self {
+            Reg::Zk(t) => format!("zk://{servers}{root}?session_timeout={t}"),
+            Reg::Etcd(t) => format!("etcd://{servers}{root}?ttl={t}"),
+        }
+    }
+
+    /// `T`: the expiry.
+    pub fn expiry(self) -> Duration {
+        match self {
+            Reg::Zk(t) | Reg::Etcd(t) => Duration::from_secs(t),
+        }
+    }
+
+    /// `W = 2T/3`: the holder's window.
+    pub fn window(self) -> Duration {
+        self.expiry() * 2 / 3
+    }
+
+    /// When the ZooKeeper client itself gives up on its session (1.4 T).
+    pub fn client_gives_up(self) -> Duration {
+        self.expiry() * 7 / 5
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Reg::Zk(t) => format!("ZooKeeper (session {t} s)"),
+            Reg::Etcd(t) => format!("etcd (TTL {t} s)"),
+        }
+    }
+}
+
+/// What happens to node A.
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    /// SIGSTOP, then SIGCONT.
+    Pause,
+    /// Its path to the registry cut by a proxy, then healed.
+    Cut(Cut),
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Pause => "SIGSTOP",
+            Fault::Cut(Cut::Refuse) => "cut from the registry (connections refused)",
+            Fault::Cut(Cut::Blackhole) => "cut from the registry (blackhole)",
+        }
+    }
+}
+
+/// Who takes A's worker ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replacement {
+    /// A's identity on a fresh state directory (a rescheduled StatefulSet pod).
+    SameIdentity,
+    /// Another identity on a one-worker layout, by `--reclaim-after 1`.
+    Reclaim,
+}
+
+// ---------------------------------------------------------------------------------------
+// Takeover scenarios
+
+/// A row: `runs` runs of A stopped or cut off for each of `holds` in turn, while B tries to
+/// take A's worker ID.
+#[derive(Debug, Clone)]
+pub struct Takeover {
+    pub reg: Reg,
+    pub fault: Fault,
+    pub replacement: Replacement,
+    /// How long the fault lasts, one per run in turn.
+    pub holds: Vec<(String, Duration)>,
+}
+
+/// What one run saw.
+#[derive(Debug, Default)]
+struct RunNotes {
+    report: Report,
+    /// Whether B served.
+    took_over: bool,
+    /// A's last successful call's end, after the fault began.
+    a_last: Option<Duration>,
+    /// B's first successful call's start, after the fault began.
+    b_first: Option<Duration>,
+    /// How long A answered 503 (longest run).
+    a_unavailable: Duration,
+    problems: Vec<String>,
+}
+
+impl Takeover {
+    /// The standard holds: for a pause, just under the window, at it, well over the expiry;
+    /// for a cut, under the window, and over the expiry healed before and after the
+    /// ZooKeeper client's own deadline (1.4 T).
+    pub fn standard(reg: Reg, fault: Fault, replacement: Replacement) -> Takeover {
+        let (w, t) = (reg.window(), reg.expiry());
+        let under = w.saturating_sub(Duration::from_millis(300));
+        let holds = match fault {
+            Fault::Pause => vec![
+                ("just under the window".to_string(), under),
+                ("at the window".to_string(), w),
+                ("well over the expiry (2.5 T)".to_string(), t * 5 / 2),
+            ],
+            Fault::Cut(_) => vec![
+                ("under the window".to_string(), under),
+                (
+                    "past the expiry, healed before the client's deadline (T + 1 s)".to_string(),
+                    t + Duration::from_secs(1),
+                ),
+                (
+                    "past the expiry, healed after the client's deadline (1.4 T + 1.5 s)"
+                        .to_string(),
+                    reg.client_gives_up() + Duration::from_millis(1500),
+                ),
+            ],
+        };
+        Takeover {
+            reg,
+            fault,
+            replacement,
+            holds,
+        }
+    }
+
+    pub fn scenario(&self) -> String {
+        let who = match self.replacement {
+            Replacement::SameIdentity => "B = A's identity on a fresh state directory",
+            Replacement::Reclaim => {
+                "B takes A's only worker ID by reclaim (41/0/0/22 layout, --reclaim-after 1)"
+            }
+        };
+        let holds: Vec<String> = self
+            .holds
+            .iter()
+            .map(|(n, d)| format!("{n}: {:.1} s", d.as_secs_f64()))
+            .collect();
+        format!(
+            "{}: A {} under load; {who}; holds {}",
+            self.reg.name(),
+            self.fault.name(),
+            holds.join(", ")
+        )
+    }
+
+    /// Runs the row `runs` times (holds in turn).
+    pub fn row(&self, runs: usize) -> Row {
+        let mut row = Row {
+            scenario: self.scenario(),
+            ..Row::default()
+        };
+        let mut by_hold: Vec<(usize, usize, Vec<f64>, Vec<f64>, Vec<f64>)> =
+            vec![(0, 0, Vec::new(), Vec::new(), Vec::new()); self.holds.len()];
+        let mut problems = Vec::new();
+        for run in 0..runs {
+            let h = run % self.holds.len();
+            let notes = self.run(self.holds[h].1);
+            row.issued += notes.report.values;
+            row.repeats += notes.report.repeats.len();
+            row.order_violations +=
+                notes.report.order_violations.len() + notes.report.ownership_violations.len();
+            let slot = &mut by_hold[h];
+            slot.0 += 1;
+            if notes.took_over {
+                slot.1 += 1;
+            }
+            if let Some(a) = notes.a_last {
+                slot.2.push(a.as_secs_f64());
+            }
+            if let Some(b) = notes.b_first {
+                slot.3.push(b.as_secs_f64());
+            }
+            slot.4.push(notes.a_unavailable.as_secs_f64());
+            problems.extend(notes.problems);
+        }
+        let mut outcome = String::new();
+        for ((name, _), (n, took, a_last, b_first, unavailable)) in self.holds.iter().zip(&by_hold)
+        {
+            if *n == 0 {
+                continue;
+            }
+            let _ = write!(
+                outcome,
+                "{name} ({n} runs): B took over in {took}; A's last Snowflake ID {} after the fault began, B's first {}; A answered 503 for {} (longest run). ",
+                span(a_last),
+                span(b_first),
+                span(unavailable)
+            );
+        }
+        if !problems.is_empty() {
+            let _ = write!(outcome, "FAILED: {}", problems.join("; "));
+        }
+        row.outcome = outcome.trim().to_string();
+        row
+    }
+
+    fn run(&self, hold: Duration) -> RunNotes {
+        let reg = self.reg;
+        let root = format!("/{}", floe_testkit::unique("pause"));
+        let server = reg.server();
+        let proxy = Proxy::start(&server);
+        let a_registry = match self.fault {
+            Fault::Pause => reg.url(&server, &root),
+            Fault::Cut(_) => reg.url(&proxy.addr(), &root),
+        };
+        let b_registry = reg.url(&server, &root);
+        let (a_dir, b_dir) = (state_dir(), state_dir());
+        let layout = match self.replacement {
+            Replacement::SameIdentity => "leaf",
+            Replacement::Reclaim => "41/0/0/22",
+        };
+        let args = |registry: &str, dir: &tempfile::TempDir, port: &str| -> Vec<String> {
+            let mut a: Vec<String> = [
+                "--registry",
+                registry,
+                "--state-dir",
+                dir.path().to_str().unwrap(),
+                "--service",
+                "pause",
+                "--host",
+                "h",
+                "--port",
+                port,
+                "--layout",
+                layout,
+                "--store",
+                "default=memory",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            if self.replacement == Replacement::Reclaim {
+                a.extend(["--reclaim-after".to_string(), "1".to_string()]);
+            }
+            a
+        };
+        let history = History::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams = [Stream::Snowflake, Stream::Sno, Stream::Lexical];
+        let mut a = Node::spawn("A", free_port(), &args(&a_registry, &a_dir, "7"));
+        if let Err(e) = a.wait_listening(Duration::from_secs(30)) {
+            panic!("A did not start: {e}: {:?}", a.log());
+        }
+        let mut threads = clients(&history, "A", a.port, &streams, "default", "k", &stop);
+        std::thread::sleep(Duration::from_millis(800));
+
+        // The fault, and B trying to take over from that moment on (restarted when it exits).
+        let began = history.now();
+        match self.fault {
+            Fault::Pause => a.signal("STOP"),
+            Fault::Cut(how) => proxy.cut(how),
+        }
+        let b_port = free_port();
+        let b_port_identity = match self.replacement {
+            Replacement::SameIdentity => "7",
+            Replacement::Reclaim => "8",
+        };
+        let b_stop = Arc::new(AtomicBool::new(false));
+        let b = Supervised::start(
+            "B",
+            b_port,
+            args(&b_registry, &b_dir, b_port_identity),
+            &history,
+            Arc::clone(&b_stop),
+        );
+        // B's clients start as soon as it listens.
+        let b_clients = {
+            let (history, stop, node) = (history.clone(), Arc::clone(&stop), Arc::clone(&b.node));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if node.lock().unwrap().is_some() {
+                        return clients(&history, "B", b_port, &streams, "default", "k", &stop);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Vec::new()
+            })
+        };
+        std::thread::sleep(hold);
+        match self.fault {
+            Fault::Pause => a.signal("CONT"),
+            Fault::Cut(_) => proxy.heal(),
+        }
+        // Both go on: long enough for B to take over when it can (the expiry, B's takeover
+        // wait of W and its start) and for A to show what it does after the fault.
+        let settle = (reg.expiry() + reg.window() * 2 + Duration::from_secs(3))
+            .saturating_sub(hold)
+            .max(Duration::from_millis(2500));
+        std::thread::sleep(settle);
+        b_stop.store(true, Ordering::SeqCst);
+        stop.store(true, Ordering::SeqCst);
+        let (b_node, _b_attempts, _) = b.join();
+        threads.extend(b_clients.join().unwrap());
+        for t in threads {
+            let _ = t.join();
+        }
+        let a_log = a.log();
+        let a_granted = a.granted();
+        let b_granted = b_node.as_ref().map(Node::granted).unwrap_or_default();
+        let a_status = a.stop_keep();
+        let b_status = b_node.map(Node::stop);
+
+        let mut granted: Grants = HashMap::new();
+        for (node, fields) in [("A", a_granted), ("B", b_granted)] {
+            for (stream, f) in fields {
+                granted
+                    .entry((stream.to_string(), node.to_string()))
+                    .or_insert_with(HashSet::new)
+                    .insert(f);
+            }
+        }
+        let owner = match self.replacement {
+            Replacement::SameIdentity => leaf_worker as fn(u128) -> u64,
+            Replacement::Reclaim => no_worker,
+        };
+        let report = history.check(&rules(owner, "k"), &granted);
+        let calls = history.calls();
+        // Timed on the Snowflake stream: its worker ID is the one B takes in every case (by
+        // reclaim, A keeps its own sno partition and LexicalUUID worker).
+        let ok = |c: &&floe_testkit::history::Call, node: &str| {
+            c.node == node && c.stream == "snowflake" && matches!(c.outcome, Outcome::Values(_))
+        };
+        let a_last = calls
+            .iter()
+            .filter(|c| ok(c, "A"))
+            .map(|c| c.end)
+            .max()
+            .filter(|&e| e > began)
+            .map(|e| e - began);
+        let b_first = calls
+            .iter()
+            .filter(|c| ok(c, "B"))
+            .map(|c| c.start)
+            .min()
+            .map(|s| s.saturating_sub(began));
+        let mut problems: Vec<String> = report.problems(3);
+        if a_status.is_none_or(|s| !s.success()) {
+            if std::env::var("FLOE_PAUSES_DEBUG").is_ok() {
+                eprintln!("A's log:\n{}", a.log().join("\n"));
+            }
+            problems.push(format!(
+                "A did not exit cleanly after SIGTERM ({a_status:?}): {}",
+                a_log.last().cloned().unwrap_or_default()
+            ));
+        }
+        if let Some(s) = b_status {
+            if s.is_none_or(|s| !s.success()) {
+                problems.push(format!("B did not exit cleanly after SIGTERM ({s:?})"));
+            }
+        }
+        RunNotes {
+            took_over: b_first.is_some(),
+            a_last,
+            b_first,
+            a_unavailable: report.longest_outage.get("A").copied().unwrap_or_default(),
+            problems,
+            report,
+        }
+    }
+}
+
+/// `min-max s` of some seconds, or `-`.
+fn span(xs: &[f64]) -> String {
+    if xs.is_empty() {
+        return "-".into();
+    }
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    if (hi - lo).abs() < 0.05 {
+        format!("{lo:.1} s")
+    } else {
+        format!("{lo:.1}-{hi:.1} s")
+    }
+}
