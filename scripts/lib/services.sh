@@ -6,10 +6,15 @@
 
 FLOE_SERVICE_PIDS=()
 FLOE_SERVICE_DIRS=()
-# The clusters' networks (a prefix each: see cluster_net_create), removed once their servers stop.
+# The clusters' networks (a prefix each: see cluster_net_create), with what runs in them.
 FLOE_SERVICE_NETS=()
 
 stop_services() {
+  # The clusters first, with SIGKILL (their data is thrown away): a member stopping gracefully can
+  # wait forever for a peer a test left cut off (an etcd leader hands its leadership over first).
+  for net in "${FLOE_SERVICE_NETS[@]}"; do
+    cluster_net_remove "$net"
+  done
   # SIGINT first: PostgreSQL's fast shutdown (SIGTERM would wait for its clients); then SIGTERM
   # for the servers that ignore SIGINT.
   for pid in "${FLOE_SERVICE_PIDS[@]}"; do
@@ -21,9 +26,6 @@ stop_services() {
   done
   for pid in "${FLOE_SERVICE_PIDS[@]}"; do
     wait "$pid" 2>/dev/null || true
-  done
-  for net in "${FLOE_SERVICE_NETS[@]}"; do
-    cluster_net_remove "$net"
   done
   for dir in "${FLOE_SERVICE_DIRS[@]}"; do
     rm -rf "$dir"
@@ -333,7 +335,8 @@ START
 # floe processes they start) reaches every member, and the members each other, through the bridge.
 # A partition of member i is `ip link set PREFIXvi down`: its packets vanish, both ways (no
 # refusal, no reset: connections time out), from the other members and from the root namespace;
-# `ip link set PREFIXvi up` heals it at once.
+# `ip link set PREFIXvi up` heals it at once, but a connection opened before the cut resumes only
+# at its next TCP retransmission (seconds later after a cut of a few seconds).
 
 # cluster_net_remove PREFIX: kills (SIGKILL: their data is thrown away) what still runs in the
 # namespaces PREFIX1..3 (a member a test started again, or the servers of a run that died without
@@ -464,6 +467,8 @@ exec ip netns exec flzk$i java -cp "/usr/share/java/zookeeper.jar:/usr/share/jav
   org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >>"$dir/server.log" 2>&1
 START
     launch "$dir"
+    # Out of the shell's job table: no "Killed" notice when a test or stop_services kills it.
+    disown "$LAUNCHED"
     pids+=("$LAUNCHED")
   done
   for i in 1 2 3; do
@@ -491,7 +496,9 @@ START
 # uint64s in JSON strings): the leader is the member whose header.member_id equals leader. A
 # member that knows no leader (cut off, or in an election) leaves "leader" out and adds
 # "errors":["etcdserver: no leader"]; seen from outside, a member cut off does not answer at
-# all, so give the request a timeout.
+# all, so give the request a timeout. etcd 3.4 runs without --pre-vote: a member cut off raises
+# its term in vain, and when it comes back its term makes the leader step down and the cluster
+# elects again (0 to 5 s here; often the same leader).
 start_etcd_cluster() {
   local name=${1:-FLOE_TEST_ETCD_CLUSTER}
   ensure_package etcd-server /usr/bin/etcd
@@ -516,6 +523,8 @@ exec ip netns exec flet$i etcd --name m$i --data-dir "$dir/data" \
   --initial-cluster-token ${top##*/} --unsafe-no-fsync >>"$dir/server.log" 2>&1
 START
     launch "$dir"
+    # Out of the shell's job table: no "Killed" notice when a test or stop_services kills it.
+    disown "$LAUNCHED"
     pids+=("$LAUNCHED")
   done
   for i in 1 2 3; do

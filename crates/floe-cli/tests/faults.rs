@@ -217,3 +217,45 @@ fn etcd_pauses_and_partitions() {
     }
     assert_rows(&rows);
 }
+
+/// Three nodes on one PostgreSQL store, one paused or cut off from it: STRONG and WEAK never
+/// repeat, STRONG keeps real-time order.
+#[test]
+fn a_shared_store_with_one_node_paused_or_cut_off() {
+    let _one = one_at_a_time();
+    let (runs, holds) = if faults::full() {
+        (
+            21,
+            vec![
+                std::time::Duration::from_millis(500),
+                std::time::Duration::from_secs(3),
+                std::time::Duration::from_secs(8),
+            ],
+        )
+    } else {
+        (1, vec![std::time::Duration::from_secs(3)])
+    };
+    let rows: Vec<Row> = [
+        pauses::StoreFault::Pause,
+        pauses::StoreFault::Cut(Cut::Refuse),
+        pauses::StoreFault::Cut(Cut::Blackhole),
+    ]
+    .into_iter()
+    .map(|fault| {
+        pauses::SharedStore {
+            fault,
+            holds: holds.clone(),
+        }
+        .row(runs)
+    })
+    .collect();
+    assert_rows(&rows);
+}
+
+/// A second `floe serve` on the state directory of a stopped one is refused; the first goes on.
+#[test]
+fn a_second_serve_beside_a_stopped_one() {
+    let _one = one_at_a_time();
+    let runs = if faults::full() { 20 } else { 1 };
+    assert_rows(&[pauses::second_serve_on_a_stopped_ones_state(runs)]);
+}

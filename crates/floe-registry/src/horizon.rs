@@ -32,6 +32,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use floe_core::clock::{Clock, NANOS_PER_MILLI};
+use floe_core::fence::Fence;
 use floe_core::horizon::Horizon;
 use serde::{Deserialize, Serialize};
 
@@ -212,6 +213,9 @@ impl HorizonStats {
 struct Shared {
     horizon: Arc<Horizon>,
     file: HorizonFile,
+    /// The lease whose generators this bound serves ([`DurableHorizon::follow`]): while its
+    /// fence is closed the bound does not move ahead.
+    fence: std::sync::OnceLock<Arc<Fence>>,
     clock: Box<dyn Clock>,
     config: HorizonConfig,
     stats: HorizonStats,
@@ -224,8 +228,15 @@ impl Shared {
         self.clock.now_nanos() / NANOS_PER_MILLI
     }
 
-    /// One step of the writer: moves the bound to `now + lead` once it is on disk.
+    /// One step of the writer: moves the bound to `now + lead` once it is on disk, unless the
+    /// lease it follows is closed (a process that wakes from a pause past its window must not
+    /// find a fresh bound waiting for it: only a confirmed lease moves it on).
     fn step(&self) {
+        if let Some(fence) = self.fence.get() {
+            if !fence.admits_now(&self.clock) {
+                return;
+            }
+        }
         let target = self
             .now_ms()
             .saturating_add(self.config.lead.as_millis() as u64);
@@ -338,6 +349,7 @@ pub fn start(
     let shared = Arc::new(Shared {
         horizon: Arc::new(Horizon::new(first, config.stall_wait)),
         file,
+        fence: std::sync::OnceLock::new(),
         clock: Box::new(clock),
         config,
         stats: HorizonStats::default(),
@@ -381,6 +393,12 @@ impl DurableHorizon {
     /// The file.
     pub fn path(&self) -> &Path {
         self.shared.file.path()
+    }
+
+    /// Keeps the bound from moving ahead while `fence` (the worker lease of the generators it
+    /// serves) is closed. Set once; later calls are ignored.
+    pub fn follow(&self, fence: Arc<Fence>) {
+        let _ = self.shared.fence.set(fence);
     }
 
     /// Moves the bound ahead now (what the writer thread does every `refresh`).
@@ -469,6 +487,28 @@ mod tests {
         s.horizon.advance_now();
         assert_eq!((h.bound_ms(), on_disk()), (T0 + 1500, T0 + 1500));
         assert_eq!(s.horizon.stats().writes.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn the_bound_stands_still_while_the_lease_it_follows_is_closed() {
+        use floe_core::fence::Sent;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::from_millis(T0);
+        let s = start_x(&dir, &[], &clock).unwrap();
+        let fence = Arc::new(Fence::new());
+        fence.confirm(Sent::now(&clock), Duration::from_secs(4));
+        s.horizon.follow(fence.clone());
+        clock.advance(Duration::from_secs(2));
+        s.horizon.advance_now();
+        assert_eq!(s.horizon.horizon().bound_ms(), T0 + 3_000);
+        // Paused past the window: the writer, like the generators, waits for a confirmation.
+        clock.advance(Duration::from_secs(10));
+        s.horizon.advance_now();
+        assert_eq!(s.horizon.horizon().bound_ms(), T0 + 3_000);
+        assert_eq!(s.horizon.shared.file.load().unwrap(), Some(T0 + 3_000));
+        fence.confirm(Sent::now(&clock), Duration::from_secs(4));
+        s.horizon.advance_now();
+        assert_eq!(s.horizon.horizon().bound_ms(), T0 + 13_000);
     }
 
     #[test]

@@ -289,6 +289,10 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                 }
             };
             notes.extend(started.notes);
+            if let Some(reg) = &registration {
+                // The bound moves ahead only while the lease is confirmed.
+                started.horizon.follow(reg.fence.clone());
+            }
             (started.not_before_ms, Some(started.horizon))
         }
         None => {

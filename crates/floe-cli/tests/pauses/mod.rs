@@ -52,7 +52,12 @@ pub fn state_dir() -> tempfile::TempDir {
 impl Node {
     /// Starts `floe serve --grpc off --http 127.0.0.1:PORT ARGS` and returns at once.
     pub fn spawn(name: &str, port: u16, args: &[String]) -> Node {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("floe"))
+        // FLOE_BIN: another build of floe (scripts/faults.sh runs the release binary).
+        let bin = std::env::var_os("FLOE_BIN").map_or_else(
+            || assert_cmd::cargo::cargo_bin("floe"),
+            std::path::PathBuf::from,
+        );
+        let mut child = Command::new(bin)
             .arg("serve")
             .args(["--grpc", "off", "--http", &format!("127.0.0.1:{port}")])
             .args(args)
@@ -838,4 +843,237 @@ fn span(xs: &[f64]) -> String {
     } else {
         format!("{lo:.1}-{hi:.1} s")
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sequences on PostgreSQL, three nodes, one paused or cut off from the store
+
+/// What happens to one of three nodes sharing a PostgreSQL store.
+#[derive(Debug, Clone, Copy)]
+pub enum StoreFault {
+    /// SIGSTOP, then SIGCONT.
+    Pause,
+    /// Its path to PostgreSQL cut by a proxy, then healed.
+    Cut(Cut),
+}
+
+/// A row: three `floe serve` nodes on one PostgreSQL store (FLOE_TEST_POSTGRES), each through
+/// a proxy of its own; STRONG and WEAK calls on every node; node 2 paused or cut off from the
+/// store for each of `holds` in turn. No value twice, STRONG in real-time order.
+#[derive(Debug, Clone)]
+pub struct SharedStore {
+    pub fault: StoreFault,
+    pub holds: Vec<Duration>,
+}
+
+impl SharedStore {
+    pub fn scenario(&self) -> String {
+        let fault = match self.fault {
+            StoreFault::Pause => "paused (SIGSTOP)",
+            StoreFault::Cut(Cut::Refuse) => "cut from PostgreSQL (connections refused)",
+            StoreFault::Cut(Cut::Blackhole) => "cut from PostgreSQL (blackhole)",
+        };
+        let holds: Vec<String> = self
+            .holds
+            .iter()
+            .map(|d| format!("{:.1} s", d.as_secs_f64()))
+            .collect();
+        format!(
+            "STRONG and WEAK on PostgreSQL, 3 `floe serve` nodes, one {fault} for {} under load",
+            holds.join(" / ")
+        )
+    }
+
+    pub fn row(&self, runs: usize) -> Row {
+        let mut row = Row {
+            scenario: self.scenario(),
+            ..Row::default()
+        };
+        let (mut unavailable, mut strong, mut problems) = (Vec::new(), 0usize, Vec::new());
+        for run in 0..runs {
+            let hold = self.holds[run % self.holds.len()];
+            let (report, strong_calls) = self.run(hold);
+            row.issued += report.values;
+            row.repeats += report.repeats.len();
+            row.order_violations += report.order_violations.len();
+            strong += strong_calls;
+            unavailable.push(
+                report
+                    .longest_outage
+                    .get("N2")
+                    .copied()
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+            );
+            problems.extend(report.problems(3));
+            for (node, n) in &report.failed {
+                if node != "N2" && *n > 0 {
+                    problems.push(format!("{node}: {n} calls failed otherwise than 503"));
+                }
+            }
+        }
+        row.outcome = format!(
+            "{runs} runs, {strong} STRONG calls checked for real-time order; the faulty node answered 503 (or nothing, while stopped) for {}; the others served throughout",
+            span(&unavailable)
+        );
+        if !problems.is_empty() {
+            let _ = write!(row.outcome, ". FAILED: {}", problems.join("; "));
+        }
+        row
+    }
+
+    fn run(&self, hold: Duration) -> (Report, usize) {
+        let pg = env("FLOE_TEST_POSTGRES");
+        let (prefix, rest) = pg.split_once('@').expect("postgres://user@host:port/db");
+        let (server, db) = rest.split_once('/').expect("postgres://user@host:port/db");
+        let key = floe_testkit::unique("k");
+        let history = History::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut nodes = Vec::new();
+        let mut proxies = Vec::new();
+        let mut dirs = Vec::new();
+        let mut threads = Vec::new();
+        for i in 1..=3 {
+            let proxy = Proxy::start(server);
+            let dir = state_dir();
+            let args: Vec<String> = [
+                "--store",
+                &format!("pg={prefix}@{}/{db}", proxy.addr()),
+                "--state-dir",
+                dir.path().to_str().unwrap(),
+                "--timeout-ms",
+                "1000",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let name = format!("N{i}");
+            let mut node = Node::spawn(&name, free_port(), &args);
+            if let Err(e) = node.wait_listening(Duration::from_secs(30)) {
+                panic!("{name} did not start: {e}: {:?}", node.log());
+            }
+            threads.extend(clients(
+                &history,
+                &name,
+                node.port,
+                &[Stream::Strong, Stream::Weak],
+                "pg",
+                &key,
+                &stop,
+            ));
+            nodes.push(node);
+            proxies.push(proxy);
+            dirs.push(dir);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        match self.fault {
+            StoreFault::Pause => nodes[1].signal("STOP"),
+            StoreFault::Cut(how) => proxies[1].cut(how),
+        }
+        std::thread::sleep(hold);
+        match self.fault {
+            StoreFault::Pause => nodes[1].signal("CONT"),
+            StoreFault::Cut(_) => proxies[1].heal(),
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::SeqCst);
+        for t in threads {
+            let _ = t.join();
+        }
+        for n in nodes {
+            n.stop();
+        }
+        let report = history.check(&rules(leaf_worker, &key), &HashMap::new());
+        let strong = Stream::Strong.name(&key);
+        let strong_calls = history
+            .calls()
+            .iter()
+            .filter(|c| c.stream == strong && matches!(c.outcome, Outcome::Values(_)))
+            .count();
+        (report, strong_calls)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A second `floe serve` on the state directory of a stopped one
+
+/// `floe serve` A stopped (SIGSTOP) under load; B started on A's state directory with A's
+/// identity (file registry): B must be refused (A's locks), and A goes on after SIGCONT.
+pub fn second_serve_on_a_stopped_ones_state(runs: usize) -> Row {
+    let mut row = Row {
+        scenario: "a second `floe serve` on the state directory (and identity) of a stopped one (SIGSTOP), file registry".into(),
+        ..Row::default()
+    };
+    let (mut refused, mut exits, mut problems) = (0, Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let dir = state_dir();
+        let args: Vec<String> = ["--state-dir", dir.path().to_str().unwrap(), "--port", "7"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let history = History::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut a = Node::spawn("A", free_port(), &args);
+        a.wait_listening(Duration::from_secs(30)).unwrap();
+        let streams = [
+            Stream::Snowflake,
+            Stream::Sno,
+            Stream::Lexical,
+            Stream::Strong,
+        ];
+        let mut threads = clients(&history, "A", a.port, &streams, "default", "k", &stop);
+        std::thread::sleep(Duration::from_millis(500));
+        a.signal("STOP");
+        let mut b = Node::spawn("B", free_port(), &args);
+        match b.wait_listening(Duration::from_secs(40)) {
+            Ok(()) => {
+                problems.push("B started beside a stopped A on its state directory".into());
+                threads.extend(clients(
+                    &history, "B", b.port, &streams, "default", "k", &stop,
+                ));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(why) => {
+                refused += 1;
+                let last = b.log().last().cloned().unwrap_or_default();
+                exits.push(format!("{why}: {last}"));
+            }
+        }
+        a.signal("CONT");
+        std::thread::sleep(Duration::from_secs(1));
+        stop.store(true, Ordering::SeqCst);
+        for t in threads {
+            let _ = t.join();
+        }
+        let mut grants: Grants = HashMap::new();
+        for (stream, f) in a.granted() {
+            grants
+                .entry((stream.to_string(), "A".to_string()))
+                .or_default()
+                .insert(f);
+        }
+        let report = history.check(&rules(leaf_worker, "k"), &grants);
+        row.issued += report.values;
+        row.repeats += report.repeats.len();
+        row.order_violations += report.order_violations.len() + report.ownership_violations.len();
+        problems.extend(report.problems(3));
+        if report.longest_outage.contains_key("A") && !report.unavailable.is_empty() {
+            problems.push(format!(
+                "A answered 503 after SIGCONT: {:?}",
+                report.unavailable
+            ));
+        }
+        a.stop();
+        drop(b);
+    }
+    exits.sort();
+    exits.dedup();
+    row.outcome = format!(
+        "{runs} runs: B refused in {refused} ({}); A served on after SIGCONT",
+        exits.join(" / ")
+    );
+    if !problems.is_empty() {
+        let _ = write!(row.outcome, ". FAILED: {}", problems.join("; "));
+    }
+    row
 }
