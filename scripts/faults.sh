@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The fault matrix, long: every durable store's `floe seq` killed with SIGKILL in a loop, each
-# server store's server killed and restarted under `floe serve` load, and every time-based
-# generator killed and restarted with its clock behind (libfaketime) — real processes, real
-# servers, the release binary. Prints one table: scenario, IDs issued, repeats, order
-# violations, outcome (docs/reliability.md shows it as measured). The test suite runs a short
-# version of the same scenarios (crates/floe-cli/tests/faults.rs and crash.rs).
+# server store's server killed and restarted under `floe serve` load, every time-based
+# generator killed and restarted with its clock behind (libfaketime), and the pauses and
+# partitions of issue 21: a node stopped (SIGSTOP) or cut off from ZooKeeper or etcd (a proxy
+# that refuses, or a blackhole) while another takes its worker ID, three nodes on PostgreSQL
+# with one paused or cut from the store, ZooKeeper and etcd as 3-member clusters whose leader is
+# killed and partitioned, a second `floe serve` beside a stopped one — real processes, real
+# servers, the release binary, each pause and partition row 20 runs or more. Prints one
+# table: scenario, IDs issued, repeats, order (and ownership) violations, outcome
+# (docs/reliability.md shows it as measured). The test suite runs a short version of the same
+# scenarios (crates/floe-cli/tests/faults.rs and crash.rs).
 # Not covered here yet: disk full and idle-connection shutdown have tests of their own
 # (see docs/reliability.md).
 set -euo pipefail
@@ -23,6 +28,8 @@ start_postgres FLOE_TEST_POSTGRES_FAULTS
 start_mariadb FLOE_TEST_MARIADB_FAULTS
 start_etcd FLOE_TEST_ETCD_FAULTS
 start_zookeeper FLOE_TEST_ZOOKEEPER_FAULTS
+start_zookeeper_ensemble FLOE_TEST_ZK_ENSEMBLE
+start_etcd_cluster FLOE_TEST_ETCD_CLUSTER
 cargo build --release --locked -p floe-cli --features etcd
 set +e
 FLOE_FAULTS=full FLOE_BIN="$PWD/target/release/floe" FLOE_FAULTS_TABLE="$table" \

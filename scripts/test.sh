@@ -5,7 +5,8 @@
 # packages), starts it on a throw-away directory and a non-default loopback port, and stops
 # it when it exits (scripts/lib/services.sh): ZooKeeper, etcd, Redis, PostgreSQL and MariaDB, each
 # once for the ordinary tests and once more for the tests that kill it with SIGKILL and start it
-# again; PostgreSQL, MariaDB and Redis once more speaking TLS only. Every feature is built and tested (no protoc needed: every .proto is compiled by protox).
+# again; PostgreSQL, MariaDB and Redis once more speaking TLS only; ZooKeeper and etcd once more
+# as 3-member clusters in network namespaces (the fault suite kills and partitions their leader). Every feature is built and tested (no protoc needed: every .proto is compiled by protox).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
@@ -53,6 +54,10 @@ start_postgres FLOE_TEST_POSTGRES_FAULTS
 start_mariadb FLOE_TEST_MARIADB_FAULTS
 start_etcd FLOE_TEST_ETCD_FAULTS
 start_zookeeper FLOE_TEST_ZOOKEEPER_FAULTS
+# The registries as 3-member clusters, each member in a network namespace of its own, so that
+# crates/floe-cli/tests/faults.rs can kill and partition their leader under load.
+start_zookeeper_ensemble FLOE_TEST_ZK_ENSEMBLE
+start_etcd_cluster FLOE_TEST_ETCD_CLUSTER
 # TLS-only twins of the SQL and Redis stores, each with a throw-away CA (floe-sequencer's
 # tests/tls.rs).
 start_postgres_tls FLOE_TEST_POSTGRES_TLS

@@ -211,7 +211,12 @@ pub fn run(args: &WorkerArgs) -> Result<(), Failure> {
             let records = block_on(registry.list(&args.registry.service))??;
             let now = now_ms();
             if !args.json {
-                writeln!(out, "{:<6} {:<40} last alive", "id", "holder").map_err(Failure::Io)?;
+                writeln!(
+                    out,
+                    "{:<6} {:<40} {:<16} closed",
+                    "id", "holder", "last alive"
+                )
+                .map_err(Failure::Io)?;
             }
             for r in records {
                 let age = (r.last_time_ms > 0).then(|| now.saturating_sub(r.last_time_ms));
@@ -219,6 +224,7 @@ pub fn run(args: &WorkerArgs) -> Result<(), Failure> {
                     let v = json!({
                         "id": r.id, "service": r.identity.service, "host": r.identity.host,
                         "port": r.identity.port, "last_time_ms": r.last_time_ms, "age_ms": age,
+                        "closed": r.closed, "window_ms": r.window_ms,
                     });
                     writeln!(out, "{v}").map_err(Failure::Io)?;
                 } else {
@@ -226,12 +232,19 @@ pub fn run(args: &WorkerArgs) -> Result<(), Failure> {
                     let age = age.map_or("never".to_string(), |a| {
                         format!("{:.1} s ago", a as f64 / 1000.0)
                     });
-                    writeln!(out, "{:<6} {holder:<40} {age}", r.id).map_err(Failure::Io)?;
+                    // "no": held now, or its holder ended without closing it (a takeover then
+                    // waits out the holder's window).
+                    let closed = if r.closed { "yes" } else { "no" };
+                    writeln!(out, "{:<6} {holder:<40} {age:<16} {closed}", r.id)
+                        .map_err(Failure::Io)?;
                 }
             }
         }
         WorkerCommand::Register => {
             let reg = block_on(registry.register(&who, IdSpace::snowflake(&layout)))??;
+            // Registered, not used: closed cleanly, so that the identity's first start does not
+            // wait out a window nobody used.
+            block_on(registry.close(&who, reg.record.id))??;
             if args.json {
                 let v = json!({"id": reg.record.id, "existing": reg.existing, "last_time_ms": reg.record.last_time_ms});
                 writeln!(out, "{v}").map_err(Failure::Io)?;

@@ -259,3 +259,24 @@ fn a_second_serve_beside_a_stopped_one() {
     let runs = if faults::full() { 20 } else { 1 };
     assert_rows(&[pauses::second_serve_on_a_stopped_ones_state(runs)]);
 }
+
+/// ZooKeeper and etcd as 3-member clusters, their leader killed and partitioned under load:
+/// floe keeps serving or fences, and never repeats.
+#[test]
+fn registry_clusters_lose_their_leader() {
+    let _one = one_at_a_time();
+    let runs = if faults::full() { 20 } else { 1 };
+    let mut rows = Vec::new();
+    for cluster in [pauses::Cluster::ZooKeeper, pauses::Cluster::Etcd] {
+        for (fault, hold) in [
+            (pauses::LeaderFault::Kill, std::time::Duration::from_secs(3)),
+            (
+                pauses::LeaderFault::Partition,
+                std::time::Duration::from_secs(5),
+            ),
+        ] {
+            rows.push(pauses::cluster_leader_row(cluster, fault, hold, runs));
+        }
+    }
+    assert_rows(&rows);
+}

@@ -219,7 +219,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                     // and still inside its window. Wait it out before the first ID (on the
                     // monotonic clock, from the moment the ID was found free).
                     notes.push(format!(
-                        "worker ID {}: its previous holder ({}) did not close it cleanly: waited {} ms (its window and margin) before the first ID",
+                        "the previous holder of worker ID {} ({}) did not close it cleanly: waited {} ms (its window and margin) before the first ID",
                         reg.record.id,
                         reg.previous_holder.as_ref().map_or_else(|| identity.to_string(), ToString::to_string),
                         reg.takeover_wait.as_millis()

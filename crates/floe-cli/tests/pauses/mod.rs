@@ -1077,3 +1077,293 @@ pub fn second_serve_on_a_stopped_ones_state(runs: usize) -> Row {
     }
     row
 }
+
+// ---------------------------------------------------------------------------------------
+// The registries as clusters: the leader killed or partitioned under load
+
+/// A 3-member registry cluster started by scripts/test.sh (services.sh's
+/// `start_zookeeper_ensemble` / `start_etcd_cluster`), each member in a network namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cluster {
+    ZooKeeper,
+    Etcd,
+}
+
+/// What happens to the cluster's leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderFault {
+    /// SIGKILL, restarted after the hold.
+    Kill,
+    /// Its link down (its packets vanish, to members and clients alike), up after the hold.
+    Partition,
+}
+
+/// The members' current pids (a killed member is started again with another).
+static PIDS: Mutex<Option<HashMap<String, u32>>> = Mutex::new(None);
+
+impl Cluster {
+    fn var(self) -> &'static str {
+        match self {
+            Cluster::ZooKeeper => "FLOE_TEST_ZK_ENSEMBLE",
+            Cluster::Etcd => "FLOE_TEST_ETCD_CLUSTER",
+        }
+    }
+
+    fn member(self, i: usize) -> String {
+        env(&format!("{}_{i}", self.var()))
+    }
+
+    fn pid(self, i: usize) -> u32 {
+        let key = format!("{}_{i}", self.var());
+        let mut pids = PIDS.lock().unwrap();
+        *pids
+            .get_or_insert_with(HashMap::new)
+            .entry(key.clone())
+            .or_insert_with(|| env(&format!("{key}_PID")).parse().unwrap())
+    }
+
+    fn restart(self, i: usize) {
+        let key = format!("{}_{i}", self.var());
+        let child = Command::new("bash")
+            .arg(env(&format!("{key}_START")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The start script execs the server (in its namespace): its pid is the child's. It
+        // outlives this test; scripts/test.sh stops it.
+        PIDS.lock()
+            .unwrap()
+            .get_or_insert_with(HashMap::new)
+            .insert(key, child.id());
+        std::mem::forget(child);
+    }
+
+    fn link(self, i: usize) -> String {
+        env(&format!("{}_{i}_LINK", self.var()))
+    }
+
+    /// The registry URL for floe, under `root`.
+    fn url(self, root: &str) -> String {
+        match self {
+            Cluster::ZooKeeper => format!("zk://{}{root}", env(self.var())),
+            Cluster::Etcd => format!("etcd://{}{root}?ttl=3", env(self.var())),
+        }
+    }
+
+    /// Which member leads, if one answers that it does.
+    fn leader(self) -> Option<usize> {
+        (1..=3).find(|&i| match self {
+            Cluster::ZooKeeper => zk_mode(&self.member(i)).as_deref() == Some("leader"),
+            Cluster::Etcd => etcd_status(&self.member(i))
+                .is_some_and(|(me, leader)| leader.as_deref() == Some(me.as_str())),
+        })
+    }
+
+    /// Whether all three members answer and agree on one leader.
+    fn healthy(self) -> bool {
+        match self {
+            Cluster::ZooKeeper => {
+                let modes: Vec<Option<String>> =
+                    (1..=3).map(|i| zk_mode(&self.member(i))).collect();
+                modes
+                    .iter()
+                    .all(|m| matches!(m.as_deref(), Some("leader" | "follower")))
+                    && modes
+                        .iter()
+                        .filter(|m| m.as_deref() == Some("leader"))
+                        .count()
+                        == 1
+            }
+            Cluster::Etcd => {
+                let status: Vec<_> = (1..=3).map(|i| etcd_status(&self.member(i))).collect();
+                let leaders: HashSet<Option<String>> = status
+                    .iter()
+                    .map(|s| s.as_ref().and_then(|(_, l)| l.clone()))
+                    .collect();
+                status.iter().all(Option::is_some)
+                    && leaders.len() == 1
+                    && leaders.iter().next().is_some_and(Option::is_some)
+            }
+        }
+    }
+
+    fn wait_healthy(self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while !self.healthy() {
+            assert!(
+                Instant::now() < deadline,
+                "{self:?}: the cluster did not come back within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn connect(addr: &str) -> Option<TcpStream> {
+    let addr: std::net::SocketAddr = addr.parse().ok()?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_millis(800)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    Some(s)
+}
+
+/// A ZooKeeper member's `Mode:` (leader, follower, standalone), from its `srvr` answer.
+fn zk_mode(addr: &str) -> Option<String> {
+    let mut s = connect(addr)?;
+    s.write_all(b"srvr").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Mode: "))
+        .map(|m| m.trim().to_string())
+}
+
+/// An etcd member's own ID and the leader it knows (absent when it knows none), from
+/// `POST /v3/maintenance/status`.
+fn etcd_status(addr: &str) -> Option<(String, Option<String>)> {
+    let mut s = connect(addr)?;
+    let request = format!(
+        "POST /v3/maintenance/status HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    s.write_all(request.as_bytes()).ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let body = &text[text.find("\r\n\r\n")? + 4..];
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let me = v.get("header")?.get("member_id")?.as_str()?.to_string();
+    let leader = v.get("leader").and_then(|l| l.as_str()).map(str::to_string);
+    Some((me, leader))
+}
+
+/// A row: two `floe serve` nodes (their own identities) on the cluster under load, its leader
+/// killed or partitioned for `hold`, `runs` times.
+pub fn cluster_leader_row(
+    cluster: Cluster,
+    fault: LeaderFault,
+    hold: Duration,
+    runs: usize,
+) -> Row {
+    let what = match fault {
+        LeaderFault::Kill => "killed (SIGKILL), restarted",
+        LeaderFault::Partition => "partitioned (link down: packets vanish), healed",
+    };
+    let name = match cluster {
+        Cluster::ZooKeeper => "3-node ZooKeeper ensemble (session 6 s)",
+        Cluster::Etcd => "3-member etcd cluster (TTL 3 s)",
+    };
+    let mut row = Row {
+        scenario: format!(
+            "{name}: its leader {what} after {:.1} s, under load from 2 `floe serve` nodes",
+            hold.as_secs_f64()
+        ),
+        ..Row::default()
+    };
+    let (mut unavailable, mut problems, mut changed) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..runs {
+        cluster.wait_healthy(Duration::from_secs(60));
+        let leader = cluster.leader().expect("a healthy cluster has a leader");
+        let root = format!("/{}", floe_testkit::unique("cluster"));
+        let history = History::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams = [Stream::Snowflake, Stream::Sno, Stream::Lexical];
+        let (mut nodes, mut dirs, mut threads) = (Vec::new(), Vec::new(), Vec::new());
+        for (name, port) in [("A", "7"), ("B", "8")] {
+            let dir = state_dir();
+            let args: Vec<String> = [
+                "--registry",
+                &cluster.url(&root),
+                "--state-dir",
+                dir.path().to_str().unwrap(),
+                "--service",
+                "cluster",
+                "--host",
+                "h",
+                "--port",
+                port,
+                "--store",
+                "default=memory",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let mut node = Node::spawn(name, free_port(), &args);
+            if let Err(e) = node.wait_listening(Duration::from_secs(30)) {
+                panic!("{name} did not start: {e}: {:?}", node.log());
+            }
+            threads.extend(clients(
+                &history, name, node.port, &streams, "default", "k", &stop,
+            ));
+            nodes.push(node);
+            dirs.push(dir);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        match fault {
+            LeaderFault::Kill => {
+                let _ = Command::new("kill")
+                    .args(["-9", &cluster.pid(leader).to_string()])
+                    .status();
+            }
+            LeaderFault::Partition => {
+                let _ = Command::new("ip")
+                    .args(["link", "set", &cluster.link(leader), "down"])
+                    .status();
+            }
+        }
+        std::thread::sleep(hold);
+        match fault {
+            LeaderFault::Kill => cluster.restart(leader),
+            LeaderFault::Partition => {
+                let _ = Command::new("ip")
+                    .args(["link", "set", &cluster.link(leader), "up"])
+                    .status();
+            }
+        }
+        // Load goes on while the cluster settles.
+        std::thread::sleep(Duration::from_secs(4));
+        stop.store(true, Ordering::SeqCst);
+        for t in threads {
+            let _ = t.join();
+        }
+        let mut grants: Grants = HashMap::new();
+        for n in &nodes {
+            for (stream, f) in n.granted() {
+                grants
+                    .entry((stream.to_string(), n.name.clone()))
+                    .or_default()
+                    .insert(f);
+            }
+        }
+        let report = history.check(&rules(leaf_worker, "k"), &grants);
+        row.issued += report.values;
+        row.repeats += report.repeats.len();
+        row.order_violations += report.order_violations.len() + report.ownership_violations.len();
+        problems.extend(report.problems(3));
+        for n in ["A", "B"] {
+            unavailable.push(
+                report
+                    .longest_outage
+                    .get(n)
+                    .copied()
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+            );
+        }
+        for n in nodes {
+            n.stop();
+        }
+        cluster.wait_healthy(Duration::from_secs(60));
+        if cluster.leader() != Some(leader) {
+            changed += 1;
+        }
+    }
+    row.outcome = format!(
+        "{runs} runs (leadership moved in {changed}); each floe node answered 503 for {} (longest run), then served again",
+        span(&unavailable)
+    );
+    if !problems.is_empty() {
+        let _ = write!(row.outcome, ". FAILED: {}", problems.join("; "));
+    }
+    row
+}
