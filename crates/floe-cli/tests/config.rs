@@ -145,3 +145,27 @@ fn the_shipped_example_is_valid_and_serves() {
     let (status, _, _) = server.wait(std::time::Duration::from_secs(20));
     assert!(status.success());
 }
+
+/// A server of sequences only (`[ids] kinds = []`) may be the first to use its state directory:
+/// it creates it (it refused to start, exit 1, "cannot open .../sequencer-tails.lock").
+#[test]
+fn a_sequences_only_server_starts_on_a_new_state_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "floe.toml", "[ids]\nkinds = []\n");
+    let state = dir.path().join("new").join("state");
+    let state = state.display().to_string();
+    let server = Serve::start(&["--config", &config, "--state-dir", &state]);
+    let (code, body) = serving::http(
+        &server.http,
+        "GET",
+        "/v1/sequencer/default/k?increment=strong",
+    )
+    .unwrap();
+    assert_eq!((code, body.as_str()), (200, r#"{"next_id":"1"}"#));
+    let (code, _) = serving::http(&server.http, "GET", "/v1/ids/snowflake").unwrap();
+    assert_ne!(code, 200, "no generator is served");
+    server.term();
+    let (status, _, _) = server.wait(std::time::Duration::from_secs(20));
+    assert!(status.success());
+    assert!(std::path::Path::new(&state).is_dir());
+}

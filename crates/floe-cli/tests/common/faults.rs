@@ -352,8 +352,9 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// One HTTP/1.1 GET on a keep-alive connection: the status and the body.
-fn get(
+/// One HTTP/1.1 GET on a keep-alive connection: the status and the body, or `None` when the
+/// connection failed.
+pub fn get(
     writer: &mut TcpStream,
     reader: &mut BufReader<TcpStream>,
     path: &str,

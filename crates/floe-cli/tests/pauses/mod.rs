@@ -24,7 +24,7 @@ use floe_testkit::env;
 use floe_testkit::history::{Grants, History, Outcome, Report, Rules};
 use floe_testkit::proxy::{Cut, Proxy};
 
-use crate::common::faults::{free_port, Row};
+use crate::common::faults::{free_port, get, Row};
 
 // ---------------------------------------------------------------------------------------
 // Nodes
@@ -325,36 +325,18 @@ pub fn rules(layout_owner: fn(u128) -> u64, key: &str) -> HashMap<String, Rules>
     ])
 }
 
-/// One HTTP/1.1 GET on a keep-alive connection: status and body, or `None` when the
-/// connection failed.
-fn get(
-    stream: &mut TcpStream,
-    reader: &mut BufReader<TcpStream>,
-    path: &str,
-) -> Option<(u16, String)> {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut status_line = String::new();
-    if reader.read_line(&mut status_line).ok()? == 0 {
-        return None;
-    }
-    let status = status_line.split(' ').nth(1)?.parse().ok()?;
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().ok()?;
-        }
-        if line == "\r\n" {
-            break;
+/// The owner fields each node was granted, as the checker takes them.
+fn grants<'a>(nodes: impl IntoIterator<Item = (&'a str, Vec<(&'static str, u64)>)>) -> Grants {
+    let mut grants: Grants = HashMap::new();
+    for (node, fields) in nodes {
+        for (stream, f) in fields {
+            grants
+                .entry((stream.to_string(), node.to_string()))
+                .or_default()
+                .insert(f);
         }
     }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((status, String::from_utf8_lossy(&body).into_owned()))
+    grants
 }
 
 fn values(stream: Stream, body: &str) -> Option<Vec<u128>> {
@@ -431,6 +413,34 @@ pub fn client(
                 }
             }
         }
+    })
+}
+
+/// A thread asking a node's `/readyz` every 50 ms until `stop`: (when, status) of each answer.
+pub fn readiness(
+    history: &History,
+    port: u16,
+    stop: &Arc<AtomicBool>,
+) -> JoinHandle<Vec<(Duration, u16)>> {
+    let (history, stop) = (history.clone(), Arc::clone(stop));
+    std::thread::spawn(move || {
+        let mut samples = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            if let Ok(conn) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(120)));
+                let mut writer = conn.try_clone().unwrap();
+                let mut reader = BufReader::new(conn);
+                while !stop.load(Ordering::SeqCst) {
+                    let Some((status, _)) = get(&mut writer, &mut reader, "/readyz") else {
+                        break;
+                    };
+                    samples.push((history.now(), status));
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        samples
     })
 }
 
@@ -557,6 +567,8 @@ struct RunNotes {
     b_first: Option<Duration>,
     /// How long A answered 503 (longest run).
     a_unavailable: Duration,
+    /// When A's `/readyz` first said 503 after the fault began (cut faults: A still answers).
+    a_not_ready: Option<Duration>,
     problems: Vec<String>,
 }
 
@@ -622,6 +634,7 @@ impl Takeover {
         };
         let mut by_hold: Vec<(usize, usize, Vec<f64>, Vec<f64>, Vec<f64>)> =
             vec![(0, 0, Vec::new(), Vec::new(), Vec::new()); self.holds.len()];
+        let mut not_ready = Vec::new();
         let mut problems = Vec::new();
         for run in 0..runs {
             let h = run % self.holds.len();
@@ -642,6 +655,9 @@ impl Takeover {
                 slot.3.push(b.as_secs_f64());
             }
             slot.4.push(notes.a_unavailable.as_secs_f64());
+            if let (Some(t), Fault::Cut(_)) = (notes.a_not_ready, self.fault) {
+                not_ready.push(t.as_secs_f64());
+            }
             problems.extend(notes.problems);
         }
         let mut outcome = String::new();
@@ -656,6 +672,13 @@ impl Takeover {
                 span(a_last),
                 span(b_first),
                 span(unavailable)
+            );
+        }
+        if !not_ready.is_empty() {
+            let _ = write!(
+                outcome,
+                "A's /readyz answered 503 from {} after the cut. ",
+                span(&not_ready)
             );
         }
         if !problems.is_empty() {
@@ -713,6 +736,7 @@ impl Takeover {
             panic!("A did not start: {e}: {:?}", a.log());
         }
         let mut threads = clients(&history, "A", a.port, &streams, "default", "k", &stop);
+        let readiness = readiness(&history, a.port, &stop);
         std::thread::sleep(Duration::from_millis(800));
 
         // The fault, and B trying to take over from that moment on (restarted when it exits).
@@ -748,6 +772,7 @@ impl Takeover {
             })
         };
         std::thread::sleep(hold);
+        let healed = history.now();
         match self.fault {
             Fault::Pause => a.signal("CONT"),
             Fault::Cut(_) => proxy.heal(),
@@ -765,21 +790,14 @@ impl Takeover {
         for t in threads {
             let _ = t.join();
         }
+        let samples = readiness.join().unwrap();
         let a_log = a.log();
         let a_granted = a.granted();
         let b_granted = b_node.as_ref().map(Node::granted).unwrap_or_default();
         let a_status = a.stop_keep();
         let b_status = b_node.map(Node::stop);
 
-        let mut granted: Grants = HashMap::new();
-        for (node, fields) in [("A", a_granted), ("B", b_granted)] {
-            for (stream, f) in fields {
-                granted
-                    .entry((stream.to_string(), node.to_string()))
-                    .or_insert_with(HashSet::new)
-                    .insert(f);
-            }
-        }
+        let granted = grants([("A", a_granted), ("B", b_granted)]);
         let owner = match self.replacement {
             Replacement::SameIdentity => leaf_worker as fn(u128) -> u64,
             Replacement::Reclaim => no_worker,
@@ -819,7 +837,27 @@ impl Takeover {
                 problems.push(format!("B did not exit cleanly after SIGTERM ({s:?})"));
             }
         }
+        // A cut-off node says it is not ready once its window has passed (it was ready until
+        // the client gave up, 1.4 T, before).
+        let a_not_ready = samples
+            .iter()
+            .find(|(t, status)| *t > began && *status == 503)
+            .map(|(t, _)| *t - began);
+        if matches!(self.fault, Fault::Cut(_)) {
+            let late = began + reg.window() + Duration::from_millis(500);
+            if let Some((t, _)) = samples
+                .iter()
+                .find(|(t, status)| *t > late && *t < healed && *status == 200)
+            {
+                problems.push(format!(
+                    "A's /readyz said ready {:.1} s after the cut (window {:.1} s)",
+                    (*t - began).as_secs_f64(),
+                    reg.window().as_secs_f64()
+                ));
+            }
+        }
         RunNotes {
+            a_not_ready,
             took_over: b_first.is_some(),
             a_last,
             b_first,
@@ -1045,14 +1083,7 @@ pub fn second_serve_on_a_stopped_ones_state(runs: usize) -> Row {
         for t in threads {
             let _ = t.join();
         }
-        let mut grants: Grants = HashMap::new();
-        for (stream, f) in a.granted() {
-            grants
-                .entry((stream.to_string(), "A".to_string()))
-                .or_default()
-                .insert(f);
-        }
-        let report = history.check(&rules(leaf_worker, "k"), &grants);
+        let report = history.check(&rules(leaf_worker, "k"), &grants([("A", a.granted())]));
         row.issued += report.values;
         row.repeats += report.repeats.len();
         row.order_violations += report.order_violations.len() + report.ownership_violations.len();
@@ -1326,16 +1357,8 @@ pub fn cluster_leader_row(
         for t in threads {
             let _ = t.join();
         }
-        let mut grants: Grants = HashMap::new();
-        for n in &nodes {
-            for (stream, f) in n.granted() {
-                grants
-                    .entry((stream.to_string(), n.name.clone()))
-                    .or_default()
-                    .insert(f);
-            }
-        }
-        let report = history.check(&rules(leaf_worker, "k"), &grants);
+        let granted = grants(nodes.iter().map(|n| (n.name.as_str(), n.granted())));
+        let report = history.check(&rules(leaf_worker, "k"), &granted);
         row.issued += report.values;
         row.repeats += report.repeats.len();
         row.order_violations += report.order_violations.len() + report.ownership_violations.len();
