@@ -242,6 +242,16 @@ pub fn run(args: &WorkerArgs) -> Result<(), Failure> {
         }
         WorkerCommand::Register => {
             let reg = block_on(registry.register(&who, IdSpace::snowflake(&layout)))??;
+            if !reg.takeover_wait.is_zero() {
+                // Taken from a holder that did not close it cleanly (it may still be issuing):
+                // its window is waited out before the record may say closed.
+                eprintln!(
+                    "floe: worker ID {}'s previous holder did not close it cleanly: waiting {} ms (its window and margin)",
+                    reg.record.id,
+                    reg.takeover_wait.as_millis()
+                );
+                block_on(tokio::time::sleep(reg.takeover_wait))?;
+            }
             // Registered, not used: closed cleanly, so that the identity's first start does not
             // wait out a window nobody used.
             block_on(registry.close(&who, reg.record.id))??;

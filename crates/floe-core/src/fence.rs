@@ -25,7 +25,7 @@
 //! **Cost:** a generator whose fence has no deadline reads two atomics; with a deadline, three
 //! and the coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`, about 5 ns).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 use crate::clock::Clock;
@@ -33,10 +33,16 @@ use crate::clock::Clock;
 /// The deadline of a fence that has none.
 const NO_DEADLINE: u64 = u64::MAX;
 
+/// `stopped`: raised (a lowering lets generators run again).
+const RAISED: u8 = 1;
+/// `stopped`: retired (for good: nothing lowers it).
+const RETIRED: u8 = 2;
+
 /// A shareable stop switch with an optional local deadline; share it with `Arc<Fence>`.
 #[derive(Debug)]
 pub struct Fence {
-    raised: AtomicBool,
+    /// [`RAISED`] and [`RETIRED`]: generators run while it is 0 (one load).
+    stopped: AtomicU8,
     periods: AtomicU64,
     /// Monotonic nanoseconds from which no ID is issued ([`NO_DEADLINE`]: none). Written after
     /// `until_wall`, read before it, so that a reader that sees a deadline sees its wall twin.
@@ -78,7 +84,7 @@ impl Fence {
     /// A lowered fence without a deadline (generators run until it is raised).
     pub const fn new() -> Self {
         Fence {
-            raised: AtomicBool::new(false),
+            stopped: AtomicU8::new(0),
             periods: AtomicU64::new(0),
             until_mono: AtomicU64::new(NO_DEADLINE),
             until_wall: AtomicU64::new(NO_DEADLINE),
@@ -87,22 +93,32 @@ impl Fence {
 
     /// Stops the generators. Returns whether this call raised it (it was down).
     pub fn raise(&self) -> bool {
-        let was_down = !self.raised.swap(true, Ordering::AcqRel);
+        let was_down = self.stopped.fetch_or(RAISED, Ordering::AcqRel) == 0;
         if was_down {
             self.periods.fetch_add(1, Ordering::Relaxed);
         }
         was_down
     }
 
-    /// Lets the generators run again (until the deadline, if the fence has one).
+    /// Lets the generators run again (until the deadline, if the fence has one), unless it was
+    /// retired.
     pub fn lower(&self) {
-        self.raised.store(false, Ordering::Release);
+        self.stopped.fetch_and(!RAISED, Ordering::AcqRel);
     }
 
-    /// Whether the fence is raised (the deadline aside: see [`admits`](Self::admits)).
+    /// Stops the generators for good (a clean shutdown is about to say they stopped): unlike
+    /// [`raise`](Self::raise), no [`lower`](Self::lower) undoes it.
+    pub fn retire(&self) {
+        if self.stopped.fetch_or(RETIRED, Ordering::AcqRel) == 0 {
+            self.periods.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the fence is raised or retired (the deadline aside: see
+    /// [`admits`](Self::admits)).
     #[inline]
     pub fn is_raised(&self) -> bool {
-        self.raised.load(Ordering::Acquire)
+        self.stopped.load(Ordering::Acquire) != 0
     }
 
     /// The registry confirmed the lease in answer to a request sent at `sent`: generators may
@@ -122,20 +138,12 @@ impl Fence {
         self.until_mono.store(mono, Ordering::Release);
     }
 
-    /// Ends the window at once (the lease's keeper knows the registry may give the ID away):
-    /// closed until the next [`confirm`](Self::confirm). Unlike [`raise`](Self::raise), a
-    /// confirmation opens it again. A fence without a deadline gets one, already passed.
-    pub fn expire(&self) {
-        self.until_wall.store(0, Ordering::Release);
-        self.until_mono.store(0, Ordering::Release);
-    }
-
     /// Whether generators may issue an ID now: the fence is down and, if it has a deadline,
     /// neither clock has reached it. `wall_now` is the wall reading the generator took for the
     /// ID; `monotonic` reads the monotonic clock, called only when there is a deadline.
     #[inline]
     pub fn admits(&self, wall_now: u64, monotonic: impl FnOnce() -> u64) -> bool {
-        if self.raised.load(Ordering::Acquire) {
+        if self.stopped.load(Ordering::Acquire) != 0 {
             return false;
         }
         let until = self.until_mono.load(Ordering::Acquire);
@@ -259,13 +267,11 @@ mod tests {
     }
 
     #[test]
-    fn expire_closes_until_the_next_confirmation_and_raise_wins_over_a_deadline() {
+    fn raise_wins_over_a_deadline_and_retire_over_lower() {
         let clock = ManualClock::from_millis(5_000);
         let f = Fence::new();
-        f.expire();
-        assert!(f.has_deadline());
-        assert!(!f.admits_now(&clock));
         f.confirm(Sent::now(&clock), Duration::from_secs(1));
+        assert!(f.has_deadline());
         assert!(f.admits_now(&clock));
         f.raise();
         f.confirm(Sent::now(&clock), Duration::from_secs(1));
@@ -279,5 +285,11 @@ mod tests {
             f.remaining(&clock),
             Some(Duration::from_nanos(1_000 * NANOS_PER_MILLI))
         );
+        // Retired: a keeper's late lowering (the ID held again) does not undo it.
+        f.retire();
+        f.lower();
+        f.confirm(Sent::now(&clock), Duration::from_secs(1));
+        assert!(!f.admits_now(&clock));
+        assert!(f.is_raised());
     }
 }

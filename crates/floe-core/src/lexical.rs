@@ -340,13 +340,7 @@ impl<C: Clock> LexicalGenerator<C> {
     /// [`LexicalError::LeaseLost`] while the fence is closed.
     #[inline]
     pub fn next_timestamp(&self) -> Result<i64, LexicalError> {
-        let wall = self.clock.now_nanos();
-        if let Some(fence) = &self.fence {
-            if !fence.admits(wall, || self.clock.monotonic_nanos()) {
-                return Err(LexicalError::LeaseLost);
-            }
-        }
-        let now = (wall / 1_000) as i64;
+        let now = (self.clock.now_nanos() / 1_000) as i64;
         let mut last = self.last.load(Ordering::Acquire);
         loop {
             let next = if now > last {
@@ -354,6 +348,14 @@ impl<C: Clock> LexicalGenerator<C> {
             } else {
                 last.checked_add(1).ok_or(LexicalError::TimestampOverflow)?
             };
+            // The lease, checked with the very timestamp about to be issued: past a million IDs
+            // a second it runs ahead of the clock, and it must not run past the deadline.
+            if let Some(fence) = &self.fence {
+                let at = (next as u64).saturating_mul(1_000);
+                if !fence.admits(at, || self.clock.monotonic_nanos()) {
+                    return Err(LexicalError::LeaseLost);
+                }
+            }
             if let Some(h) = &self.horizon {
                 // `next` is positive here (a clock before 1970 reads as 0).
                 let next_nanos = (next as u64).saturating_mul(1_000);
@@ -416,6 +418,25 @@ mod tests {
         fence.confirm(Sent::now(&clock), Duration::from_secs(1));
         assert_eq!(g.next_timestamp().unwrap(), 3_000_000);
         fence.raise();
+        assert_eq!(g.next_id().unwrap_err(), LexicalError::LeaseLost);
+    }
+
+    #[test]
+    fn timestamps_run_ahead_of_the_clock_never_past_the_deadline() {
+        use crate::fence::{Fence, Sent};
+        let clock = ManualClock::from_millis(1_000);
+        let fence = Arc::new(Fence::new());
+        // A window of 2 ms from now: the deadline is the wall time 1_002_000 microseconds.
+        fence.confirm(Sent::now(&clock), Duration::from_millis(2));
+        let g = LexicalGenerator::new(clock.clone(), 7).fence(fence);
+        // The clock stands still: timestamps run ahead of it, up to the deadline and no
+        // further.
+        let mut issued = 0;
+        while g.next_timestamp().is_ok() {
+            issued += 1;
+        }
+        assert_eq!(issued, 2_000);
+        assert_eq!(g.last_timestamp_micros(), 1_001_999);
         assert_eq!(g.next_id().unwrap_err(), LexicalError::LeaseLost);
     }
 

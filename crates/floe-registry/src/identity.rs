@@ -102,6 +102,13 @@ pub struct WorkerRecord {
     /// holder crashed, was cut off or paused.
     #[serde(default, skip_serializing_if = "is_false")]
     pub closed: bool,
+    /// Which registration holds it: a random number each registration writes (compare-and-set)
+    /// before it hands the ID out, and every later write of its holder checks. A process that
+    /// finds another number there knows the ID was registered again meanwhile (by another
+    /// identity, or by a replacement with its own identity); 0 in records floe wrote before it
+    /// kept one, and in the file registry (whose OS lock is the holder).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub holder: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -122,16 +129,23 @@ impl WorkerRecord {
             last_time_ms,
             window_ms: 0,
             closed: false,
+            holder: 0,
         }
     }
 
-    /// This record taken over by `identity`, whose window is `window_ms`: the same ID and last
-    /// time, a new holder, open.
-    pub(crate) fn taken_over_by(self, identity: &Identity, window_ms: u64) -> WorkerRecord {
+    /// This record taken over by `identity` (registration `holder`), whose window is
+    /// `window_ms`: the same ID and last time, a new holder, open.
+    pub(crate) fn taken_over_by(
+        self,
+        identity: &Identity,
+        window_ms: u64,
+        holder: u64,
+    ) -> WorkerRecord {
         WorkerRecord {
             identity: identity.clone(),
             window_ms,
             closed: false,
+            holder,
             ..self
         }
     }

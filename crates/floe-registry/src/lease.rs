@@ -175,6 +175,9 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         }
     };
     let started = tokio::time::Instant::now();
+    // When the ID was taken from a holder that did not close it cleanly (Unix ms, after any
+    // takeover wait).
+    let mut taken_over_at: Option<u64> = None;
     // A holder killed just after renewing its hold keeps it for the registry's whole linger.
     let conflict_wait = config
         .conflict_wait
@@ -218,13 +221,20 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                     // The previous holder did not close cleanly: it may be paused or cut off
                     // and still inside its window. Wait it out before the first ID (on the
                     // monotonic clock, from the moment the ID was found free).
-                    notes.push(format!(
+                    let note = format!(
                         "the previous holder of worker ID {} ({}) did not close it cleanly: waited {} ms (its window and margin) before the first ID",
                         reg.record.id,
                         reg.previous_holder.as_ref().map_or_else(|| identity.to_string(), ToString::to_string),
                         reg.takeover_wait.as_millis()
-                    ));
+                    );
+                    tracing::info!(identity = %identity, "{}", note.replacen("waited", "waiting", 1));
+                    notes.push(note);
                     tokio::time::sleep(reg.takeover_wait).await;
+                }
+                if reg.previous_open {
+                    // The previous holder's last IDs may carry times up to about now (in a
+                    // coarse time unit, this very one): issue none at or before it.
+                    taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
                 }
                 let last = Some(reg.record.last_time_ms).filter(|&t| t > 0);
                 (reg.record.id, last, Source::Registry, Some(reg))
@@ -267,6 +277,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
     let recorded = [
         ("the registry", registry_last),
         ("the local cache", cache_last),
+        ("the moment it was taken over", taken_over_at),
     ];
     let (not_before_ms, horizon) = match &config.horizon_kind {
         Some(kind) => {
@@ -312,7 +323,10 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                 }
             }
             (
-                registry_last.unwrap_or(0).max(cache_last.unwrap_or(0)),
+                registry_last
+                    .unwrap_or(0)
+                    .max(cache_last.unwrap_or(0))
+                    .max(taken_over_at.unwrap_or(0)),
                 None,
             )
         }
@@ -451,8 +465,9 @@ impl Lease {
         cache: &LocalCache,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        // Stops the generators for good: the record is about to say so.
-        self.fence.raise();
+        // Stops the generators for good (no keeper lowers it again): the record is about to
+        // say so.
+        self.fence.retire();
         if let Some(h) = self.horizon.take() {
             // Brings the bound back to now (fsync).
             off_executor("time bound close", move || h.close(last_time_ms)).await?;

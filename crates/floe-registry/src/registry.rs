@@ -25,6 +25,10 @@ pub struct Registration {
     pub takeover_wait: std::time::Duration,
     /// Who held the ID before this registration took it over, if it did.
     pub previous_holder: Option<Identity>,
+    /// Whether this registration took the ID from a holder that did not close it cleanly: its
+    /// last IDs may carry times up to about now, so the new holder issues none before the
+    /// moment it is ready to (after [`takeover_wait`](Self::takeover_wait)).
+    pub previous_open: bool,
     /// Held for as long as the registration lives: for the file registry, the OS lock that
     /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
     /// the ephemeral holder node.
@@ -40,6 +44,7 @@ impl Registration {
             fence: Default::default(),
             takeover_wait: std::time::Duration::ZERO,
             previous_holder: None,
+            previous_open: false,
             _hold: hold,
         }
     }

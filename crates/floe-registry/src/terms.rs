@@ -34,6 +34,10 @@
 
 use std::time::Duration;
 
+/// The longest window: 2/3 of the longest expiry floe accepts (3600 s, `?ttl=`,
+/// `?session_timeout=`).
+pub const MAX_WINDOW: Duration = Duration::from_secs(2400);
+
 /// How a registry's lease ends, and the local window and rhythm derived from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseTerms {
@@ -63,15 +67,14 @@ impl LeaseTerms {
 
     /// How long a process that took over an ID must wait before issuing, when the registry's
     /// expiry does not already imply it (ZooKeeper): the previous holder's window
-    /// (`previous_window_ms`, or `own` when the record does not say), plus 4% for the two
-    /// monotonic clocks running at different rates (2% each way), plus 50 ms for the coarse
-    /// clock's tick and scheduling.
+    /// (`previous_window_ms`, as its record says), at least `own` (the record may be old or
+    /// edited) and at most [`MAX_WINDOW`] (what the longest expiry floe accepts gives), plus 4%
+    /// for the two monotonic clocks running at different rates (2% each way), plus 50 ms for
+    /// the coarse clock's tick and scheduling.
     pub fn takeover_wait(previous_window_ms: u64, own: Duration) -> Duration {
-        let window = if previous_window_ms == 0 {
-            own
-        } else {
-            Duration::from_millis(previous_window_ms)
-        };
+        let window = Duration::from_millis(previous_window_ms)
+            .max(own)
+            .min(MAX_WINDOW);
         window + window / 25 + Duration::from_millis(50)
     }
 }
@@ -93,12 +96,21 @@ mod tests {
         assert_eq!(etcd.confirm_every.as_millis(), 1_666);
         // A takeover waits the previous holder's window (its own when unknown) + 4% + 50 ms.
         assert_eq!(
-            LeaseTerms::takeover_wait(4_000, Duration::from_secs(9)),
+            LeaseTerms::takeover_wait(4_000, Duration::from_secs(1)),
             Duration::from_millis(4_210)
         );
         assert_eq!(
             LeaseTerms::takeover_wait(0, Duration::from_secs(4)),
             Duration::from_millis(4_210)
+        );
+        // A record's window below ours (old or edited) counts as ours; absurd ones are capped.
+        assert_eq!(
+            LeaseTerms::takeover_wait(1, Duration::from_secs(4)),
+            Duration::from_millis(4_210)
+        );
+        assert_eq!(
+            LeaseTerms::takeover_wait(u64::MAX, Duration::from_secs(4)),
+            Duration::from_millis(2_496_050)
         );
     }
 }

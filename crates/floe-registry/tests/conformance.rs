@@ -87,14 +87,20 @@ async fn a_restart_gets_the_same_id_and_last_time(b: &impl Backend) {
 }
 
 async fn a_live_holder_blocks_a_second_process(b: &impl Backend) {
-    let first = b.handle().await.register(&who(1), SPACE).await.unwrap();
+    let holder = b.handle().await;
+    let first = holder.register(&who(1), SPACE).await.unwrap();
     let e = b.handle().await.register(&who(1), SPACE).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
-    b.handle()
-        .await
-        .close(&who(1), first.record.id)
-        .await
-        .unwrap();
+    // Another process cannot end the holder's claim, nor mark its record closed.
+    let other = b.handle().await;
+    other.close(&who(1), first.record.id).await.unwrap();
+    assert_eq!(
+        other.register(&who(1), SPACE).await.unwrap_err().kind,
+        ErrorKind::Conflict
+    );
+    assert!(!other.list("orders").await.unwrap()[0].closed);
+    // The holder itself can.
+    holder.close(&who(1), first.record.id).await.unwrap();
     drop(first);
     b.handle().await.register(&who(1), SPACE).await.unwrap();
 }

@@ -285,7 +285,7 @@ async fn an_id_used_by_another_process_while_the_session_was_gone_stays_fenced()
         .close(&other, &other_cache, other_last)
         .await
         .unwrap();
-    stays_fenced(&s, &lease, recorded, "another process used it").await;
+    stays_fenced(&s, &lease, recorded, "registered again by another process").await;
     // The record's last time is never moved back.
     assert_eq!(s.record(lease.id).await.last_time_ms, other_last);
 }

@@ -121,10 +121,15 @@ impl EtcdRegistry {
         })
     }
 
-    /// Creates the holder key under a new lease. `Ok(None)`: someone else holds it.
-    async fn claim(&self, identity: &Identity) -> Result<Option<(i64, Sent)>, RegistryError> {
-        let holder = self.keys.holder_key(identity);
-        claim_holder(&self.keys.client, &holder, self.ttl_secs).await
+    /// Creates the holder key, naming registration `holder`, under a new lease. `Ok(None)`:
+    /// someone else holds it.
+    async fn claim(
+        &self,
+        identity: &Identity,
+        holder: u64,
+    ) -> Result<Option<(i64, Sent)>, RegistryError> {
+        let key = self.keys.holder_key(identity);
+        claim_holder(&self.keys.client, &key, self.ttl_secs, holder).await
     }
 
     /// The terms of this registry's leases: expiry = the TTL.
@@ -142,6 +147,7 @@ impl EtcdRegistry {
             existing,
             previous,
         } = allocation;
+        let previous_open = previous.as_ref().is_some_and(|p| !p.closed);
         let fence = Arc::new(Fence::new());
         let terms = self.terms();
         let claim = Arc::new(Claim::new(&record, fence.clone(), 0, terms.window, sent));
@@ -155,6 +161,7 @@ impl EtcdRegistry {
             // plus the TTL ago at least, longer than its window plus the margin.
             takeover_wait: Duration::ZERO,
             previous_holder: previous.map(|p| p.identity),
+            previous_open,
             _hold: Some(Hold::new(EtcdHold {
                 keeper,
                 _claim: claim,
@@ -278,12 +285,14 @@ impl VersionedRecords for Keys {
     }
 }
 
-/// Grants a lease and creates `holder` under it unless it exists: the lease and when its grant
-/// was sent (its TTL runs from a moment after that), or `None` when someone else holds it.
+/// Grants a lease and creates the holder key `key` under it, naming registration `holder`,
+/// unless it exists: the lease and when its grant was sent (its TTL runs from a moment after
+/// that), or `None` when the key exists.
 async fn claim_holder(
     client: &Client,
-    holder: &str,
+    key: &str,
     ttl_secs: i64,
+    holder: u64,
 ) -> Result<Option<(i64, Sent)>, RegistryError> {
     let sent = Sent::now(&SystemClock);
     let lease = client
@@ -292,17 +301,31 @@ async fn claim_holder(
         .map_err(|e| map_err("grant a lease", e))?
         .id;
     let txn = Txn::new()
-        .when([Compare::create_revision(holder, CompareOp::Equal, 0)])
-        .and_then([TxnOp::put(holder, lease.to_string(), lease)]);
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(key, holder.to_string(), lease)]);
     match client.txn(txn).await {
         Ok(resp) if resp.succeeded => Ok(Some((lease, sent))),
         other => {
             let _ = client.lease_revoke(lease).await;
             other
                 .map(|_| None)
-                .map_err(|e| map_err(&format!("claim {holder}"), e))
+                .map_err(|e| map_err(&format!("claim {key}"), e))
         }
     }
+}
+
+/// The lease of holder key `key` if it names registration `holder` (a claim of ours), `None`
+/// when the key is gone or another registration's.
+async fn own_lease(client: &Client, key: &str, holder: u64) -> Result<Option<i64>, RegistryError> {
+    let resp = client
+        .get(key)
+        .await
+        .map_err(|e| map_err(&format!("read {key}"), e))?;
+    Ok(resp
+        .kvs
+        .first()
+        .filter(|kv| kv.value == holder.to_string().as_bytes())
+        .map(|kv| kv.lease))
 }
 
 /// Whether the keep-alive of `lease` succeeded: `Some(true)` alive, `Some(false)` the lease is
@@ -326,8 +349,12 @@ async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
     let (client, holder) = (&keys.client, keys.holder_key(&claim.identity));
     let terms = LeaseTerms::for_expiry(Duration::from_secs(ttl_secs as u64));
     let period = terms.confirm_every;
+    // Keep-alives leave every period whatever the last one took: two lost in a row (each
+    // waited for a period) still leave the window open for the third.
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::time::sleep(period).await;
+        ticks.tick().await;
         if claim.lost().is_some() {
             let _ = client.lease_revoke(lease).await;
             return;
@@ -354,11 +381,22 @@ async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
             continue;
         }
         // Hold the ID again under a fresh lease.
-        let (new_lease, sent) = match claim_holder(client, &holder, ttl_secs).await {
+        let (new_lease, sent) = match claim_holder(client, &holder, ttl_secs, claim.holder).await {
             Ok(Some(claimed)) => claimed,
             Ok(None) => {
-                // Our lease is gone (etcd said so), yet the holder key stands: another process
-                // claimed the identity meanwhile (a replacement on a fresh state directory).
+                match own_lease(client, &holder, claim.holder).await {
+                    // Our own claim after all: a grant whose answer was lost. Keep that lease:
+                    // the next keep-alive on it confirms it (or finds it gone).
+                    Ok(Some(orphan)) => {
+                        lease = orphan;
+                        continue;
+                    }
+                    Err(_) => continue,
+                    Ok(None) => {}
+                }
+                // Our lease is gone (etcd said so), and the holder key stands for another
+                // registration: another process claimed the identity meanwhile (a
+                // replacement on a fresh state directory).
                 claim.lose(RegistryError::new(
                     ErrorKind::Conflict,
                     format!(
@@ -420,15 +458,16 @@ impl Registry for EtcdRegistry {
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
         identity.validate()?;
-        let holder = self.keys.holder_key(identity);
-        let Some((lease, sent)) = self.claim(identity).await? else {
+        let key = self.keys.holder_key(identity);
+        let holder = records::new_holder();
+        let Some((lease, sent)) = self.claim(identity, holder).await? else {
             return Err(RegistryError::new(
                 ErrorKind::Conflict,
-                format!("{identity} is held by another live process ({holder} exists until its lease ends)"),
+                format!("{identity} is held by another live process ({key} exists until its lease ends)"),
             ));
         };
         let window_ms = self.terms().window_ms();
-        match records::allocate(&self.keys, identity, space, window_ms).await {
+        match records::allocate(&self.keys, identity, space, window_ms, holder).await {
             Ok(allocation) => Ok(self.registration(allocation, lease, sent)),
             Err(e) => {
                 let _ = self.keys.client.lease_revoke(lease).await;
@@ -456,7 +495,14 @@ impl Registry for EtcdRegistry {
             }
             claim.record(last_time_ms);
         }
-        let result = records::heartbeat(&self.keys, identity, id, last_time_ms).await;
+        let result = records::heartbeat(
+            &self.keys,
+            identity,
+            id,
+            last_time_ms,
+            claim.as_ref().map(|c| c.holder),
+        )
+        .await;
         records::settle(claim.as_deref(), result)
     }
 
@@ -473,16 +519,17 @@ impl Registry for EtcdRegistry {
     }
 
     async fn close(&self, identity: &Identity, id: u32) -> Result<(), RegistryError> {
-        records::mark_closed(&self.keys, identity, id).await?;
-        let holder = self.keys.holder_key(identity);
-        let client = &self.keys.client;
-        let resp = client
-            .get(holder.as_str())
-            .await
-            .map_err(|e| map_err(&format!("read {holder}"), e))?;
-        if let Some(kv) = resp.kvs.first() {
-            client
-                .lease_revoke(kv.lease)
+        // Only this registry's own claim: another registration of the identity (a replacement
+        // that took it over) is not ours to mark closed or to end.
+        let Some(claim) = self.claims.find(identity, id) else {
+            return Ok(());
+        };
+        records::mark_closed(&self.keys, identity, id, claim.holder).await?;
+        let key = self.keys.holder_key(identity);
+        if let Some(lease) = own_lease(&self.keys.client, &key, claim.holder).await? {
+            self.keys
+                .client
+                .lease_revoke(lease)
                 .await
                 .map_err(|e| map_err("revoke the lease", e))?;
         }
@@ -496,15 +543,23 @@ impl Registry for EtcdRegistry {
         idle_before_ms: u64,
     ) -> Result<Option<Registration>, RegistryError> {
         identity.validate()?;
-        let Some((lease, sent)) = self.claim(identity).await? else {
+        let holder = records::new_holder();
+        let Some((lease, sent)) = self.claim(identity, holder).await? else {
             return Err(RegistryError::new(
                 ErrorKind::Conflict,
                 format!("{identity} is held by another live process"),
             ));
         };
         let window_ms = self.terms().window_ms();
-        let taken =
-            records::take_over_idle(&self.keys, identity, space, idle_before_ms, window_ms).await;
+        let taken = records::take_over_idle(
+            &self.keys,
+            identity,
+            space,
+            idle_before_ms,
+            window_ms,
+            holder,
+        )
+        .await;
         if !matches!(taken, Ok(Some(_))) {
             // Nothing taken: do not keep the identity claimed.
             let _ = self.keys.client.lease_revoke(lease).await;

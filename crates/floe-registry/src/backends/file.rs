@@ -183,9 +183,13 @@ impl FileRegistry {
                     continue;
                 };
                 // The OS lock is the claim: no window to wait out (the holder is gone).
-                let record = previous.taken_over_by(identity, 0);
+                let record = previous.clone().taken_over_by(identity, 0, 0);
                 records.insert(record.id, record.clone());
-                let registration = Registration::new(record, false, Some(Hold::new(hold)));
+                let mut registration = Registration::new(record, false, Some(Hold::new(hold)));
+                // Its holder is gone (the lock was free), but its last IDs may share this very
+                // time unit: the new holder starts after the moment it took the ID.
+                registration.previous_open = true;
+                registration.previous_holder = Some(previous.identity);
                 return Ok((Some(registration), true));
             }
             Ok((None, false))

@@ -108,16 +108,33 @@ pub(crate) struct Allocation {
     pub(crate) previous: Option<WorkerRecord>,
 }
 
+/// A new registration's number for [`WorkerRecord::holder`]: random, never 0.
+pub(crate) fn new_holder() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // std's RandomState is seeded from the OS's randomness (and moves on with each one made).
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish().max(1)
+}
+
 /// The identity's own ID (`existing`: it had one), or a newly created record for it: the free
 /// IDs lowest first, each taken by create-if-absent, so that two registrations at once never
-/// get the same ID (the loser tries the next). Its own record is marked open with this
-/// holder's window (`window_ms`) by compare-and-set before it is handed out: should this
-/// holder crash or be cut off, the next one knows to wait out its window.
+/// get the same ID (the loser tries the next). Its own record is marked held by registration
+/// `holder`, open, with this holder's window (`window_ms`), by compare-and-set before it is
+/// handed out: should this holder crash or be cut off, the next one knows to wait out its
+/// window, and an earlier registration of the same identity still running (cut off, paused)
+/// finds the ID registered again at its next write.
 pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
     store: &S,
     identity: &Identity,
     space: IdSpace,
     window_ms: u64,
+    holder: u64,
 ) -> Result<Allocation, RegistryError> {
     for _ in 0..ATTEMPTS {
         let records = list(store, &identity.service).await?;
@@ -134,9 +151,10 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
                 let record = WorkerRecord {
                     window_ms,
                     closed: false,
+                    holder,
                     ..own.clone()
                 };
-                if record != own && !store.replace(&record, *version).await? {
+                if !store.replace(&record, *version).await? {
                     continue; // changed meanwhile (a heartbeat, a release): read again
                 }
                 return Ok(Allocation {
@@ -150,6 +168,7 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
         for id in free {
             let record = WorkerRecord {
                 window_ms,
+                holder,
                 ..WorkerRecord::new(id, identity.clone(), 0)
             };
             if store.create(&record).await? {
@@ -171,19 +190,21 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
     ))
 }
 
-/// Marks `identity`'s record of `id` closed (its holder stopped issuing for good), so that the
-/// next holder need not wait out its window. Nothing when the record is gone or someone
-/// else's.
+/// Marks `identity`'s record of `id` closed (its holder, registration `holder`, stopped
+/// issuing for good), so that the next holder need not wait out its window. Nothing when the
+/// record is gone, someone else's, or registered again since (another registration of the
+/// same identity: it may be issuing).
 pub(crate) async fn mark_closed<S: VersionedRecords + ?Sized>(
     store: &S,
     identity: &Identity,
     id: u32,
+    holder: u64,
 ) -> Result<(), RegistryError> {
     for _ in 0..ATTEMPTS {
         let Some((record, version)) = store.read(&identity.service, id).await? else {
             return Ok(());
         };
-        if &record.identity != identity || record.closed {
+        if &record.identity != identity || record.holder != holder || record.closed {
             return Ok(());
         }
         let closed = WorkerRecord {
@@ -220,6 +241,7 @@ pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
     identity: &Identity,
     id: u32,
     last_time_ms: u64,
+    holder: Option<u64>,
 ) -> Result<(), RegistryError> {
     for _ in 0..ATTEMPTS {
         let Some((mut record, version)) = store.read(&identity.service, id).await? else {
@@ -227,6 +249,16 @@ pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
         };
         if &record.identity != identity {
             return Err(lost(identity, id));
+        }
+        if let Some(holder) = holder {
+            if record.holder != holder {
+                return Err(RegistryError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "worker ID {id} of {identity} was registered again by another process (a replacement with this identity?): stop issuing IDs"
+                    ),
+                ));
+            }
         }
         if last_time_ms <= record.last_time_ms {
             return Ok(());
@@ -289,11 +321,12 @@ pub(crate) async fn take_over_idle<S: VersionedRecords + ?Sized>(
     space: IdSpace,
     idle_before_ms: u64,
     window_ms: u64,
+    holder: u64,
 ) -> Result<Option<Allocation>, RegistryError> {
     let records = list(store, &identity.service).await?;
     for (previous, version) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms) {
         let previous_holder = previous.identity.clone();
-        let record = previous.clone().taken_over_by(identity, window_ms);
+        let record = previous.clone().taken_over_by(identity, window_ms, holder);
         // Compare-and-set on the version read: two reclaimers cannot both win.
         if store.take_over(&record, version, &previous_holder).await? {
             return Ok(Some(Allocation {
@@ -322,6 +355,8 @@ pub(crate) struct Claim {
     recorded_ms: AtomicU64,
     /// The session (ZooKeeper) under which the claim stands.
     epoch: AtomicU64,
+    /// The registration's number in the record ([`WorkerRecord::holder`]).
+    pub(crate) holder: u64,
     /// Whether the claim lapsed (a session expired, a lease was lost or may be) and is not
     /// held again yet: the fence is raised meanwhile.
     lapsed: AtomicBool,
@@ -344,6 +379,7 @@ impl Claim {
             identity: record.identity.clone(),
             id: record.id,
             fence,
+            holder: record.holder,
             window_nanos: AtomicU64::new(nanos(window)),
             recorded_ms: AtomicU64::new(record.last_time_ms),
             epoch: AtomicU64::new(epoch),
@@ -488,6 +524,9 @@ pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
             "it was taken over by {}",
             record.identity
         ))),
+        Some((record, _)) if record.holder != claim.holder => Err(lost(
+            "it was registered again by another process with this identity".to_string(),
+        )),
         Some((record, _)) if record.last_time_ms > claim.recorded_ms() => Err(lost(format!(
             "its last time moved to {} ms, past the {} ms this process recorded (another process used it)",
             record.last_time_ms,
@@ -622,7 +661,9 @@ mod tests {
         store.before_write.lock().unwrap().push(Box::new(|r| {
             r.insert(3, (record(3, 2, 1_000), 9));
         }));
-        let e = heartbeat(&store, &who(1), 3, 2_000).await.unwrap_err();
+        let e = heartbeat(&store, &who(1), 3, 2_000, None)
+            .await
+            .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
         assert_eq!(
             store.read("orders", 3).await.unwrap().unwrap().0,
@@ -634,7 +675,7 @@ mod tests {
         store.before_write.lock().unwrap().push(Box::new(|r| {
             r.insert(4, (record(4, 1, 1_500), 20));
         }));
-        heartbeat(&store, &who(1), 4, 2_000).await.unwrap();
+        heartbeat(&store, &who(1), 4, 2_000, None).await.unwrap();
         assert_eq!(
             store
                 .read("orders", 4)
@@ -648,7 +689,7 @@ mod tests {
         store.before_write.lock().unwrap().push(Box::new(|r| {
             r.insert(4, (record(4, 1, 3_000), 30));
         }));
-        heartbeat(&store, &who(1), 4, 2_500).await.unwrap();
+        heartbeat(&store, &who(1), 4, 2_500, None).await.unwrap();
         assert_eq!(
             store
                 .read("orders", 4)
@@ -659,6 +700,50 @@ mod tests {
                 .last_time_ms,
             3_000
         );
+    }
+
+    #[tokio::test]
+    async fn a_registration_again_is_seen_by_the_earlier_one_and_only_its_holder_closes() {
+        let store = Memory::default();
+        let space = IdSpace { size: 4 };
+        let first = allocate(&store, &who(1), space, 4_000, 21).await.unwrap();
+        heartbeat(&store, &who(1), first.record.id, 1_000, Some(21))
+            .await
+            .unwrap();
+        // A replacement with the same identity registers the ID again (the first one cut off):
+        // it sees the previous registration open, with its window.
+        let second = allocate(&store, &who(1), space, 4_000, 22).await.unwrap();
+        let previous = second.previous.unwrap();
+        assert_eq!(
+            (previous.holder, previous.closed, previous.window_ms),
+            (21, false, 4_000)
+        );
+        // The first one's next write learns it, and cannot mark the record closed.
+        let e = heartbeat(&store, &who(1), first.record.id, 2_000, Some(21))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        mark_closed(&store, &who(1), first.record.id, 21)
+            .await
+            .unwrap();
+        let (now, _) = store
+            .read("orders", first.record.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!now.closed);
+        assert_eq!(now.holder, 22);
+        // Its own holder closes it.
+        mark_closed(&store, &who(1), first.record.id, 22)
+            .await
+            .unwrap();
+        let (now, _) = store
+            .read("orders", first.record.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(now.closed);
+        assert_eq!(now.last_time_ms, 1_000);
     }
 
     #[tokio::test]
@@ -693,13 +778,15 @@ mod tests {
         store.before_write.lock().unwrap().push(Box::new(|r| {
             r.insert(1, (record(1, 8, 0), 1));
         }));
-        let a = allocate(&store, &who(1), space, 4_000).await.unwrap();
+        let a = allocate(&store, &who(1), space, 4_000, 11).await.unwrap();
         assert_eq!((a.record.id, a.existing), (2, false));
         assert!(a.previous.is_none());
-        let a = allocate(&store, &who(1), space, 4_000).await.unwrap();
+        let a = allocate(&store, &who(1), space, 4_000, 12).await.unwrap();
         assert_eq!((a.record.id, a.existing), (2, true));
-        allocate(&store, &who(2), space, 4_000).await.unwrap();
-        let e = allocate(&store, &who(3), space, 4_000).await.unwrap_err();
+        allocate(&store, &who(2), space, 4_000, 13).await.unwrap();
+        let e = allocate(&store, &who(3), space, 4_000, 14)
+            .await
+            .unwrap_err();
         assert_eq!(e.kind, ErrorKind::SpaceFull);
         assert!(e.message.contains("all 4 IDs"), "{e}");
     }

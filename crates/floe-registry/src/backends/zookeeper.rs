@@ -160,7 +160,7 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 async fn open_session(cluster: &str, timeout: Duration) -> Result<Client, ZkError> {
     Client::connector()
         .with_session_timeout(timeout)
-        .with_connection_timeout(timeout / 2)
+        .with_connection_timeout((timeout / 2).min(Duration::from_secs(3)))
         .connect(cluster)
         .await
 }
@@ -244,10 +244,9 @@ impl ZkRegistry {
             previous,
         } = allocation;
         let terms = self.shared.terms();
+        let previous_open = taken_over && previous.as_ref().is_some_and(|p| !p.closed);
         let takeover_wait = match &previous {
-            Some(p) if taken_over && !p.closed => {
-                LeaseTerms::takeover_wait(p.window_ms, terms.window)
-            }
+            Some(p) if previous_open => LeaseTerms::takeover_wait(p.window_ms, terms.window),
             _ => Duration::ZERO,
         };
         let fence = Arc::new(Fence::new());
@@ -265,6 +264,7 @@ impl ZkRegistry {
             fence,
             takeover_wait,
             previous_holder: previous.map(|p| p.identity),
+            previous_open,
             _hold: Some(Hold::new(ZkHold {
                 _shared: self.shared.clone(),
                 _claim: claim,
@@ -312,12 +312,17 @@ fn held_elsewhere(identity: &Identity, holder: &str) -> RegistryError {
 /// (see the module docs); when the session ends, fences every claim, opens a new session and
 /// holds each claim's ID again. Ends with the registry and its registrations.
 async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher) {
-    let every = match shared.upgrade() {
-        Some(shared) => shared.terms().confirm_every,
-        None => return,
+    // The rhythm of the session's confirmations (each new session may be granted another
+    // timeout).
+    let rhythm = |shared: &Weak<Shared>| {
+        let every = shared.upgrade()?.terms().confirm_every;
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Some((every, ticks))
     };
-    let mut confirm = tokio::time::interval(every);
-    confirm.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let Some((mut every, mut confirm)) = rhythm(&shared) else {
+        return;
+    };
     loop {
         // Hold again the claims the last session left (none but after an expiry).
         let unsettled = match shared.upgrade() {
@@ -363,6 +368,10 @@ async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher)
                         Some(shared) => shared.install(client),
                         None => return,
                     }
+                    match rhythm(&shared) {
+                        Some((e, c)) => (every, confirm) = (e, c),
+                        None => return,
+                    }
                     break watcher;
                 }
                 Err(_) => {
@@ -393,22 +402,41 @@ async fn confirm_claims(shared: &Arc<Shared>, within: Duration) {
         return;
     }
     let sent = Sent::now(&SystemClock);
-    let mut txn = session.client.new_multi_writer();
-    for claim in &claims {
-        if txn
-            .add_set_data(&shared.holder(&claim.identity), b"", None)
-            .is_err()
-        {
-            return;
-        }
-    }
-    if let Ok(Ok(_)) = tokio::time::timeout(within, txn.commit()).await {
+    let confirm = async {
+        // Each holder node must be this session's: written at the version just read, so that
+        // a node deleted and created again by another session (a replacement with this
+        // identity) confirms nothing. Those claims' windows run out; the next heartbeat finds
+        // them lost.
+        let mut txn = session.client.new_multi_writer();
+        let mut confirmed = Vec::new();
         for claim in &claims {
+            let holder = shared.holder(&claim.identity);
+            let Ok(Some(stat)) = session.client.check_stat(&holder).await else {
+                continue;
+            };
+            if stat.ephemeral_owner != session.client.session_id().0
+                || txn.add_set_data(&holder, b"", Some(stat.version)).is_err()
+            {
+                continue;
+            }
+            confirmed.push(claim);
+        }
+        if confirmed.is_empty() {
+            return Vec::new();
+        }
+        match txn.commit().await {
+            Ok(_) => confirmed,
+            Err(e) => {
+                tracing::debug!("zookeeper: the session's claims were not confirmed: {e}");
+                Vec::new()
+            }
+        }
+    };
+    if let Ok(confirmed) = tokio::time::timeout(within, confirm).await {
+        for claim in confirmed {
             claim.confirmed(sent);
         }
     }
-    // A holder node gone while its session lives (deleted by hand) fails the transaction:
-    // those windows run out, and the next heartbeat finds the claim lost.
 }
 
 /// Holds again, under the current session, every claim made under an earlier one. Whether
@@ -627,7 +655,8 @@ impl Registry for ZkRegistry {
             }
         };
         let window_ms = self.shared.terms().window_ms();
-        let result = records::allocate(self, identity, space, window_ms).await;
+        let result =
+            records::allocate(self, identity, space, window_ms, records::new_holder()).await;
         if result.is_err() && created {
             // Do not keep the identity claimed by a registration that failed.
             let _ = client.delete(&holder, None).await;
@@ -660,7 +689,14 @@ impl Registry for ZkRegistry {
         let holder = self.holder(identity);
         let result = match session.client.check_stat(&holder).await {
             Ok(Some(stat)) if stat.ephemeral_owner == session.client.session_id().0 => {
-                records::heartbeat(self, identity, id, last_time_ms).await
+                records::heartbeat(
+                    self,
+                    identity,
+                    id,
+                    last_time_ms,
+                    claim.as_ref().map(|c| c.holder),
+                )
+                .await
             }
             // The keeper holds the ID again under a new session.
             Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) if claim.is_some() => {
@@ -680,11 +716,24 @@ impl Registry for ZkRegistry {
     }
 
     async fn close(&self, identity: &Identity, id: u32) -> Result<(), RegistryError> {
-        records::mark_closed(self, identity, id).await?;
+        // Only this registry's own claim: another registration of the identity (a replacement
+        // that took it over) is not ours to mark closed or to end.
+        let Some(claim) = self.shared.claims.find(identity, id) else {
+            return Ok(());
+        };
+        records::mark_closed(self, identity, id, claim.holder).await?;
+        // The holder node, if it is this session's (else it is a newer registration's).
+        let client = self.client();
         let holder = self.holder(identity);
-        match self.client().delete(&holder, None).await {
-            Ok(()) | Err(ZkError::NoNode) => Ok(()),
-            Err(e) => Err(map_err(&format!("delete {holder}"), e)),
+        match client.check_stat(&holder).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => {
+                match client.delete(&holder, Some(stat.version)).await {
+                    Ok(()) | Err(ZkError::NoNode | ZkError::BadVersion) => Ok(()),
+                    Err(e) => Err(map_err(&format!("delete {holder}"), e)),
+                }
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(map_err(&format!("read {holder}"), e)),
         }
     }
 
@@ -710,7 +759,15 @@ impl Registry for ZkRegistry {
             Err(e) => return Err(map_err(&format!("create {holder}"), e)),
         }
         let window_ms = self.shared.terms().window_ms();
-        let taken = records::take_over_idle(self, identity, space, idle_before_ms, window_ms).await;
+        let taken = records::take_over_idle(
+            self,
+            identity,
+            space,
+            idle_before_ms,
+            window_ms,
+            records::new_holder(),
+        )
+        .await;
         if !matches!(taken, Ok(Some(_))) {
             // Nothing taken: do not keep the identity claimed.
             let _ = client.delete(&holder, None).await;
