@@ -449,10 +449,12 @@ start_zookeeper_ensemble() {
     dir=$top/$i
     mkdir -p "$dir/data"
     echo "$i" >"$dir/data/myid"
+    # ZooKeeper's own default tick (2 s): followers tell the leader of their sessions' requests
+    # every half tick, the lag floe's takeover wait is there for (floe_registry::terms).
     cat >"$dir/zoo.cfg" <<CFG
-tickTime=500
+tickTime=2000
 initLimit=10
-syncLimit=4
+syncLimit=5
 dataDir=$dir/data
 clientPort=21901
 clientPortAddress=$net.$i

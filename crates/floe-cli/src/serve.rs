@@ -453,8 +453,16 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     init_logs(args.log_format)?;
     let rt = runtime().map_err(crate::Failure::Other)?;
     let result = rt.block_on(async {
-        let shutdown = shutdown_signal().map_err(crate::Failure::Other)?;
-        let server = floe_server::Server::start(&config).await?;
+        let mut shutdown = Box::pin(shutdown_signal().map_err(crate::Failure::Other)?);
+        // A stop while starting (a lease waiting out its previous holder, a clock catching up)
+        // ends the start at once: what it took is let go, nothing was served.
+        let server = tokio::select! {
+            started = floe_server::Server::start(&config) => started?,
+            () = &mut shutdown => {
+                tracing::info!("stopped while starting: nothing was served");
+                return Ok(());
+            }
+        };
         for note in &server.notes {
             if note.starts_with("warning: ") {
                 tracing::warn!("{}", note.trim_start_matches("warning: "));

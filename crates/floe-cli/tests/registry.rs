@@ -203,6 +203,27 @@ fn bad_registry_configuration_names_the_field() {
         ("bogus://x", "registry: unknown scheme"),
         ("static:abc", "registry: expected static:ID"),
         ("nourl", "registry: expected a URL"),
+        // An option floe does not read (misspelled, or the other registry's) never becomes
+        // part of the root: that node would have had a worker-ID namespace of its own.
+        ("zk://127.0.0.1:1/fleet?ttl=3", "unknown option \"ttl=3\""),
+        (
+            "etcd://127.0.0.1:1/fleet?session_timeout=5",
+            "unknown option",
+        ),
+        ("zk://127.0.0.1:1/fleet?sesion_timeout=5", "unknown option"),
+        ("zk://127.0.0.1:1?x=1", "unknown option"),
+        (
+            "zk://127.0.0.1:1/f?session_timeout=5&session_timeout=9",
+            "session_timeout is given twice",
+        ),
+        (
+            "zk://127.0.0.1:1/f?session_timeout=1",
+            "session_timeout must be 2 to 3600",
+        ),
+        (
+            "zk://127.0.0.1:1/f?session_timeout=x",
+            "session_timeout must be whole seconds",
+        ),
     ] {
         let out = floe(&["gen", "snowflake", "--registry", url]);
         assert_eq!(out.status.code(), Some(2));

@@ -238,3 +238,45 @@ fn a_shutdown_delay_keeps_serving_not_ready_then_stops() {
     );
     assert!(err.contains("shutdown delay"), "{err}");
 }
+
+/// SIGTERM while `floe serve` waits for its lease (here: its identity held by another live
+/// process on the same state directory, which it would wait 10 s for) ends the start at once,
+/// with a line saying so: nothing was served.
+#[test]
+fn sigterm_while_waiting_for_a_lease_ends_the_start_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let args = ["--state-dir", &state, "--port", "7"];
+    let first = Serve::start(&args);
+    let mut second = std::process::Command::new(assert_cmd::cargo::cargo_bin("floe"))
+        .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        second.try_wait().unwrap().is_none(),
+        "still waiting for its lease"
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &second.id().to_string()])
+        .status();
+    let asked = std::time::Instant::now();
+    let out = second.wait_with_output().unwrap();
+    let took = asked.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(took < Duration::from_secs(3), "{took:?}: {err}");
+    assert!(out.status.success(), "{}: {err}", out.status);
+    assert!(err.contains("stopped while starting"), "{err}");
+    assert!(err.contains("waiting up to"), "the wait was said: {err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "it never served"
+    );
+    first.term();
+    let (status, _, _) = first.wait(Duration::from_secs(20));
+    assert!(status.success());
+}

@@ -39,6 +39,15 @@ pub fn check_addresses(kind: &str, list: &str) -> Result<(), String> {
 
 /// Checks a `kind` of server's root path: absolute, not `/` alone, no trailing or doubled `/`.
 pub fn check_root(kind: &str, root: &str) -> Result<(), String> {
+    // An option floe does not read is left in the URL's query: it must not become part of the
+    // root (a misspelled option would give a node a namespace of its own, IDs and all).
+    if let Some((path, query)) = root.split_once(['?', '#']) {
+        return Err(format!(
+            "unknown option {} in the {kind} URL after the root {}: check its spelling (it would have been part of the root)",
+            quoted(query),
+            quoted(path)
+        ));
+    }
     if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') || root.contains("//") {
         return Err(format!(
             "the {kind} root must be an absolute path such as /floe, found {}",
@@ -111,6 +120,12 @@ pub fn servers_and_root<'a>(
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, default_root),
     };
+    if let Some((_, query)) = servers.split_once(['?', '#']) {
+        return Err(format!(
+            "unknown option {} in the {kind} URL: check its spelling",
+            quoted(query)
+        ));
+    }
     if servers.contains('@') {
         // Not echoed: what stands before '@' may be a password.
         return Err(format!(
@@ -158,6 +173,23 @@ pub fn take_options<'n>(url: &str, names: &[&'n str]) -> (String, Vec<(&'n str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_left_in_a_url_are_never_part_of_the_root() {
+        for url in [
+            "zk://a:5/fleet?ttl=3",
+            "zk://a:5/fleet?session_timeout=10&ttl=3",
+            "etcd://a:5/g1?zzz=1",
+            "zk://a:5/fleet#x",
+        ] {
+            let e = servers_and_root("zk", url, "/floe").unwrap_err();
+            assert!(e.contains("unknown option"), "{url}: {e}");
+        }
+        assert_eq!(
+            servers_and_root("zk", "zk://a:5/fleet", "/floe").unwrap(),
+            ("a:5", "/fleet")
+        );
+    }
 
     #[test]
     fn servers_and_roots_are_checked() {

@@ -178,13 +178,27 @@ pub async fn acquire<C: Clock + Clone + 'static>(
     // When the ID was taken from a holder that did not close it cleanly (Unix ms, after any
     // takeover wait).
     let mut taken_over_at: Option<u64> = None;
+    // The latest time the previous holder's IDs can carry by its own clock, after such a
+    // takeover.
+    let mut previous_reach: Option<u64> = None;
     // A holder killed just after renewing its hold keeps it for the registry's whole linger.
     let conflict_wait = config
         .conflict_wait
         .max(registry.holder_linger() + Duration::from_secs(2));
+    // An idle ID whose holder's claim still lingers is looked at again as long; a registry
+    // whose claims end with their process (file) has none to wait for.
+    let reclaim_wait = if registry.holder_linger().is_zero() {
+        Duration::ZERO
+    } else {
+        conflict_wait
+    };
+    let mut said = false;
     let registered = loop {
         match registry.register(identity, config.space).await {
             Err(e) if e.kind == ErrorKind::Conflict && started.elapsed() < conflict_wait => {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(identity = %identity, "waiting up to {conflict_wait:?} for the identity's previous holder (a crashed or cut-off process's claim lasts until its session or lease ends): {e}");
+                }
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             Err(e) if e.kind == ErrorKind::Conflict => {
@@ -207,7 +221,19 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                         ));
                         break Ok(reg);
                     }
+                    // Nothing idle, or an idle ID whose holder's claim has not lapsed yet (a
+                    // paused or cut-off holder's session or lease lingers until it expires):
+                    // look again for as long as a conflict is waited for.
+                    Ok(None) if started.elapsed() < reclaim_wait => {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
                     Ok(None) => break Err(e),
+                    Err(other)
+                        if other.kind == ErrorKind::Conflict
+                            && started.elapsed() < reclaim_wait =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
                     Err(other) => break Err(other),
                 }
             }
@@ -235,6 +261,21 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                     // The previous holder's last IDs may carry times up to about now (in a
                     // coarse time unit, this very one): issue none at or before it.
                     taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
+                    // Nor before its reach by its own clock: its last recorded time, a
+                    // heartbeat and its window later. Past by now where the clocks agree; a
+                    // clock behind the previous holder's by more waits or refuses, naming
+                    // the times, instead of repeating its IDs.
+                    let window = Duration::from_millis(reg.previous_window_ms)
+                        .max(registry.lease_terms().map_or(Duration::ZERO, |t| t.window))
+                        .min(crate::terms::MAX_WINDOW);
+                    previous_reach = Some(reg.record.last_time_ms)
+                        .filter(|&t| t > 0)
+                        .map(|t| {
+                            t.saturating_add(
+                                u64::try_from((HEARTBEAT_INTERVAL + window).as_millis())
+                                    .unwrap_or(u64::MAX),
+                            )
+                        });
                 }
                 let last = Some(reg.record.last_time_ms).filter(|&t| t > 0);
                 (reg.record.id, last, Source::Registry, Some(reg))
@@ -278,6 +319,10 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         ("the registry", registry_last),
         ("the local cache", cache_last),
         ("the moment it was taken over", taken_over_at),
+        (
+            "its previous holder's reach (its last recorded time + a heartbeat + its window)",
+            previous_reach,
+        ),
     ];
     let (not_before_ms, horizon) = match &config.horizon_kind {
         Some(kind) => {
@@ -326,7 +371,8 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                 registry_last
                     .unwrap_or(0)
                     .max(cache_last.unwrap_or(0))
-                    .max(taken_over_at.unwrap_or(0)),
+                    .max(taken_over_at.unwrap_or(0))
+                    .max(previous_reach.unwrap_or(0)),
                 None,
             )
         }
@@ -391,7 +437,10 @@ impl Lease {
         cache: &LocalCache,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        let cached = if self.is_lost() {
+        // A lease lost, or in doubt (its window passed without a confirmation), does not
+        // vouch for its ID in the cache: the entry is not refreshed meanwhile.
+        let in_doubt = !self.fence.admits_now(&floe_core::clock::SystemClock);
+        let cached = if self.is_lost() || in_doubt {
             Ok(())
         } else {
             self.record_cache(cache, last_time_ms).await

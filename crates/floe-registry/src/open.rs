@@ -42,6 +42,19 @@ enum Target {
     },
 }
 
+/// Refuses an option given twice (which one was meant?).
+#[allow(dead_code)] // used by the server registries, each behind a feature
+fn once(options: &[(&str, String)]) -> Result<(), RegistryError> {
+    for (i, (name, _)) in options.iter().enumerate() {
+        if options[..i].iter().any(|(n, _)| n == name) {
+            return Err(RegistryError::config(format!(
+                "registry: the option {name} is given twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Parses a registry URL (see [`open`]) without opening anything.
 fn parse(url: &str) -> Result<Target, RegistryError> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| {
@@ -73,6 +86,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => {
             let (base, options) = floe_core::endpoint::take_options(url, &["session_timeout"]);
+            once(&options)?;
             let secs = match options.last() {
                 Some((_, t)) => t.parse::<u64>().map_err(|_| {
                     RegistryError::config(format!(
@@ -97,6 +111,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
         #[cfg(feature = "etcd")]
         "etcd" => {
             let (base, options) = floe_core::endpoint::take_options(url, &["ttl"]);
+            once(&options)?;
             let ttl = match options.last() {
                 Some((_, t)) => t.parse::<i64>().map_err(|_| {
                     RegistryError::config(format!("registry: ttl must be whole seconds, found {t:?}"))

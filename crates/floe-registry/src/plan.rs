@@ -76,3 +76,14 @@ pub(crate) fn idle_first<T>(
     idle.sort_by_key(|item| record(item).last_time_ms);
     idle
 }
+
+/// The error of a release refused because a live process holds the identity (`holder`: what
+/// says so).
+pub(crate) fn released_while_held(identity: &Identity, holder: &str) -> RegistryError {
+    RegistryError::new(
+        ErrorKind::Conflict,
+        format!(
+            "{identity} is held by a live process ({holder} exists): a released ID could be given to another identity while it still issues; stop that process first (or wait for its claim to lapse)"
+        ),
+    )
+}

@@ -29,6 +29,9 @@ pub struct Registration {
     /// last IDs may carry times up to about now, so the new holder issues none before the
     /// moment it is ready to (after [`takeover_wait`](Self::takeover_wait)).
     pub previous_open: bool,
+    /// The previous holder's window, as its record said (0: unknown), when
+    /// [`previous_open`](Self::previous_open).
+    pub previous_window_ms: u64,
     /// Held for as long as the registration lives: for the file registry, the OS lock that
     /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
     /// the ephemeral holder node.
@@ -45,6 +48,7 @@ impl Registration {
             takeover_wait: std::time::Duration::ZERO,
             previous_holder: None,
             previous_open: false,
+            previous_window_ms: 0,
             _hold: hold,
         }
     }

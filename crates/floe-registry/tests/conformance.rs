@@ -157,11 +157,17 @@ async fn heartbeats_never_move_back_and_list_shows_them(b: &impl Backend) {
 async fn release_frees_the_id(b: &impl Backend) {
     let r = b.handle().await;
     let small = IdSpace { size: 1 };
-    drop(r.register(&who(1), small).await.unwrap());
+    let held = r.register(&who(1), small).await.unwrap();
     assert_eq!(
         r.register(&who(2), small).await.unwrap_err().kind,
         ErrorKind::SpaceFull
     );
+    // Not while its holder lives: the ID could be given to another identity while it issues.
+    let e = b.handle().await.release(&who(1)).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("held by a live process"), "{e}");
+    r.close(&who(1), held.record.id).await.unwrap();
+    drop(held);
     assert!(r.release(&who(1)).await.unwrap());
     assert!(!r.release(&who(1)).await.unwrap());
     assert_eq!(r.register(&who(2), small).await.unwrap().record.id, 0);

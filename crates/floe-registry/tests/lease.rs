@@ -326,7 +326,7 @@ async fn heartbeats_run_every_interval_and_count_failures() {
 }
 
 #[tokio::test]
-async fn an_id_released_under_a_live_holder_fences_its_generator() {
+async fn an_id_whose_record_goes_under_a_live_holder_fences_its_generator() {
     let e = env();
     let clock = ManualClock::from_millis(T0);
     let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
@@ -338,8 +338,12 @@ async fn an_id_released_under_a_live_holder_fences_its_generator() {
         .build(clock.clone())
         .unwrap();
     gen.next_id().unwrap();
-    // An operator releases the ID (floe worker release) while this process still runs.
-    assert!(e.registry.release(&e.config.identity).await.unwrap());
+    // An operator's `floe worker release` is refused while this process runs.
+    let refused = e.registry.release(&e.config.identity).await.unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::Conflict, "{refused}");
+    gen.next_id().unwrap();
+    // The record goes anyway (edited by hand): the next heartbeat stops the generator.
+    std::fs::write(e.registry.dir().join("registry.json"), r#"{"services":{}}"#).unwrap();
     let err = lease
         .heartbeat(&e.registry, &e.cache, T0 + 10)
         .await
@@ -480,4 +484,51 @@ async fn with_a_time_bound_a_crash_then_a_clock_behind_never_repeats() {
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::ClockBehind);
     assert!(err.message.contains("time bound"), "{err}");
+}
+
+/// A new holder whose clock is behind the previous holder's (which did not close cleanly)
+/// issues nothing before that holder's reach: its last recorded time, a heartbeat and its
+/// window later, instead of repeating the previous holder's IDs.
+#[tokio::test]
+async fn a_takeover_by_a_clock_behind_waits_for_or_refuses_the_previous_holders_reach() {
+    let e = env();
+    let small = IdSpace { size: 1 };
+    let config = LeaseConfig {
+        space: small,
+        horizon_kind: Some("snowflake".into()),
+        ..e.config.clone()
+    };
+    let clock = ManualClock::from_millis(T0);
+    let old = acquire(&e.registry, &e.cache, &config, &clock)
+        .await
+        .unwrap();
+    old.heartbeat(&e.registry, &e.cache, T0 + 100_000)
+        .await
+        .unwrap();
+    drop(old);
+    let other = LeaseConfig {
+        identity: Identity::new("orders", "10.0.0.2", 8080),
+        reclaim_after: Some(Duration::from_millis(100)),
+        ..config
+    };
+    // A clock behind the previous holder's last time finds nothing idle: nothing taken.
+    let behind = ManualClock::from_millis(T0 + 97_000);
+    let full = acquire(&e.registry, &e.cache, &other, &behind)
+        .await
+        .unwrap_err();
+    assert_eq!(full.kind, ErrorKind::SpaceFull, "{full}");
+    // The previous holder's reach: T0 + 100 s + a heartbeat (3 s; the file registry keeps no
+    // window); this clock is 2 s short of it: it waits, and issues nothing at or before it. (A
+    // lag longer than the wait a start allows refuses, as any clock behind a recorded time.)
+    let behind = ManualClock::from_millis(T0 + 101_000);
+    let lease = acquire(&e.registry, &e.cache, &other, &behind)
+        .await
+        .unwrap();
+    assert_eq!(lease.id, 0);
+    assert_eq!(lease.not_before_ms, T0 + 103_000);
+    assert!(
+        behind.waited() >= Duration::from_secs(2),
+        "{:?}",
+        behind.waited()
+    );
 }

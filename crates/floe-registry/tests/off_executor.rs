@@ -96,6 +96,8 @@ fn file_registry_calls_wait_for_its_lock_off_the_executor() {
             .unwrap()
             .expect("h1's ID is idle since 1000 ms and its holder gone");
         assert_eq!((taken.record.id, taken.record.last_time_ms), (id, 1_000));
+        // Released once its holder is gone (never under a live one).
+        drop(taken);
         assert!(
             waits_for_the_lock_off_the_executor(&path, registry.release(&h2))
                 .await

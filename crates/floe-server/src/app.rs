@@ -552,24 +552,43 @@ impl Server {
                 LEXICAL_WORKERS,
             ));
         }
-        let mut acquired: std::collections::HashMap<String, _> =
-            futures_util::future::join_all(wanted.into_iter().map(|(kind, identity, space)| {
+        // The first that fails ends the others (their claims released with them): a start
+        // that cannot have one lease does not wait out the rest.
+        let acquired = futures_util::future::try_join_all(wanted.into_iter().map(
+            |(kind, identity, space)| {
                 let registry = &config.registry;
                 async move {
-                    let lease =
-                        WorkerLease::try_acquire(registry, state_dir, identity, space, &kind).await;
-                    (kind, lease)
+                    match WorkerLease::try_acquire(registry, state_dir, identity, space, &kind)
+                        .await
+                    {
+                        Ok(lease) => Ok((kind, lease)),
+                        Err(e) => Err((kind, e)),
+                    }
                 }
-            }))
-            .await
-            .into_iter()
-            .collect();
+            },
+        ))
+        .await;
+        let mut acquired: std::collections::HashMap<String, WorkerLease> = match acquired {
+            Ok(leases) => leases.into_iter().collect(),
+            Err((kind, e)) => {
+                let what = match kind.as_str() {
+                    "sno" => "sno: partition".to_string(),
+                    "lexical" => "lexical: worker ID".to_string(),
+                    "snowflake" => format!("snowflake {DEFAULT_GENERATOR}: worker ID"),
+                    other => format!(
+                        "snowflake {}: worker ID",
+                        other.strip_prefix("snowflake-").unwrap_or(other)
+                    ),
+                };
+                return Err(StartError::registry(&what, &e));
+            }
+        };
         let mut take_lease = |kind: &str| {
-            acquired.remove(kind).unwrap_or_else(|| {
-                Err(floe_registry::RegistryError::new(
+            acquired.remove(kind).ok_or_else(|| {
+                floe_registry::RegistryError::new(
                     floe_registry::ErrorKind::Corrupt,
                     format!("internal: no lease was asked for {kind}"),
-                ))
+                )
             })
         };
         for (name, layout) in all_layouts

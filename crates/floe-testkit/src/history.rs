@@ -64,6 +64,11 @@ pub struct Rules {
     /// The owner field of a value (a Snowflake worker, a sno partition), for the ownership
     /// check; `None`: the stream has none.
     pub owner: Option<fn(u128) -> u64>,
+    /// The time a value carries (in the stream's own unit), for the ownership check by time:
+    /// the nodes of one test run on one clock, so an old holder's value with a time at or
+    /// after the new holder's first was issued after the new holder began, however its call
+    /// was timed (a call sent before a pause and answered after it).
+    pub time: Option<fn(u128) -> u64>,
 }
 
 /// The owner fields each node was given, by (stream, node): a Snowflake worker, a sno
@@ -228,7 +233,7 @@ pub fn check(calls: &[Call], rules: &HashMap<String, Rules>, granted: &Grants) -
             real_time_order(stream, &calls, &mut report);
         }
         if let Some(owner) = rules.owner {
-            ownership(stream, &calls, owner, granted, &mut report);
+            ownership(stream, &calls, owner, rules.time, granted, &mut report);
         }
     }
     outages(calls, &mut report);
@@ -288,11 +293,13 @@ fn real_time_order(stream: &str, calls: &[&Call], report: &mut Report) {
 /// Every owner field a node used must have been granted to it; and for every field, no
 /// call of one node may begin after a call of another node with that field ended, if that
 /// other node's use began after the first node's (the old holder still issuing after the new
-/// one did).
+/// one did); and, with `time`, no value of the old holder may carry a time at or after the
+/// new holder's first.
 fn ownership(
     stream: &str,
     calls: &[&Call],
     owner: fn(u128) -> u64,
+    time: Option<fn(u128) -> u64>,
     granted: &Grants,
     report: &mut Report,
 ) {
@@ -330,6 +337,20 @@ fn ownership(
             })
             .collect();
         holders.sort_by_key(|h| h.1);
+        // Per node, the times its values with this field carry: (earliest, latest).
+        let times = |node: &str| -> Option<(u64, u64)> {
+            let time = time?;
+            nodes
+                .get(node)?
+                .iter()
+                .flat_map(|c| c.values())
+                .filter(|&&v| owner(v) == field)
+                .map(|&v| time(v))
+                .fold(None, |acc, t| match acc {
+                    None => Some((t, t)),
+                    Some((lo, hi)) => Some((lo.min(t), hi.max(t))),
+                })
+        };
         for (i, earlier) in holders.iter().enumerate() {
             for later in &holders[i + 1..] {
                 // The later holder's first call ended before the earlier holder's last began:
@@ -339,6 +360,16 @@ fn ownership(
                         "{stream}: field {field}: {} issued with it until a call sent at {:?}, after {} had issued with it by {:?}",
                         earlier.0, earlier.3, later.0, later.2
                     ));
+                }
+                if let (Some((_, old_last)), Some((new_first, _))) =
+                    (times(earlier.0), times(later.0))
+                {
+                    if old_last >= new_first {
+                        report.ownership_violations.push(format!(
+                            "{stream}: field {field}: {} issued a value of time {old_last}, at or after the first of {} ({new_first})",
+                            earlier.0, later.0
+                        ));
+                    }
                 }
             }
         }
@@ -399,8 +430,17 @@ mod tests {
         (v >> 12) as u64 & 0x3ff
     }
 
+    /// An ID at time 1 (the unit above the worker and sequence bits).
     fn id(worker: u64, seq: u64) -> u128 {
-        u128::from((1u64 << 22) | (worker << 12) | seq)
+        id_at(1, worker, seq)
+    }
+
+    fn id_at(t: u64, worker: u64, seq: u64) -> u128 {
+        u128::from((t << 22) | (worker << 12) | seq)
+    }
+
+    fn time(v: u128) -> u64 {
+        (v >> 22) as u64
     }
 
     fn rules() -> HashMap<String, Rules> {
@@ -409,7 +449,7 @@ mod tests {
                 "strong:k".to_string(),
                 Rules {
                     real_time_order: true,
-                    owner: None,
+                    ..Rules::default()
                 },
             ),
             (
@@ -417,6 +457,7 @@ mod tests {
                 Rules {
                     real_time_order: false,
                     owner: Some(worker),
+                    time: Some(time),
                 },
             ),
         ])
@@ -441,8 +482,8 @@ mod tests {
                 outcome: Outcome::Unavailable,
                 ..call("A", "snowflake", 40, 45, &[])
             },
-            call("B", "snowflake", 50, 60, &[id(7, 3)]),
-            call("B", "snowflake", 55, 70, &[id(8, 0)]),
+            call("B", "snowflake", 50, 60, &[id_at(2, 7, 3)]),
+            call("B", "snowflake", 55, 70, &[id_at(2, 8, 0)]),
             call("A", "strong:k", 0, 10, &[1, 2]),
             call("B", "strong:k", 5, 12, &[3]),
             call("B", "strong:k", 20, 25, &[4]),
@@ -507,6 +548,17 @@ mod tests {
         let r = check(&calls, &rules(), &granted());
         assert_eq!(r.ownership_violations.len(), 1, "{:?}", r.problems(10));
         assert!(r.repeats.is_empty());
+        // A call sent before the new holder's first (a request that waited out a pause),
+        // answered with a value of a time at or after the new holder's first: found by time.
+        let mut calls = good();
+        calls.push(call("A", "snowflake", 45, 80, &[id_at(2, 7, 9)]));
+        let r = check(&calls, &rules(), &granted());
+        assert_eq!(r.ownership_violations.len(), 1, "{:?}", r.problems(10));
+        assert!(
+            r.ownership_violations[0].contains("of time 2"),
+            "{:?}",
+            r.ownership_violations
+        );
         // A field never granted to the node that used it.
         let calls = vec![call("A", "snowflake", 0, 1, &[id(8, 0)])];
         let r = check(&calls, &rules(), &granted());

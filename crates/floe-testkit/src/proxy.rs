@@ -1,15 +1,16 @@
 //! A TCP proxy between a client and a server that a test can cut, as a network partition
 //! would, in either of the two ways a partition looks from the client:
 //!
-//! - [`Cut::Refuse`]: every connection is reset and new ones are refused (the port is closed):
-//!   the client learns at once that it is cut off.
-//! - [`Cut::Blackhole`]: connections stay open and new ones are accepted, but every byte
-//!   vanishes in both directions and nothing ever closes: the client learns nothing until its
-//!   own timeouts run out.
+//! - [`Cut::Refuse`]: every connection is reset (RST) and new ones are refused (the port is
+//!   closed): the client learns at once that it is cut off.
+//! - [`Cut::Blackhole`]: connections stay open and new ones are accepted, but nothing gets
+//!   through in either direction and nothing ever closes: the client learns nothing until its
+//!   own timeouts run out. Bytes are not dropped: they wait in the kernel's buffers (as TCP
+//!   retransmits them across a real partition) and arrive late once it heals.
 //!
 //! [`Proxy::heal`] lets traffic through again (connections cut by `Refuse` stay closed: the
-//! client reconnects; connections held by `Blackhole` carry bytes again, as after a healed
-//! partition whose TCP connections outlived it).
+//! client reconnects; connections held by `Blackhole` carry what waited, then the rest, as
+//! after a healed partition whose TCP connections outlived it).
 //!
 //! Plain threads, no runtime: it serves synchronous and asynchronous tests alike.
 
@@ -95,11 +96,14 @@ impl Proxy {
     pub fn cut(&self, how: Cut) {
         match how {
             Cut::Refuse => {
-                self.shared.mode.store(REFUSE, Ordering::SeqCst);
-                for (a, b) in self.links().drain(..) {
-                    reset(&a);
-                    reset(&b);
+                // Linger 0 first: when the pumps see the mode and let go of their ends, the
+                // sockets close with a reset.
+                for (a, b) in self.links().iter() {
+                    reset(a);
+                    reset(b);
                 }
+                self.shared.mode.store(REFUSE, Ordering::SeqCst);
+                self.links().clear();
             }
             Cut::Blackhole => self.shared.mode.store(BLACKHOLE, Ordering::SeqCst),
         }
@@ -131,10 +135,9 @@ impl Drop for Proxy {
     }
 }
 
-/// Closes a connection with a reset (SO_LINGER 0 is not in std: shutting both ways makes the
-/// peer's next read see the end and its next write fail).
+/// Makes the connection end with a reset when its last handle is closed (SO_LINGER 0).
 fn reset(s: &TcpStream) {
-    let _ = s.shutdown(Shutdown::Both);
+    let _ = rustix::net::sockopt::set_socket_linger(s, Some(Duration::ZERO));
 }
 
 /// Accepts connections; while refusing, the port is closed (the listener dropped) and bound
@@ -214,22 +217,35 @@ fn link(inbound: TcpStream, shared: &Arc<Shared>) {
     });
 }
 
-/// Copies `from` to `to` until either closes, the proxy stops, or a `Refuse` cut; bytes read
-/// while blackholed are dropped.
+/// Copies `from` to `to` until either closes, the proxy stops, or a `Refuse` cut (then it lets
+/// go of its ends without a word: the cut set them to reset). While blackholed it reads
+/// nothing: what is sent waits in the kernel's buffers.
 fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
     let _ = from.set_read_timeout(Some(TICK));
     let mut buf = [0u8; 16 * 1024];
     loop {
-        if shared.stopped.load(Ordering::SeqCst) || shared.mode.load(Ordering::SeqCst) == REFUSE {
+        match shared.mode.load(Ordering::SeqCst) {
+            REFUSE => return,
+            BLACKHOLE => {
+                if shared.stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(TICK);
+                continue;
+            }
+            _ => {}
+        }
+        if shared.stopped.load(Ordering::SeqCst) {
             break;
         }
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                if shared.mode.load(Ordering::SeqCst) == PASS && to.write_all(&buf[..n]).is_err() {
+                // Read while passing: forwarded even if a blackhole began meanwhile (it was
+                // on its way).
+                if to.write_all(&buf[..n]).is_err() {
                     break;
                 }
-                // BLACKHOLE: the bytes vanish; REFUSE: the loop ends at the top.
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(_) => break,
@@ -286,23 +302,30 @@ mod tests {
             matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
             "{e}"
         );
-        // A new connection is accepted, and swallowed.
+        // A new connection is accepted, and held.
         let mut fresh = TcpStream::connect(proxy.addr()).unwrap();
         assert!(round_trip(&mut fresh, Duration::from_millis(300)).is_err());
-        // Healed: the held connection carries bytes again.
+        // Healed: what was sent meanwhile arrives late, on both connections, then the rest.
         proxy.heal();
         let mut buf = [0u8; 4];
-        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        for c in [&mut s, &mut fresh] {
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            c.read_exact(&mut buf).unwrap();
+            assert_eq!(&buf, b"ping", "the late bytes");
+        }
         s.write_all(b"pong").unwrap();
         s.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"pong");
 
-        // Refuse: the connection ends, new ones are refused at once.
+        // Refuse: the connection is reset, new ones are refused at once.
         proxy.cut(Cut::Refuse);
         let started = Instant::now();
         let mut buf = [0u8; 1];
-        let ended = matches!(s.read(&mut buf), Ok(0) | Err(_));
-        assert!(ended);
+        let read = s.read(&mut buf);
+        assert!(
+            matches!(&read, Err(e) if e.kind() == ErrorKind::ConnectionReset),
+            "{read:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
         let refused = TcpStream::connect(proxy.addr()).unwrap_err();
         assert_eq!(refused.kind(), ErrorKind::ConnectionRefused, "{refused}");

@@ -160,6 +160,7 @@ impl EtcdRegistry {
             // The holder key was free: the previous holder's lease ended, its last keep-alive
             // plus the TTL ago at least, longer than its window plus the margin.
             takeover_wait: Duration::ZERO,
+            previous_window_ms: previous.as_ref().map_or(0, |p| p.window_ms),
             previous_holder: previous.map(|p| p.identity),
             previous_open,
             _hold: Some(Hold::new(EtcdHold {
@@ -507,6 +508,17 @@ impl Registry for EtcdRegistry {
     }
 
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        // Never under a live holder: another identity could be given the ID while it issues.
+        let holder = self.keys.holder_key(identity);
+        let resp = self
+            .keys
+            .client
+            .get(holder.as_str())
+            .await
+            .map_err(|e| map_err(&format!("read {holder}"), e))?;
+        if !resp.kvs.is_empty() {
+            return Err(crate::plan::released_while_held(identity, &holder));
+        }
         records::release(&self.keys, identity).await
     }
 

@@ -154,6 +154,23 @@ impl FileRegistry {
             let Some(records) = table.services.get_mut(&identity.service) else {
                 return Ok((false, false));
             };
+            // Never under a live holder: another identity could be given the ID while it
+            // issues. The holder's lock, taken and let go at once, says whether one runs.
+            if let Some(r) = records.values().find(|r| &r.identity == identity) {
+                self.hold(&identity.service, r.id, identity).map_err(|e| {
+                    if e.kind == ErrorKind::Conflict {
+                        crate::plan::released_while_held(
+                            identity,
+                            &self
+                                .hold_path(&identity.service, r.id)
+                                .display()
+                                .to_string(),
+                        )
+                    } else {
+                        e
+                    }
+                })?;
+            }
             let before = records.len();
             records.retain(|_, r| &r.identity != identity);
             let removed = records.len() != before;

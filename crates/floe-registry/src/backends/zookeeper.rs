@@ -263,6 +263,7 @@ impl ZkRegistry {
             existing,
             fence,
             takeover_wait,
+            previous_window_ms: previous.as_ref().map_or(0, |p| p.window_ms),
             previous_holder: previous.map(|p| p.identity),
             previous_open,
             _hold: Some(Hold::new(ZkHold {
@@ -712,6 +713,13 @@ impl Registry for ZkRegistry {
     }
 
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
+        // Never under a live holder: another identity could be given the ID while it issues.
+        let holder = self.holder(identity);
+        match self.client().check_stat(&holder).await {
+            Ok(Some(_)) => return Err(crate::plan::released_while_held(identity, &holder)),
+            Ok(None) => {}
+            Err(e) => return Err(map_err(&format!("read {holder}"), e)),
+        }
         records::release(self, identity).await
     }
 
