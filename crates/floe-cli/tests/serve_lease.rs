@@ -1,7 +1,7 @@
 //! The server's worker lease: an idle server heartbeats as alive, and a server whose worker ID
-//! was released under it (here by `floe worker release`, as an operator or a takeover would)
-//! stops issuing that generator's IDs (fenced: 503): Snowflake, then LexicalUUID, each on its
-//! own lease, while the other kinds go on.
+//! was taken from under it (here its record removed by hand; `floe worker release` refuses
+//! under a live holder) stops issuing that generator's IDs (fenced: 503): Snowflake, then
+//! LexicalUUID, each on its own lease, while the other kinds go on.
 
 mod common;
 mod serving;
@@ -78,10 +78,11 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     );
 }
 
-/// Releases the identity `h1:4242` of `service` under the running `server`, then waits (at
-/// most 15 s: a heartbeat comes every 3 s) until `path` answers 503 "lease is lost".
+/// Takes the identity `h1:4242` of `service` from under the running `server` (`floe worker
+/// release` is refused, then the record is removed by hand), then waits (at most 15 s: a
+/// heartbeat comes every 3 s) until `path` answers 503 "lease is lost".
 fn release_and_wait_for_the_fence(server: &Serve, registry: &str, service: &str, path: &str) {
-    common::ok(common::run(&[
+    let out = common::run(&[
         "worker",
         "release",
         "--registry",
@@ -92,7 +93,10 @@ fn release_and_wait_for_the_fence(server: &Serve, registry: &str, service: &str,
         "h1",
         "--port",
         "4242",
-    ]));
+    ]);
+    assert_eq!(out.status.code(), Some(75), "refused under a live holder");
+    let dir = registry.strip_prefix("file://").unwrap();
+    common::remove_record(std::path::Path::new(dir), service, "h1", 4242);
     let started = Instant::now();
     loop {
         let (code, body) = http(&server.http, "GET", path).unwrap();

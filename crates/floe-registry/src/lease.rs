@@ -140,6 +140,8 @@ pub struct Lease {
     registry: String,
     /// Set once the registry said the ID is someone else's: the cache no longer keeps it.
     lost: std::sync::atomic::AtomicBool,
+    /// Set by [`close`](Lease::close), once the generators stopped for good.
+    closing: std::sync::atomic::AtomicBool,
     _registration: Option<Registration>,
 }
 
@@ -391,6 +393,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         horizon,
         registry: location,
         lost: std::sync::atomic::AtomicBool::new(false),
+        closing: std::sync::atomic::AtomicBool::new(false),
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
@@ -438,8 +441,10 @@ impl Lease {
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
         // A lease lost, or in doubt (its window passed without a confirmation), does not
-        // vouch for its ID in the cache: the entry is not refreshed meanwhile.
-        let in_doubt = !self.fence.admits_now(&floe_core::clock::SystemClock);
+        // vouch for its ID in the cache: the entry is not refreshed meanwhile. (A closing lease
+        // records its generators' last time: they stopped for good.)
+        let in_doubt = !self.closing.load(Ordering::Acquire)
+            && !self.fence.admits_now(&floe_core::clock::SystemClock);
         let cached = if self.is_lost() || in_doubt {
             Ok(())
         } else {
@@ -517,6 +522,7 @@ impl Lease {
         // Stops the generators for good (no keeper lowers it again): the record is about to
         // say so.
         self.fence.retire();
+        self.closing.store(true, Ordering::Release);
         if let Some(h) = self.horizon.take() {
             // Brings the bound back to now (fsync).
             off_executor("time bound close", move || h.close(last_time_ms)).await?;

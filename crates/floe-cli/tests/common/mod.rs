@@ -114,3 +114,21 @@ pub fn ten_processes_registering_at_once_get_ten_ids(url: &str) {
     assert_eq!(ids.len(), 10, "{ids:?}");
     assert_eq!(worker_list(url, "orders").lines().count(), 10);
 }
+
+/// Removes `service`'s record of `host:port` from the file registry in `dir` by hand, as an
+/// operator's edit would (`floe worker release` refuses while a live process holds the ID):
+/// the holder's next heartbeat finds its ID gone.
+pub fn remove_record(dir: &std::path::Path, service: &str, host: &str, port: u16) {
+    let path = dir.join("registry.json");
+    let mut table: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let records = table["services"][service].as_object_mut().unwrap();
+    let before = records.len();
+    records.retain(|_, r| !(r["identity"]["host"] == host && r["identity"]["port"] == port));
+    assert_eq!(
+        records.len() + 1,
+        before,
+        "{service}/{host}:{port} had no record"
+    );
+    std::fs::write(&path, serde_json::to_vec(&table).unwrap()).unwrap();
+}
