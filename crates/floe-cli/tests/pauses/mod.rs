@@ -586,6 +586,18 @@ pub struct Takeover {
     pub holds: Vec<(String, Duration)>,
 }
 
+/// What the runs of one hold saw, for the row's outcome.
+#[derive(Debug, Clone, Default)]
+struct HoldTally {
+    runs: usize,
+    took_over: usize,
+    /// Seconds after the fault began: A's last Snowflake ID, B's first.
+    a_last: Vec<f64>,
+    b_first: Vec<f64>,
+    /// Seconds A answered 503 (longest run).
+    a_unavailable: Vec<f64>,
+}
+
 /// What one run saw.
 #[derive(Debug, Default)]
 struct RunNotes {
@@ -663,8 +675,7 @@ impl Takeover {
             scenario: self.scenario(),
             ..Row::default()
         };
-        let mut by_hold: Vec<(usize, usize, Vec<f64>, Vec<f64>, Vec<f64>)> =
-            vec![(0, 0, Vec::new(), Vec::new(), Vec::new()); self.holds.len()];
+        let mut by_hold: Vec<HoldTally> = vec![HoldTally::default(); self.holds.len()];
         let mut not_ready = Vec::new();
         let mut problems = Vec::new();
         for run in 0..runs {
@@ -675,34 +686,35 @@ impl Takeover {
             row.order_violations +=
                 notes.report.order_violations.len() + notes.report.ownership_violations.len();
             let slot = &mut by_hold[h];
-            slot.0 += 1;
+            slot.runs += 1;
             if notes.took_over {
-                slot.1 += 1;
+                slot.took_over += 1;
             }
             if let Some(a) = notes.a_last {
-                slot.2.push(a.as_secs_f64());
+                slot.a_last.push(a.as_secs_f64());
             }
             if let Some(b) = notes.b_first {
-                slot.3.push(b.as_secs_f64());
+                slot.b_first.push(b.as_secs_f64());
             }
-            slot.4.push(notes.a_unavailable.as_secs_f64());
+            slot.a_unavailable.push(notes.a_unavailable.as_secs_f64());
             if let (Some(t), Fault::Cut(_)) = (notes.a_not_ready, self.fault) {
                 not_ready.push(t.as_secs_f64());
             }
             problems.extend(notes.problems);
         }
         let mut outcome = String::new();
-        for ((name, _), (n, took, a_last, b_first, unavailable)) in self.holds.iter().zip(&by_hold)
-        {
-            if *n == 0 {
+        for ((name, _), t) in self.holds.iter().zip(&by_hold) {
+            if t.runs == 0 {
                 continue;
             }
             let _ = write!(
                 outcome,
-                "{name} ({n} runs): B took over in {took}; A's last Snowflake ID {} after the fault began, B's first {}; A answered 503 for {} (longest run). ",
-                span(a_last),
-                span(b_first),
-                span(unavailable)
+                "{name} ({} runs): B took over in {}; A's last Snowflake ID {} after the fault began, B's first {}; A answered 503 for {} (longest run). ",
+                t.runs,
+                t.took_over,
+                span(&t.a_last),
+                span(&t.b_first),
+                span(&t.a_unavailable)
             );
         }
         if !not_ready.is_empty() {
