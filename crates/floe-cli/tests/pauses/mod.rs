@@ -447,6 +447,32 @@ pub fn client(
     })
 }
 
+/// The default Snowflake generator's `floe_lease_window_seconds` and
+/// `floe_lease_remaining_seconds`, from a node's `/metrics`.
+pub fn lease_metrics(port: u16) -> Option<(f64, f64)> {
+    let conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut writer = conn.try_clone().ok()?;
+    let mut reader = BufReader::new(conn);
+    let (status, body) = get(&mut writer, &mut reader, "/metrics")?;
+    if status != 200 {
+        return None;
+    }
+    let value = |name: &str| {
+        body.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(r#"{generator="snowflake default"} "#)?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    Some((
+        value("floe_lease_window_seconds")?,
+        value("floe_lease_remaining_seconds")?,
+    ))
+}
+
 /// A thread asking a node's `/readyz` every 50 ms until `stop`: (when, status) of each answer.
 pub fn readiness(
     history: &History,
@@ -781,6 +807,8 @@ impl Takeover {
         let mut threads = clients(&history, "A", a.port, &streams, "default", "k", &stop);
         let readiness = readiness(&history, a.port, &stop);
         std::thread::sleep(Duration::from_millis(800));
+        // The lease as /metrics shows it: its window, and time left in it.
+        let metrics = lease_metrics(a.port);
 
         // The fault, and B trying to take over from that moment on (restarted when it exits).
         let began = history.now();
@@ -870,6 +898,16 @@ impl Takeover {
             .map(|s| s.saturating_sub(began));
         let mut problems: Vec<String> = report.problems(3);
         problems.extend(unexpected(&calls));
+        match metrics {
+            Some((window, left))
+                if (window - reg.window().as_secs_f64()).abs() < 0.01
+                    && left > 0.0
+                    && left <= window => {}
+            other => problems.push(format!(
+                "A's /metrics: floe_lease_window_seconds and floe_lease_remaining_seconds of the Snowflake lease were {other:?}, its window is {:?}",
+                reg.window()
+            )),
+        }
         // Past the expiry B must have taken the ID over (else the run proved nothing); within
         // the window nobody can.
         if hold > reg.expiry() && b_first.is_none() {
