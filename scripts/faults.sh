@@ -10,6 +10,12 @@
 # table: scenario, IDs issued, repeats, order (and ownership) violations, outcome
 # (docs/reliability.md shows it as measured). The test suite runs a short version of the same
 # scenarios (crates/floe-cli/tests/faults.rs and crash.rs).
+#
+#   scripts/faults.sh                         # every row, 20 or 21 runs each (about two hours)
+#   FLOE_FAULTS_RUNS=9 scripts/faults.sh pauses_and_partitions   # some rows, fewer runs
+#
+# Arguments are test names (or parts of them) of crates/floe-cli/tests/faults.rs; none runs all.
+# FLOE_FAULTS_RUNS sets the runs of each pause and partition row.
 # Not covered here yet: disk full and idle-connection shutdown have tests of their own
 # (see docs/reliability.md).
 set -euo pipefail
@@ -33,7 +39,7 @@ start_etcd_cluster FLOE_TEST_ETCD_CLUSTER
 cargo build --release --locked -p floe-cli --features etcd
 set +e
 FLOE_FAULTS=full FLOE_BIN="$PWD/target/release/floe" FLOE_FAULTS_TABLE="$table" \
-  cargo test --locked -p floe-cli --all-features --test faults -- --test-threads 1
+  cargo test --locked -p floe-cli --all-features --test faults -- --test-threads 1 "$@"
 status=$?
 set -e
 echo

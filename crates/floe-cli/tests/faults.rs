@@ -162,7 +162,7 @@ fn disk_full_and_sigterm_with_idle_connections() {
 /// expiry), with short expiries, and one replacement per fault: `first` says which, so that
 /// the two registries' rows together cover both with every fault.
 fn takeover_rows(reg: Reg, first: Replacement) -> Vec<Row> {
-    let runs = if faults::full() { 21 } else { 1 };
+    let runs = faults::runs(21);
     let other = match first {
         Replacement::SameIdentity => Replacement::Reclaim,
         Replacement::Reclaim => Replacement::SameIdentity,
@@ -228,7 +228,8 @@ fn etcd_pauses_and_partitions() {
     if faults::full() {
         // The default TTL, paused: the keeper's period was 3.3 s there.
         rows.push(
-            Takeover::standard(Reg::Etcd(10), Fault::Pause, Replacement::SameIdentity).row(21),
+            Takeover::standard(Reg::Etcd(10), Fault::Pause, Replacement::SameIdentity)
+                .row(faults::runs(21)),
         );
     }
     assert_rows(&rows);
@@ -239,17 +240,15 @@ fn etcd_pauses_and_partitions() {
 #[test]
 fn a_shared_store_with_one_node_paused_or_cut_off() {
     let _one = one_at_a_time();
-    let (runs, holds) = if faults::full() {
-        (
-            21,
-            vec![
-                std::time::Duration::from_millis(500),
-                std::time::Duration::from_secs(3),
-                std::time::Duration::from_secs(8),
-            ],
-        )
+    let runs = faults::runs(21);
+    let holds = if faults::full() {
+        vec![
+            std::time::Duration::from_millis(500),
+            std::time::Duration::from_secs(3),
+            std::time::Duration::from_secs(8),
+        ]
     } else {
-        (1, vec![std::time::Duration::from_secs(3)])
+        vec![std::time::Duration::from_secs(3)]
     };
     let rows: Vec<Row> = [
         pauses::StoreFault::Pause,
@@ -272,7 +271,7 @@ fn a_shared_store_with_one_node_paused_or_cut_off() {
 #[test]
 fn a_second_serve_beside_a_stopped_one() {
     let _one = one_at_a_time();
-    let runs = if faults::full() { 20 } else { 1 };
+    let runs = faults::runs(20);
     assert_rows(&[pauses::second_serve_on_a_stopped_ones_state(runs)]);
 }
 
@@ -281,7 +280,7 @@ fn a_second_serve_beside_a_stopped_one() {
 #[test]
 fn registry_clusters_lose_their_leader() {
     let _one = one_at_a_time();
-    let runs = if faults::full() { 20 } else { 1 };
+    let runs = faults::runs(20);
     let mut rows = Vec::new();
     for cluster in [pauses::Cluster::ZooKeeper, pauses::Cluster::Etcd] {
         for (fault, hold) in [

@@ -56,6 +56,22 @@ pub fn full() -> bool {
     std::env::var("FLOE_FAULTS").is_ok_and(|v| v == "full")
 }
 
+/// How many runs a pause or partition row makes: one in the suite; in the long matrix
+/// `FLOE_FAULTS_RUNS` when set (a shorter long run: `scripts/faults.sh` takes about two hours
+/// at the default), else `long`.
+pub fn runs(long: usize) -> usize {
+    if !full() {
+        return 1;
+    }
+    match std::env::var("FLOE_FAULTS_RUNS") {
+        Ok(v) => match v.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("FLOE_FAULTS_RUNS={v:?}: expected a number of runs above 0"),
+        },
+        Err(_) => long,
+    }
+}
+
 /// Counts IDs as they come: repeats across everything seen, order violations against the
 /// largest ID of earlier runs and the previous ID of the same run.
 #[derive(Debug, Default)]
