@@ -1173,7 +1173,14 @@ pub fn second_serve_on_a_stopped_ones_state(runs: usize) -> Row {
             }
             Err(why) => {
                 refused += 1;
+                // The same refusal each run, told apart only by the state directory and the
+                // log's time stamp: one entry per kind of refusal.
                 let last = b.log().last().cloned().unwrap_or_default();
+                let last = last.replace(dir.path().to_str().unwrap(), "D");
+                let last = match last.split_once("Z ") {
+                    Some((stamp, rest)) if stamp.starts_with("20") => rest.trim().to_string(),
+                    _ => last,
+                };
                 exits.push(format!("{why}: {last}"));
             }
         }
@@ -1208,10 +1215,13 @@ pub fn second_serve_on_a_stopped_ones_state(runs: usize) -> Row {
         drop(b);
     }
     exits.sort();
-    exits.dedup();
+    let mut kinds: Vec<String> = Vec::new();
+    for chunk in exits.chunk_by(|a, b| a == b) {
+        kinds.push(format!("{} × {}", chunk.len(), chunk[0]));
+    }
     row.outcome = format!(
         "{runs} runs: B refused in {refused} ({}); A served on after SIGCONT",
-        exits.join(" / ")
+        kinds.join(" / ")
     );
     if !problems.is_empty() {
         let _ = write!(row.outcome, ". FAILED: {}", problems.join("; "));
