@@ -316,3 +316,73 @@ async fn an_identity_claimed_by_another_process_while_the_session_was_gone_stays
     assert_eq!(s.holder_owner().await, Some(owner));
     assert!(other_lease.fence.admits_now(&SystemClock));
 }
+
+/// A cut shorter than the session (every connection refused or closed at once) keeps the
+/// session: once the network is back, the registry confirms its claim on the same session
+/// within a bound, whatever back-off the client's own reconnects had reached (without a
+/// second connection of the session, the client's next try came 6.3 s after the cut, after
+/// the server had ended the session, and another process could take the ID).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_shorter_than_the_session_keeps_it() {
+    let s = setup("floe-short-cut").await;
+    let lease = s.lease().await;
+    let fence = lease.fence.clone();
+    let gen = generator(&lease);
+    gen.next_id().unwrap();
+    let owner = s.holder_owner().await.unwrap();
+    let expiry = s.registry.lease_terms().unwrap().expiry;
+
+    s.proxy.cut();
+    tokio::time::sleep(expiry * 37 / 60).await; // 3.7 s of the default 6 s
+    s.proxy.restore();
+    let restored = Instant::now();
+    until(
+        "the claim to be confirmed again",
+        Duration::from_secs(2),
+        || {
+            fence
+                .remaining(&SystemClock)
+                .is_some_and(|r| r > expiry / 2)
+        },
+    )
+    .await;
+    assert!(restored.elapsed() < Duration::from_secs(2));
+    // The same session holds the identity, past the moment the server would have ended it.
+    assert_eq!(s.holder_owner().await, Some(owner));
+    tokio::time::sleep(expiry / 2).await;
+    assert_eq!(s.holder_owner().await, Some(owner));
+    gen.next_id().unwrap();
+    lease
+        .heartbeat(&s.registry, &s.cache, gen.last_timestamp_ms())
+        .await
+        .unwrap();
+    // A clean shutdown still ends the claim at once.
+    lease
+        .close(&s.registry, &s.cache, gen.last_timestamp_ms())
+        .await
+        .unwrap();
+    assert_eq!(s.holder_owner().await, None);
+}
+
+/// Sessions are detached (so that a client left behind by a reconnection cannot end them):
+/// a registry dropped without a clean close still ends its session at once, and its holder
+/// node goes with it, not a session timeout later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_registry_ends_its_session_at_once() {
+    let s = setup("floe-dropped").await;
+    let registry = ZkRegistry::connect(&s.server, &s.root).await.unwrap();
+    let registration = registry
+        .register(&s.identity, IdSpace::snowflake(&Layout::LEAF))
+        .await
+        .unwrap();
+    assert!(s.holder_owner().await.is_some());
+    let dropped = Instant::now();
+    drop(registration);
+    drop(registry);
+    let mut owner = s.holder_owner().await;
+    while owner.is_some() && dropped.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        owner = s.holder_owner().await;
+    }
+    assert_eq!(owner, None, "the holder node outlived its registry by 3 s");
+}

@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError};
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError, SessionState};
 
 use floe_core::clock::SystemClock;
 use floe_core::fence::{Fence, Sent};
@@ -117,6 +117,17 @@ impl Shared {
         session.open = true;
     }
 
+    /// The session of `epoch`, connected again on `client` (the same session, so every
+    /// claim of the epoch stands). False if the session ended meanwhile.
+    fn resumed(&self, epoch: u64, client: Client) -> bool {
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if !session.open || session.epoch != epoch {
+            return false;
+        }
+        session.client = client;
+        true
+    }
+
     fn holder(&self, identity: &Identity) -> String {
         format!(
             "{}/{}/holders/{}:{}",
@@ -127,6 +138,25 @@ impl Shared {
     /// The terms of the current session: expiry = the session timeout the server granted.
     fn terms(&self) -> LeaseTerms {
         LeaseTerms::for_expiry(self.session().client.session_timeout())
+    }
+}
+
+impl Drop for Shared {
+    /// The registry's last user is gone: end its session now, so that its holder nodes go at
+    /// once (sessions are detached: see [`open_session`]).
+    fn drop(&mut self) {
+        let session = self.session.get_mut().unwrap_or_else(|p| p.into_inner());
+        if !session.open {
+            return;
+        }
+        let (cluster, info, timeout) = (
+            self.cluster.clone(),
+            session.client.session().clone(),
+            session.client.session_timeout(),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { end_session(&cluster, info, timeout).await });
+        }
     }
 }
 
@@ -157,12 +187,61 @@ fn map_err(what: &str, e: ZkError) -> RegistryError {
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// Opens a session on `cluster`, asking for `timeout`.
+///
+/// Every session is **detached**: dropping its client does not end it, because the keeper
+/// may have moved the session to a second connection (see [`resume_session`]), and the
+/// first client, still trying to reconnect in the background, must not close it when it
+/// gets through. The registry ends its session itself when it is dropped ([`Shared`]'s
+/// `Drop`), and a clean close deletes the holder nodes anyway.
 async fn open_session(cluster: &str, timeout: Duration) -> Result<Client, ZkError> {
+    connector(timeout).with_detached().connect(cluster).await
+}
+
+/// A connector for sessions of `timeout`. Its connection timeout (`T/2`, at most 3 s) is
+/// also how long a connection may stay silent before the client drops it; it pings every
+/// 3/8 of it.
+fn connector(timeout: Duration) -> zookeeper_client::Connector {
     Client::connector()
         .with_session_timeout(timeout)
         .with_connection_timeout((timeout / 2).min(Duration::from_secs(3)))
+}
+
+/// Connects to `session` again on a new client, trying each server of `cluster` once.
+///
+/// The client's own reconnects back off exponentially (100 ms doubling per round of the
+/// servers: with one server its tries come 0.1, 0.3, 0.7, 1.5, 3.1 and 6.3 s after a refused
+/// cut), so a cut of 3.7 s was healed only at 6.3 s, after a 6 s session had ended. The keeper
+/// calls this every [`RESUME_EVERY`] once its client has been disconnected for `T/6`; the
+/// server moves the session to the newest connection (the old client's, if it gets through
+/// later, takes it back for a moment, finds its client dropped and goes).
+async fn resume_session(
+    cluster: &str,
+    session: zookeeper_client::SessionInfo,
+    timeout: Duration,
+) -> Result<Client, ZkError> {
+    connector(timeout)
+        .with_session(session)
+        .with_fail_eagerly()
+        .with_detached()
         .connect(cluster)
         .await
+}
+
+/// How often the keeper tries [`resume_session`] while its client stays disconnected.
+const RESUME_EVERY: Duration = Duration::from_millis(250);
+
+/// Ends `session` on `cluster`: a client of it that is not detached, dropped at once, sends
+/// the server a close (its ephemeral nodes go now, not after the timeout).
+async fn end_session(cluster: &str, session: zookeeper_client::SessionInfo, timeout: Duration) {
+    let connect = connector(timeout)
+        .with_session(session)
+        .with_fail_eagerly()
+        .connect(cluster);
+    if let Ok(Ok(client)) = tokio::time::timeout(timeout / 2, connect).await {
+        // A request answered, so that the close goes out on an established connection.
+        let _ = tokio::time::timeout(timeout / 2, client.check_stat("/")).await;
+        drop(client);
+    }
 }
 
 /// The registration's claim: the session (kept open while the registration lives) and the
@@ -324,28 +403,49 @@ async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher)
     let Some((mut every, mut confirm)) = rhythm(&shared) else {
         return;
     };
+    // Since when the client has been disconnected (its session not known to be over).
+    let mut disconnected_since = None;
     loop {
         // Hold again the claims the last session left (none but after an expiry).
         let unsettled = match shared.upgrade() {
             Some(shared) => hold_claims_again(&shared).await,
             None => return,
         };
-        let wait = if unsettled {
-            Duration::from_millis(250)
-        } else {
-            Duration::from_secs(1)
+        let resumed = match shared.upgrade() {
+            Some(shared) => resume(&shared, &mut disconnected_since, every).await,
+            None => return,
         };
-        let state = tokio::select! {
-            state = watcher.changed() => state,
-            _ = confirm.tick() => {
-                match shared.upgrade() {
-                    Some(shared) => confirm_claims(&shared, every).await,
+        let state = match resumed {
+            Resume::Ended => SessionState::Expired,
+            Resume::Connected(new) => {
+                watcher = new;
+                // Confirm the claims at once, then every T/6 again.
+                match rhythm(&shared) {
+                    Some((e, c)) => (every, confirm) = (e, c),
                     None => return,
                 }
                 continue;
             }
-            // A look at the claims, and whether the registry is still here.
-            _ = tokio::time::sleep(wait) => continue,
+            Resume::Nothing => {
+                let wait = if unsettled || disconnected_since.is_some() {
+                    RESUME_EVERY
+                } else {
+                    Duration::from_secs(1)
+                };
+                tokio::select! {
+                    state = watcher.changed() => state,
+                    _ = confirm.tick() => {
+                        match shared.upgrade() {
+                            Some(shared) => confirm_claims(&shared, every).await,
+                            None => return,
+                        }
+                        continue;
+                    }
+                    // A look at the claims and the connection, and whether the registry is
+                    // still here.
+                    _ = tokio::time::sleep(wait) => continue,
+                }
+            }
         };
         if !state.is_terminated() {
             continue; // disconnected or connected again: the same session
@@ -381,6 +481,59 @@ async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher)
                 }
             }
         };
+    }
+}
+
+/// What [`resume`] came to.
+enum Resume {
+    /// Nothing to do, or not yet, or the try failed.
+    Nothing,
+    /// The session is connected again on a new client: its state watcher.
+    Connected(zookeeper_client::StateWatcher),
+    /// The server said the session is over.
+    Ended,
+}
+
+/// Once the current client has been disconnected for `after` (`T/6`), connects its session
+/// again on a new client ([`resume_session`]) and puts it in the old one's place.
+async fn resume(
+    shared: &Arc<Shared>,
+    since: &mut Option<tokio::time::Instant>,
+    after: Duration,
+) -> Resume {
+    let session = shared.session();
+    if !session.open || session.client.state() != SessionState::Disconnected {
+        *since = None;
+        return Resume::Nothing;
+    }
+    let disconnected = *since.get_or_insert_with(tokio::time::Instant::now);
+    if disconnected.elapsed() < after {
+        return Resume::Nothing;
+    }
+    let info = session.client.session().clone();
+    let connect = resume_session(&shared.cluster, info, shared.asked);
+    // A try is cut after `T/6`, so that it never holds up the confirmations for long (the old
+    // client may connect again by itself meanwhile).
+    match tokio::time::timeout(after.max(RESUME_EVERY), connect).await {
+        Ok(Ok(client)) => {
+            let watcher = client.state_watcher();
+            if !shared.resumed(session.epoch, client) {
+                return Resume::Nothing;
+            }
+            tracing::info!(
+                "zookeeper: session {} connected again on a new connection after {:.1} s disconnected",
+                session.client.session_id(),
+                disconnected.elapsed().as_secs_f64()
+            );
+            *since = None;
+            Resume::Connected(watcher)
+        }
+        Ok(Err(ZkError::SessionExpired)) => Resume::Ended,
+        Ok(Err(e)) => {
+            tracing::debug!("zookeeper: session not connected again yet: {e}");
+            Resume::Nothing
+        }
+        Err(_) => Resume::Nothing,
     }
 }
 
