@@ -418,3 +418,74 @@ fn a_clock_stepped_back_while_serving_is_refused_warned_and_counted() {
         "{err}"
     );
 }
+
+/// The alert rules docs/operate.md suggests are valid Prometheus rules (`promtool check
+/// rules`), and the lease ones fire when they should (`promtool test rules`): a generator
+/// whose registry confirms its lease late, and one fenced for a minute.
+#[test]
+fn the_alerts_in_the_docs_are_valid_and_fire() {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/operate.md"
+    ))
+    .unwrap();
+    let block = docs
+        .split_once("Alerts worth having:")
+        .and_then(|(_, rest)| rest.split_once("```yaml\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("docs/operate.md has its alerts in a yaml block");
+    let dir = tempfile::tempdir().unwrap();
+    let mut rules = String::from("groups:\n- name: floe\n  rules:\n");
+    for line in block.lines() {
+        rules.push_str(&format!("  {line}\n"));
+    }
+    std::fs::write(dir.path().join("rules.yml"), rules).unwrap();
+    // Every 10 s: the window is 4 s; confirmations late from 1m on (0.5 s left, under a
+    // quarter of it), fenced from 3m on.
+    let tests = r#"rule_files: [rules.yml]
+evaluation_interval: 10s
+tests:
+- interval: 10s
+  input_series:
+  - series: 'floe_lease_window_seconds{generator="snowflake"}'
+    values: '4x60'
+  - series: 'floe_lease_remaining_seconds{generator="snowflake"}'
+    values: '3.5x5 0.5x11 0x42'
+  - series: 'floe_fence_raised{generator="snowflake"}'
+    values: '0x17 1x42'
+  alert_rule_test:
+  - eval_time: 30s
+    alertname: FloeLeaseConfirmationsLate
+    exp_alerts: []
+  - eval_time: 100s
+    alertname: FloeLeaseConfirmationsLate
+    exp_alerts:
+    - exp_labels: {generator: snowflake}
+  - eval_time: 100s
+    alertname: FloeFenced
+    exp_alerts: []
+  - eval_time: 250s
+    alertname: FloeFenced
+    exp_alerts:
+    - exp_labels: {generator: snowflake}
+"#;
+    std::fs::write(dir.path().join("tests.yml"), tests).unwrap();
+    for args in [
+        ["check", "rules", "rules.yml"],
+        ["test", "rules", "tests.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("promtool (Debian: prometheus) is installed by scripts/test.sh");
+        assert!(
+            out.status.success(),
+            "promtool {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -23,6 +23,14 @@
 //! has not noticed. Pings do not count: a follower answers them itself, even when the leader
 //! no longer hears from it.
 //!
+//! **A connection lost is connected again by the keeper.** The client's own reconnects back
+//! off exponentially (after a refused cut of 3.7 s its next try came 6.3 s after the cut,
+//! past a 6 s session), so once the client has been disconnected for `T/6` the keeper also
+//! tries, every 250 ms, to connect the same session on a new client, and puts it in the old
+//! one's place: the session, its holder nodes and every claim stand. Sessions are therefore
+//! detached (a client left behind must not end the session when it gets through and finds
+//! itself dropped); the registry ends its session itself when it goes.
+//!
 //! **A session that expires** (the server ended it, or the client gave up) takes the holder
 //! nodes with it, so another process may claim the identity: the keeper raises the
 //! [`Fence`](floe_core::fence::Fence) of every registration of the session at once (no IDs),
