@@ -193,7 +193,7 @@ struct GenArgs {
         conflicts_with_all = [
             "epoch", "time_unit_ms", "datacenter", "worker", "id", "partition",
             "sequence_min", "sequence_max", "worker_id", "host", "registry", "service", "port",
-            "state_dir", "port_fallback", "reclaim_after", "max_clock_wait_ms", "template",
+            "state_dir", "port_fallback", "start_from_cache", "reclaim_after", "max_clock_wait_ms", "template",
         ]
     )]
     server: Option<String>,

@@ -131,6 +131,11 @@ pub struct ServeArgs {
     /// When neither registry nor cache answers, use worker ID = port % IDs.
     #[arg(long)]
     port_fallback: bool,
+    /// When the registry (ZooKeeper, etcd) is unreachable at start-up, start from the local
+    /// cache anyway, as Leaf does: the IDs then have no lease, and a replacement started
+    /// during the same partition may hold the same worker ID. Off: refused (exit 69).
+    #[arg(long)]
+    start_from_cache: bool,
     /// Take over a worker ID whose holder has not been alive this many seconds.
     #[arg(long, value_name = "SECONDS")]
     reclaim_after: Option<u64>,
@@ -244,6 +249,7 @@ impl ServeArgs {
             c.registry.port = self.port;
         }
         c.registry.port_fallback |= self.port_fallback;
+        c.registry.start_from_cache |= self.start_from_cache;
         if self.reclaim_after.is_some() {
             c.registry.reclaim_after_secs = self.reclaim_after;
         }

@@ -36,6 +36,11 @@ pub struct RegistryArgs {
     /// fallback: two services on one port on different hosts then share an ID).
     #[arg(long, global = true)]
     pub port_fallback: bool,
+    /// When the registry (ZooKeeper, etcd) is unreachable, start from the local cache anyway,
+    /// as Leaf does: the IDs then have no lease, and a replacement started during the same
+    /// partition may hold the same worker ID. Off: refused (exit 69).
+    #[arg(long, global = true)]
+    pub start_from_cache: bool,
     /// When every ID is allocated, take over one whose holder has not been alive for this many
     /// seconds (it then starts after that holder's last time). Off by default.
     #[arg(long, global = true, value_name = "SECONDS")]
@@ -162,6 +167,7 @@ impl GenLease {
             host: host.clone(),
             port: Some(args.port),
             port_fallback: args.port_fallback,
+            start_from_cache: args.start_from_cache,
             reclaim_after_secs: args.reclaim_after,
             max_clock_wait_ms: args.max_clock_wait_ms,
         };

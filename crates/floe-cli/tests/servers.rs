@@ -83,10 +83,10 @@ fn processes_sharing_a_server_issue_no_duplicate_and_a_restart_keeps_its_id(url:
     }
 }
 
-fn server_unreachable_at_start_up_uses_the_cache(scheme: &str, server: &str) {
+fn server_unreachable_at_start_up_refuses_the_cache_unless_told(scheme: &str, server: &str) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().to_str().unwrap().to_string();
-    let gen = |registry: &str| {
+    let gen_with = |registry: &str, extra: &[&str]| {
         floe()
             .args([
                 "gen",
@@ -104,9 +104,11 @@ fn server_unreachable_at_start_up_uses_the_cache(scheme: &str, server: &str) {
                 "--port",
                 "8080",
             ])
+            .args(extra)
             .output()
             .unwrap()
     };
+    let gen = |registry: &str| gen_with(registry, &["--start-from-cache"]);
     // The registry through a proxy: the same URL, reachable, then not.
     let proxy = floe_testkit::Proxy::start(server);
     let root = floe_testkit::unique("floe-cli-down");
@@ -114,6 +116,18 @@ fn server_unreachable_at_start_up_uses_the_cache(scheme: &str, server: &str) {
     let first: serde_json::Value = serde_json::from_str(ok(gen(&url)).trim()).unwrap();
     let proxy_addr = proxy.addr.clone();
     drop(proxy);
+    // By default a start from the cache is refused: it would issue with no lease, and a
+    // replacement may be given the ID meanwhile. EX_UNAVAILABLE (69), naming the switch.
+    let out = gen_with(&url, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(
+        err.contains("refusing to start from the local cache")
+            && err.contains("--start-from-cache"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    // With the switch (Leaf's behaviour): the cached ID, and a note saying so.
     let out = gen(&url);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     let again: serde_json::Value = serde_json::from_str(ok(out).trim()).unwrap();
@@ -168,8 +182,8 @@ macro_rules! server_tests {
                 );
             }
             #[test]
-            fn server_unreachable_at_start_up_uses_the_cache() {
-                super::server_unreachable_at_start_up_uses_the_cache(
+            fn server_unreachable_at_start_up_refuses_the_cache_unless_told() {
+                super::server_unreachable_at_start_up_refuses_the_cache_unless_told(
                     $scheme,
                     &floe_testkit::env($var),
                 );

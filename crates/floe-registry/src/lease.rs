@@ -1,8 +1,15 @@
 //! The start-up decision and the heartbeat, written once above every registry.
 //!
 //! [`acquire`]: ask the registry; if it is unreachable, start from the local cache (and say
-//! so); with neither, refuse, unless the operator chose seed 000's fallback (`port % space`)
-//! explicitly. Then the clock guard: a clock behind the last recorded time (registry, cache
+//! so) where that is safe; with neither, refuse, unless the operator chose Leaf's fallback
+//! (`port % space`) explicitly.
+//!
+//! **A start from the cache has no lease.** A registry that leases (ZooKeeper, etcd) may give
+//! the cached ID to another node while this one cannot reach it (a replacement with the same
+//! identity, or `reclaim_after`), and a node started from its cache never hears of it: both
+//! would issue with one ID. So with such a registry a start from the cache is refused unless
+//! the operator accepts that risk ([`LeaseConfig::start_from_cache`], Leaf's behaviour). The
+//! file registry, which is on the same host, keeps the plain cache start. Then the clock guard: a clock behind the last recorded time (registry, cache
 //! or the durable time bound, the latest) refuses to start, or waits when it is behind by at
 //! most the allowed wait. The lease's [`not_before_ms`](Lease::not_before_ms) keeps the
 //! generator out of every time unit the previous run used.
@@ -56,6 +63,10 @@ pub struct LeaseConfig {
     /// Seed 000's last resort when neither registry nor cache answers: `port % space`. Off by
     /// default; see the module docs for its risk.
     pub port_fallback: bool,
+    /// Start from the local cache when a registry that leases (ZooKeeper, etcd) is
+    /// unreachable, as Leaf does (off by default): the ID is then issued with no lease, and a
+    /// replacement started during the same partition may hold it too. See the module docs.
+    pub start_from_cache: bool,
     /// Take over the ID of another identity whose holder was last alive longer ago than this,
     /// when the space is full (off by default). The new holder starts after the previous
     /// holder's last time, so a host whose clock is behind cannot repeat its IDs.
@@ -77,6 +88,7 @@ impl LeaseConfig {
             horizon_kind: None,
             horizon: HorizonConfig::default(),
             port_fallback: false,
+            start_from_cache: false,
             reclaim_after: None,
             conflict_wait: Duration::from_secs(10),
         }
@@ -283,6 +295,21 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                 (reg.record.id, last, Source::Registry, Some(reg))
             }
             Err(e) if e.kind == ErrorKind::Unavailable => match &cached {
+                Some(entry)
+                    if entry.id < config.space.size
+                        && registry.lease_terms().is_some()
+                        && !config.start_from_cache =>
+                {
+                    return Err(RegistryError::new(
+                        ErrorKind::NoWorkerId,
+                        format!(
+                            "no lease for {identity}: registry {} unreachable ({e}); refusing to start from the local cache {} (worker ID {}): without a lease, another node may be given that ID meanwhile. Start again when the registry answers, or accept the risk with --start-from-cache (registry.start_from_cache)",
+                            registry.name(),
+                            cache.path(identity, &location).display(),
+                            entry.id
+                        ),
+                    ));
+                }
                 Some(entry) if entry.id < config.space.size => {
                     notes.push(format!(
                         "registry {} unreachable ({e}); started from the local cache {} with worker ID {}",

@@ -201,7 +201,20 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
                 _ => "registry",
             };
             let location = location_of(url);
-            Ok(Box::new(Unreachable::new(name, location, error)))
+            // The terms it would have leased on (the timeout asked: the server may grant
+            // another), so that a start from the cache knows it would have no lease.
+            let terms = match parse(url)? {
+                #[cfg(feature = "zookeeper")]
+                Target::Zk {
+                    session_timeout, ..
+                } => Some(crate::terms::LeaseTerms::for_expiry(session_timeout)),
+                #[cfg(feature = "etcd")]
+                Target::Etcd { ttl, .. } => Some(crate::terms::LeaseTerms::for_expiry(
+                    std::time::Duration::from_secs(ttl.unsigned_abs()),
+                )),
+                Target::File(_) | Target::Static(_) => None,
+            };
+            Ok(Box::new(Unreachable::new(name, location, error, terms)))
         }
         other => other,
     }

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+use crate::terms::LeaseTerms;
 use crate::{IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord};
 
 /// A registry that could not be reached when it was opened: every call answers with that
@@ -11,15 +12,23 @@ pub struct Unreachable {
     name: &'static str,
     location: String,
     error: RegistryError,
+    terms: Option<LeaseTerms>,
 }
 
 impl Unreachable {
-    /// A registry named `name` at `location` that answers every call with `error`.
-    pub(crate) fn new(name: &'static str, location: String, error: RegistryError) -> Self {
+    /// A registry named `name` at `location` that answers every call with `error`; `terms`:
+    /// the terms it would have leased on (ZooKeeper, etcd), if any.
+    pub(crate) fn new(
+        name: &'static str,
+        location: String,
+        error: RegistryError,
+        terms: Option<LeaseTerms>,
+    ) -> Self {
         Unreachable {
             name,
             location,
             error,
+            terms,
         }
     }
 }
@@ -31,6 +40,9 @@ impl Registry for Unreachable {
     }
     fn location(&self) -> String {
         self.location.clone()
+    }
+    fn lease_terms(&self) -> Option<LeaseTerms> {
+        self.terms
     }
     async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
         Err(self.error.clone())

@@ -9,16 +9,17 @@ use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_registry::cache::{CacheEntry, LocalCache};
 use floe_registry::file::FileRegistry;
 use floe_registry::lease::{acquire, run_heartbeats, LeaseConfig, Source};
+use floe_registry::terms::LeaseTerms;
 use floe_registry::{
     ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
 
 const T0: u64 = 1_700_000_000_000;
 
-/// A registry that cannot be reached.
+/// A registry that is down; `.0` says which registry it stands for, `.1` its lease terms
+/// (`Some` for one that leases, as ZooKeeper and etcd do).
 #[derive(Debug)]
-/// A registry that is down; `location` says which registry it stands for.
-struct Down(String);
+struct Down(String, Option<LeaseTerms>);
 
 fn down() -> RegistryError {
     RegistryError::new(ErrorKind::Unavailable, "connection refused")
@@ -31,6 +32,9 @@ impl Registry for Down {
     }
     fn location(&self) -> String {
         self.0.clone()
+    }
+    fn lease_terms(&self) -> Option<LeaseTerms> {
+        self.1
     }
     async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
         Err(down())
@@ -56,7 +60,7 @@ struct Env {
 impl Env {
     /// The file registry of this environment, down.
     fn down(&self) -> Down {
-        Down(self.registry.location())
+        Down(self.registry.location(), None)
     }
 }
 
@@ -152,6 +156,47 @@ async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
     );
 }
 
+/// A registry that leases (ZooKeeper, etcd) down at start-up: the cache would give an ID with
+/// no lease, which a replacement may be given meanwhile, so the start is refused, naming the
+/// switch; with the switch (Leaf's behaviour) it starts from the cache and says so.
+#[tokio::test]
+async fn a_leasing_registry_down_at_start_up_refuses_the_cache_unless_told() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    let id = lease.id;
+    lease
+        .heartbeat(&e.registry, &e.cache, T0 + 500)
+        .await
+        .unwrap();
+    drop(lease);
+    clock.set_millis(T0 + 1000);
+    let leasing = Down(
+        e.registry.location(),
+        Some(LeaseTerms::for_expiry(Duration::from_secs(6))),
+    );
+    let refused = acquire(&leasing, &e.cache, &e.config, &clock)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::NoWorkerId, "{refused}");
+    for part in [
+        "refusing to start from the local cache",
+        &format!("worker ID {id}"),
+        "--start-from-cache",
+    ] {
+        assert!(refused.message.contains(part), "{refused}");
+    }
+    let mut config = e.config.clone();
+    config.start_from_cache = true;
+    let lease = acquire(&leasing, &e.cache, &config, &clock).await.unwrap();
+    assert_eq!(
+        (lease.id, lease.source, lease.not_before_ms),
+        (id, Source::Cache, T0 + 500)
+    );
+}
+
 #[tokio::test]
 async fn a_cache_from_another_registry_is_never_used() {
     // The file registry grants worker 0 and the cache records it...
@@ -164,11 +209,11 @@ async fn a_cache_from_another_registry_is_never_used() {
     drop(lease);
     // ...then the same identity starts against a ZooKeeper that is down: ZooKeeper never
     // granted worker 0 to it, so there is no cache to start from.
-    let zk = Down("zk://127.0.0.1:2181/floe".into());
+    let zk = Down("zk://127.0.0.1:2181/floe".into(), None);
     let err = acquire(&zk, &e.cache, &e.config, &clock).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::NoWorkerId, "{err}");
     // Nor one of another root on the same servers.
-    let zk_other_root = Down(format!("{}/other", e.registry.location()));
+    let zk_other_root = Down(format!("{}/other", e.registry.location()), None);
     let err = acquire(&zk_other_root, &e.cache, &e.config, &clock)
         .await
         .unwrap_err();

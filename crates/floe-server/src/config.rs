@@ -325,6 +325,11 @@ pub struct RegistryConfig {
     /// When neither registry nor cache answers, use worker ID = port % IDs (seed 000's
     /// fallback; two hosts on one port may then share an ID).
     pub port_fallback: bool,
+    /// When a registry that leases (ZooKeeper, etcd) is unreachable at start-up, start from
+    /// the local cache anyway, as Leaf does (off by default: refused, exit 69). The IDs are
+    /// then issued with no lease: a replacement started during the same partition may hold
+    /// the same worker ID.
+    pub start_from_cache: bool,
     /// Take over a worker ID whose holder has not been alive for this many seconds, when all
     /// are taken (off by default).
     pub reclaim_after_secs: Option<u64>,
@@ -340,6 +345,7 @@ impl Default for RegistryConfig {
             host: None,
             port: None,
             port_fallback: false,
+            start_from_cache: false,
             reclaim_after_secs: None,
             max_clock_wait_ms: 5000,
         }

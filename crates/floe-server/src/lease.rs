@@ -90,6 +90,7 @@ impl WorkerLease {
             })??;
         let mut lease_config = LeaseConfig::new(identity, space);
         lease_config.port_fallback = config.port_fallback;
+        lease_config.start_from_cache = config.start_from_cache;
         lease_config.reclaim_after = config.reclaim_after_secs.map(Duration::from_secs);
         lease_config.horizon_kind = Some(kind.to_string());
         lease_config.horizon = HorizonConfig {
