@@ -83,19 +83,22 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
     drop(registry);
 
     // ZooKeeper comes back on the same data directory.
-    let _server = Server(
-        Command::new("java")
-            .args([
-                "-cp",
-                "/usr/share/java/zookeeper.jar:/usr/share/java/*",
-                "org.apache.zookeeper.server.ZooKeeperServerMain",
-                &cfg,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let start = || {
+        Server(
+            Command::new("java")
+                .args([
+                    "-cp",
+                    "/usr/share/java/zookeeper.jar:/usr/share/java/*",
+                    "org.apache.zookeeper.server.ZooKeeperServerMain",
+                    &cfg,
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let server = start();
     let deadline = Instant::now() + Duration::from_secs(30);
     let registry = loop {
         match floe_registry::open(&url).await {
@@ -126,4 +129,36 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
         assert!(Layout::LEAF.decode(next).timestamp_ms > during);
         assert!(ids.insert(next), "duplicate after the restart");
     }
+
+    // Down again, under this live lease, past the client's own deadline (1.4 session
+    // timeouts): the registry gives its session up and fences the ID. ZooKeeper then restarts
+    // from its snapshot with that session alive for one more timeout, its holder node still
+    // there: the registry's own old session, not another process. It waits for it to go and
+    // holds the same ID again (it once stayed fenced for good, "claimed by another process").
+    let fence = lease.fence.clone();
+    drop(server); // SIGKILL, and reaped
+    let expiry = registry.lease_terms().unwrap().expiry;
+    tokio::time::sleep(expiry * 7 / 5 + Duration::from_secs(2)).await;
+    assert!(!fence.admits_now(&SystemClock));
+    let _server = start();
+    let restarted = Instant::now();
+    while !fence.admits_now(&SystemClock) {
+        assert!(
+            restarted.elapsed() < expiry * 3 + Duration::from_secs(10),
+            "still fenced {:?} after ZooKeeper came back",
+            restarted.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!lease.is_lost());
+    for _ in 0..10_000 {
+        assert!(
+            ids.insert(gen.next_id().unwrap()),
+            "duplicate after the second restart"
+        );
+    }
+    lease
+        .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
+        .await
+        .unwrap();
 }

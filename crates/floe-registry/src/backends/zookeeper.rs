@@ -77,6 +77,8 @@ struct Shared {
     asked: Duration,
     session: Mutex<Session>,
     claims: Claims,
+    /// The IDs of this registry's last sessions that ended (at most 8).
+    ended: Mutex<Vec<i64>>,
 }
 
 /// The current session, and its place in the sequence of sessions.
@@ -111,11 +113,27 @@ impl Shared {
     /// The session ended: fence every claim until it is held again.
     fn expired(&self) {
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if session.open {
+            let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+            // A few are enough: a restored session outlives its client by one timeout.
+            if ended.len() == 8 {
+                ended.remove(0);
+            }
+            ended.push(session.client.session_id().0);
+        }
         session.epoch += 1;
         session.open = false;
         for claim in self.claims.live() {
             claim.lapse();
         }
+    }
+
+    /// Whether session `id` was one of this registry's, ended since.
+    fn was_ours(&self, id: i64) -> bool {
+        self.ended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&id)
     }
 
     /// A new session for the current epoch.
@@ -294,6 +312,7 @@ impl ZkRegistry {
                 open: true,
             }),
             claims: Claims::default(),
+            ended: Mutex::default(),
         });
         tokio::spawn(keep(Arc::downgrade(&shared), watcher));
         Ok(ZkRegistry { shared })
@@ -367,8 +386,8 @@ enum HolderNode {
     Created,
     /// It was already this session's (an earlier registration of the same identity).
     Ours,
-    /// Another session holds it.
-    Taken,
+    /// Another session holds it: its ID.
+    Taken(i64),
     /// Another session held it until just now: try again.
     JustReleased,
 }
@@ -380,7 +399,7 @@ async fn create_holder(client: &Client, holder: &str) -> Result<HolderNode, Regi
         Ok(_) => Ok(HolderNode::Created),
         Err(ZkError::NodeExists) => match client.check_stat(holder).await {
             Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => Ok(HolderNode::Ours),
-            Ok(Some(_)) => Ok(HolderNode::Taken),
+            Ok(Some(stat)) => Ok(HolderNode::Taken(stat.ephemeral_owner)),
             Ok(None) => Ok(HolderNode::JustReleased),
             Err(e) => Err(map_err(&format!("read {holder}"), e)),
         },
@@ -624,7 +643,14 @@ async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
                 created = matches!(node, HolderNode::Created);
                 records::may_hold_again(&registry, &claim).await
             }
-            Ok(HolderNode::Taken) => Err(RegistryError::new(
+            // This registry's own ended session: a ZooKeeper restarted from its snapshot
+            // keeps it alive for a session timeout more, after the client gave it up. Wait
+            // for its node to go.
+            Ok(HolderNode::Taken(owner)) if shared.was_ours(owner) => {
+                unsettled = true;
+                continue;
+            }
+            Ok(HolderNode::Taken(_)) => Err(RegistryError::new(
                 ErrorKind::Conflict,
                 format!(
                     "zookeeper: {} was claimed by another process while this one's session had expired ({holder} is another session's): worker ID {} stays fenced (no IDs): restart floe to register again",
@@ -806,7 +832,7 @@ impl Registry for ZkRegistry {
         let created = match create_holder(&client, &holder).await? {
             HolderNode::Created => true,
             HolderNode::Ours => false,
-            HolderNode::Taken => return Err(held_elsewhere(identity, &holder)),
+            HolderNode::Taken(_) => return Err(held_elsewhere(identity, &holder)),
             HolderNode::JustReleased => {
                 return Err(RegistryError::new(
                     ErrorKind::Conflict,
