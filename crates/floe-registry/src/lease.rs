@@ -9,9 +9,11 @@
 //! identity, or `reclaim_after`), and a node started from its cache never hears of it: both
 //! would issue with one ID. So with such a registry a start from the cache is refused unless
 //! the operator accepts that risk ([`LeaseConfig::start_from_cache`], Leaf's behaviour). The
-//! file registry, which is on the same host, keeps the plain cache start. Then the clock guard: a clock behind the last recorded time (registry, cache
-//! or the durable time bound, the latest) refuses to start, or waits when it is behind by at
-//! most the allowed wait. The lease's [`not_before_ms`](Lease::not_before_ms) keeps the
+//! file registry, which is on the same host, keeps the plain cache start.
+//!
+//! Then the clock guard: a clock behind the last recorded time (registry, cache or the
+//! durable time bound, the latest) refuses to start, or waits when it is behind by at most
+//! the allowed wait. The lease's [`not_before_ms`](Lease::not_before_ms) keeps the
 //! generator out of every time unit the previous run used.
 //!
 //! With [`LeaseConfig::horizon_kind`] set (floe's CLI and server always set it), the lease
@@ -23,6 +25,7 @@
 //! on different hosts, and for ports that differ by a multiple of the space; two live
 //! generators with one ID issue duplicates. Use it only where one instance per port and
 //! space is guaranteed by other means.
+//! With a registry that leases, it is also an ID with no lease (as a start from the cache).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

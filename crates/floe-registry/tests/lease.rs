@@ -209,7 +209,10 @@ async fn a_cache_from_another_registry_is_never_used() {
     drop(lease);
     // ...then the same identity starts against a ZooKeeper that is down: ZooKeeper never
     // granted worker 0 to it, so there is no cache to start from.
-    let zk = Down("zk://127.0.0.1:2181/floe".into(), None);
+    let zk = Down(
+        "zk://127.0.0.1:2181/floe".into(),
+        Some(LeaseTerms::for_expiry(Duration::from_secs(6))),
+    );
     let err = acquire(&zk, &e.cache, &e.config, &clock).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::NoWorkerId, "{err}");
     // Nor one of another root on the same servers.

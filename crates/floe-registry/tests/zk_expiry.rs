@@ -365,8 +365,8 @@ async fn a_cut_shorter_than_the_session_keeps_it() {
 }
 
 /// Sessions are detached (so that a client left behind by a reconnection cannot end them):
-/// a registry dropped without a clean close still ends its session at once, and its holder
-/// node goes with it, not a session timeout later.
+/// a registry dropped without a clean close, even outside its runtime, still ends its session
+/// at once, and its holder node goes with it, not a session timeout later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_registry_ends_its_session_at_once() {
     let s = setup("floe-dropped").await;
@@ -377,8 +377,14 @@ async fn a_dropped_registry_ends_its_session_at_once() {
         .unwrap();
     assert!(s.holder_owner().await.is_some());
     let dropped = Instant::now();
-    drop(registration);
-    drop(registry);
+    // Dropped on a thread outside the runtime (as the CLI drops its lease after block_on):
+    // the session is ended on the runtime the registry was opened on.
+    std::thread::spawn(move || {
+        drop(registration);
+        drop(registry);
+    })
+    .join()
+    .unwrap();
     let mut owner = s.holder_owner().await;
     while owner.is_some() && dropped.elapsed() < Duration::from_secs(3) {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -79,6 +79,8 @@ struct Shared {
     claims: Claims,
     /// The IDs of this registry's last sessions that ended (at most 8).
     ended: Mutex<Vec<i64>>,
+    /// The runtime the registry was opened on, where its session is ended when it goes.
+    runtime: tokio::runtime::Handle,
 }
 
 /// The current session, and its place in the sequence of sessions.
@@ -180,9 +182,9 @@ impl Drop for Shared {
             session.client.session().clone(),
             session.client.session_timeout(),
         );
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { end_session(&cluster, info, timeout).await });
-        }
+        // On the runtime the registry was opened on: it may be dropped outside of one.
+        self.runtime
+            .spawn(async move { end_session(&cluster, info, timeout).await });
     }
 }
 
@@ -258,15 +260,25 @@ const RESUME_EVERY: Duration = Duration::from_millis(250);
 
 /// Ends `session` on `cluster`: a client of it that is not detached, dropped at once, sends
 /// the server a close (its ephemeral nodes go now, not after the timeout).
+/// Tries until the session is closed, or could no longer be alive (1.4 `T`, when the client
+/// itself would give it up: a registry dropped during an outage).
 async fn end_session(cluster: &str, session: zookeeper_client::SessionInfo, timeout: Duration) {
-    let connect = connector(timeout)
-        .with_session(session)
-        .with_fail_eagerly()
-        .connect(cluster);
-    if let Ok(Ok(client)) = tokio::time::timeout(timeout / 2, connect).await {
-        // A request answered, so that the close goes out on an established connection.
-        let _ = tokio::time::timeout(timeout / 2, client.check_stat("/")).await;
-        drop(client);
+    let until = tokio::time::Instant::now() + timeout * 7 / 5;
+    while tokio::time::Instant::now() < until {
+        let connect = connector(timeout)
+            .with_session(session.clone())
+            .with_fail_eagerly()
+            .connect(cluster);
+        match tokio::time::timeout(timeout / 2, connect).await {
+            Ok(Ok(client)) => {
+                // A request answered, so that the close goes out on an established
+                // connection.
+                let _ = tokio::time::timeout(timeout / 2, client.check_stat("/")).await;
+                return; // dropped: the close goes out
+            }
+            Ok(Err(ZkError::SessionExpired)) => return,
+            _ => tokio::time::sleep(RESUME_EVERY).await,
+        }
     }
 }
 
@@ -313,6 +325,7 @@ impl ZkRegistry {
             }),
             claims: Claims::default(),
             ended: Mutex::default(),
+            runtime: tokio::runtime::Handle::current(),
         });
         tokio::spawn(keep(Arc::downgrade(&shared), watcher));
         Ok(ZkRegistry { shared })
@@ -494,8 +507,14 @@ async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::StateWatcher)
                     let watcher = client.state_watcher();
                     match shared.upgrade() {
                         Some(shared) => shared.install(client),
-                        None => return,
+                        None => {
+                            // Nobody to hand it to: end it now (it is detached).
+                            let info = client.session().clone();
+                            end_session(&cluster, info, client.session_timeout()).await;
+                            return;
+                        }
                     }
+                    disconnected_since = None;
                     match rhythm(&shared) {
                         Some((e, c)) => (every, confirm) = (e, c),
                         None => return,
@@ -542,6 +561,13 @@ async fn resume(
     // A try is cut after `T/6`, so that it never holds up the confirmations for long (the old
     // client may connect again by itself meanwhile).
     match tokio::time::timeout(after.max(RESUME_EVERY), connect).await {
+        // The same session, or nothing (ZooKeeper gives a session ID of its own choosing
+        // only to a new session).
+        Ok(Ok(client)) if client.session_id() != session.client.session_id() => {
+            let info = client.session().clone();
+            end_session(&shared.cluster, info, client.session_timeout()).await;
+            Resume::Ended
+        }
         Ok(Ok(client)) => {
             let watcher = client.state_watcher();
             if !shared.resumed(session.epoch, client) {
