@@ -239,13 +239,14 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
         }
     };
     wait_for(200);
-    assert_eq!(health("spec.proto.runtime.v1.Runtime"), SERVING);
+    // The health service follows readiness a moment later: waited for, as a client would.
+    serving::wait_health(&server, "spec.proto.runtime.v1.Runtime", SERVING);
     drop(proxy);
     let body = wait_for(503);
     assert!(body.contains("store cache: not answering"), "{body}");
     let (code, _) = http(&server.http, "GET", "/healthz").unwrap();
     assert_eq!(code, 200, "alive, though not ready");
-    assert_eq!(health("spec.proto.runtime.v1.Runtime"), NOT_SERVING);
+    serving::wait_health(&server, "spec.proto.runtime.v1.Runtime", NOT_SERVING);
     assert_eq!(health("floe.v1.Floe"), NOT_SERVING);
     assert_eq!(health(""), NOT_SERVING);
     let (_, samples) = metrics(&server);
@@ -256,7 +257,7 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
     // The store comes back at the same address: ready again, without a restart.
     let proxy = floe_testkit::Proxy::start_at(&addr, &redis);
     wait_for(200);
-    assert_eq!(health("spec.proto.runtime.v1.Runtime"), SERVING);
+    serving::wait_health(&server, "spec.proto.runtime.v1.Runtime", SERVING);
     assert_eq!(health(""), SERVING);
     server.term();
     let (_, err, _) = server.wait(Duration::from_secs(30));

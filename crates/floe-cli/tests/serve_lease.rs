@@ -8,7 +8,7 @@ mod serving;
 
 use std::time::{Duration, Instant};
 
-use serving::{health, http, Serve, NOT_SERVING, SERVING};
+use serving::{health, http, wait_health, Serve, NOT_SERVING, SERVING};
 
 #[test]
 fn a_lost_lease_fences_the_snowflake_generator() {
@@ -54,9 +54,10 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     let (code, _) = http(&server.http, "GET", "/healthz").unwrap();
     assert_eq!(code, 200);
     // gRPC health per service: sequences (Layotto's Runtime) are still served, IDs are not.
+    // (The health service follows readiness a moment later: waited for, as a client would.)
+    wait_health(&server, "floe.v1.Floe", NOT_SERVING);
+    wait_health(&server, "", NOT_SERVING);
     assert_eq!(health(&server, "spec.proto.runtime.v1.Runtime"), SERVING);
-    assert_eq!(health(&server, "floe.v1.Floe"), NOT_SERVING);
-    assert_eq!(health(&server, ""), NOT_SERVING);
     let (code, _) = http(&server.http, "GET", "/api/snowflake/get/x").unwrap();
     assert_eq!(code, 500, "Leaf's route answers a failure as Leaf does");
     let (code, body) = http(&server.http, "GET", "/v1/ids/sno").unwrap();

@@ -160,6 +160,23 @@ pub fn health(server: &Serve, service: &str) -> i32 {
     })
 }
 
+/// Waits (up to 10 s) until the gRPC health of `service` is `want`: the health service follows
+/// readiness on a watch of its own, a moment after `/readyz` does. Panics with the last state.
+pub fn wait_health(server: &Serve, service: &str, want: i32) {
+    let started = std::time::Instant::now();
+    loop {
+        let got = health(server, service);
+        if got == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "gRPC health of {service:?}: {got}, not {want}, after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// One HTTP/1.1 request with `Connection: close`: its status and body.
 pub fn http(addr: &str, method: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect(addr)?;
