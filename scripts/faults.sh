@@ -2,7 +2,7 @@
 # The fault matrix, long: every durable store's `floe seq` killed with SIGKILL in a loop, each
 # server store's server killed and restarted under `floe serve` load, every time-based
 # generator killed and restarted with its clock behind (libfaketime), and the pauses and
-# partitions of issue 21: a node stopped (SIGSTOP) or cut off from ZooKeeper or etcd (a proxy
+# partitions: a node stopped (SIGSTOP) or cut off from ZooKeeper or etcd (a proxy
 # that refuses, or a blackhole) while another takes its worker ID, three nodes on PostgreSQL
 # with one paused or cut from the store, ZooKeeper and etcd as 3-member clusters whose leader is
 # killed and partitioned, a second `floe serve` beside a stopped one — real processes, real

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load of `floe serve` on loopback (issue 9 §7), each measurement beside its baseline in the
+# Load of `floe serve` on loopback, each measurement beside its baseline in the
 # same run with the same client, and a table of medians, p99 and ratios.
 #
 #   scripts/load.sh            # 5 rounds of 4 s per target (under 5 minutes, the build aside)

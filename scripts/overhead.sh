@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What metrics, logs and the token check cost on the hot path (issue 10, part 6): two release
+# What metrics, logs and the token check cost on the hot path: two release
 # `floe serve` on the same machine, alternating under the same load each round:
 #   observed: metrics on, logs at the default level (info), bearer tokens required;
 #   plain:    metrics off ([metrics] enabled = false), RUST_LOG=off, no tokens.

@@ -1,4 +1,4 @@
-//! The cost of the durable time bound (issue 8) and of the lease's local deadline (issue 21):
+//! The cost of the durable time bound and of the lease's local deadline:
 //! each time-based generator without either, with a horizon, with a fence whose deadline is
 //! far ahead (as a confirmed lease keeps it), and with both (as `floe serve` runs them), in the
 //! same run. Both checks always pass: what is measured is the atomic loads and, for the

@@ -1,5 +1,6 @@
-//! `floe`: generate and inspect IDs, and serve per-key sequences. A thin shell over `floe-core`: argument parsing,
-//! formatting, and exit codes by kind (see [`failure`]: 0 ok, 2 bad input, 69 unreachable,
+//! `floe`: generate and inspect IDs, manage worker IDs, and serve every ID kind and per-key
+//! sequences (`floe-server`). This crate holds argument parsing, formatting, and exit codes by
+//! kind (see [`failure`]: 0 ok, 2 bad input, 69 unreachable,
 //! 74 local I/O, 75 refused for now, 1 anything else).
 
 mod client;

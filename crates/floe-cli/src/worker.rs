@@ -20,7 +20,9 @@ use crate::Failure;
 /// Where worker IDs come from (shared by `floe worker` and `floe gen`).
 #[derive(Debug, Clone, Args)]
 pub struct RegistryArgs {
-    /// Registry URL: file:///state/dir (the embedded default) or static:ID.
+    /// Registry URL: file:///state/dir (the embedded default), static:ID,
+    /// zk://HOST:PORT[,HOST:PORT...][/ROOT][?session_timeout=SECONDS] or
+    /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS].
     #[arg(long, global = true)]
     pub registry: Option<String>,
     /// Service name of the identity (service + host:port).
@@ -32,7 +34,7 @@ pub struct RegistryArgs {
     /// Directory of the local cache that outlives a registry outage.
     #[arg(long, default_value = ".floe", global = true)]
     pub state_dir: PathBuf,
-    /// When neither registry nor cache answers, use worker ID = port % IDs (seed 000's
+    /// When neither registry nor cache answers, use worker ID = port % IDs (Leaf's
     /// fallback: two services on one port on different hosts then share an ID).
     #[arg(long, global = true)]
     pub port_fallback: bool,
@@ -187,7 +189,7 @@ impl GenLease {
         })
     }
 
-    /// Heartbeats every 3 s (seed 000) with the time `last_time_ms` gives, until `finish`, so
+    /// Heartbeats every 3 s (as Leaf) with the time `last_time_ms` gives, until `finish`, so
     /// that a run that dies leaves a recent last time behind.
     pub fn start_heartbeats(&mut self, last_time_ms: impl Fn() -> u64 + Send + Sync + 'static) {
         if let Ok(rt) = runtime() {

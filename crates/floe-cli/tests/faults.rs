@@ -1,4 +1,4 @@
-//! The fault matrix (issue 8): real `floe` processes and real servers, every durable store
+//! The fault matrix: real `floe` processes and real servers, every durable store
 //! killed in a loop, each store's server killed and restarted under load, clock steps after a
 //! crash. In the test suite it runs short; `scripts/faults.sh` runs it long (FLOE_FAULTS=full)
 //! with the release binary and prints the table that docs/reliability.md shows.

@@ -256,7 +256,7 @@ fn hex_snowflake_ids_read_as_their_decimal() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Layouts whose times do not fit (issue 8).
+// Layouts whose times do not fit.
 
 /// `floe inspect --json --time-unit-ms 86400000 9223372036854775807` printed a wrapped time
 /// (a debug build panicked): 41 bits of days from leaf's epoch reach past u64 milliseconds.

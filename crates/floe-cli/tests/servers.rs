@@ -133,7 +133,7 @@ fn server_unreachable_at_start_up_refuses_the_cache_unless_told(scheme: &str, se
     let again: serde_json::Value = serde_json::from_str(ok(out).trim()).unwrap();
     assert_eq!(again["worker"], first["worker"]);
     assert!(err.contains("started from the local cache"), "{err}");
-    // The cache is this registry's: another registry (or root) down finds none (issue 8: a
+    // The cache is this registry's: another registry (or root) down finds none (a
     // file registry's worker 0 once started "from the local cache" of ZooKeeper).
     for other in [
         format!("{scheme}://127.0.0.1:1/{root}"),

@@ -1,5 +1,5 @@
 //! LexicalUUID: Cassie's 128-bit IDs, a strictly increasing 64-bit timestamp and a 64-bit
-//! worker ID (seed 004).
+//! worker ID (Cassie).
 //!
 //! ```
 //! use floe_core::clock::SystemClock;

@@ -473,7 +473,7 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // Inputs that once failed (or surprised), kept with their literal input.
 
-/// A day-long time unit on leaf's 41 bits (issue 8: `floe inspect --time-unit-ms 86400000
+/// A day-long time unit on leaf's 41 bits (once, `floe inspect --time-unit-ms 86400000
 /// 9223372036854775807` printed a wrapped time, or panicked in a debug build).
 #[test]
 fn regression_day_unit_on_leaf_is_refused_not_wrapped() {

@@ -1,4 +1,4 @@
-//! The local cache (seed 000's "escape pod"): {ID, last time} of an identity in the state
+//! The local cache (Leaf's "escape pod"): {ID, last time} of an identity in the state
 //! directory, so that floe can start when its registry is unreachable.
 //!
 //! **Per registry:** an entry names the registry (and root) that granted its ID

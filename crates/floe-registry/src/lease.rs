@@ -40,7 +40,7 @@ use crate::guard::{check_start, StartCheck};
 use crate::horizon::{DurableHorizon, HorizonConfig, HorizonFile};
 use crate::{ErrorKind, IdSpace, Identity, Registration, Registry, RegistryError};
 
-/// How often a running generator's holder heartbeats by default (seed 000: every 3 s). Pass
+/// How often a running generator's holder heartbeats by default (Leaf: every 3 s). Pass
 /// it to [`run_heartbeats`].
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
 
@@ -571,7 +571,7 @@ impl Lease {
     }
 }
 
-/// Heartbeats every `interval` (3 s in seed 000) until `shutdown` resolves, recording the time
+/// Heartbeats every `interval` (3 s in Leaf) until `shutdown` resolves, recording the time
 /// `last_time_ms` returns (the generator's last issued time, or the clock). Failures are
 /// counted in the lease's stats and retried at the next beat.
 pub async fn run_heartbeats(

@@ -1,4 +1,4 @@
-//! Per-key int64 sequences (seed 002, Layotto's Sequencer API): one [`Store`] trait, seven
+//! Per-key int64 sequences (Layotto's Sequencer API): one [`Store`] trait, seven
 //! stores, and WEAK or STRONG serving written once above them.
 //!
 //! - **STRONG**: each ID comes from an atomic increment in the store made after its request

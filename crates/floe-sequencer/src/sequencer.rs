@@ -213,7 +213,7 @@ impl StoreHandle {
         &self.store
     }
 
-    /// Applies `bigger_than` (seed 002's `Init`), bounded by the call timeout per key. Saved
+    /// Applies `bigger_than` (Layotto's `Init`), bounded by the call timeout per key. Saved
     /// tails ([`with_tails`](Self::with_tails), before or after this) are cut above the floors.
     pub async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
         for (key, floor) in bigger_than {
@@ -363,7 +363,7 @@ impl StoreHandle {
         )
     }
 
-    /// `size` IDs straight from the store (seed 002's `GetSegment`), for callers that cache.
+    /// `size` IDs straight from the store (Layotto's `GetSegment`), for callers that cache.
     pub async fn segment(&self, key: &str, size: u32) -> Result<Segment, SeqError> {
         let key = Key::new(key)?;
         if size == 0 || size > self.options.step.max {

@@ -1,4 +1,4 @@
-//! The store contract (seed 002's component API) and the one primitive each backend writes.
+//! The store contract (Layotto's component API) and the one primitive each backend writes.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,7 +26,7 @@ pub struct Capabilities {
 /// A place that keeps, per key, the last value it handed out.
 ///
 /// Backends write two primitives, [`reserve`](Store::reserve) (atomically add `n` to a key)
-/// and [`raise`](Store::raise) (atomically lift a key to at least a floor); seed 002's
+/// and [`raise`](Store::raise) (atomically lift a key to at least a floor); Layotto's
 /// `Init`, `GetNextId` and `GetSegment` are written once above them. Every implementation runs
 /// the same conformance suite (`tests/conformance.rs`).
 #[async_trait]

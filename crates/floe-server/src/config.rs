@@ -322,7 +322,7 @@ pub struct RegistryConfig {
     /// as configured: an address on port 0 gives 0). Keep it stable across restarts: a restart
     /// with another identity leases another worker ID.
     pub port: Option<u16>,
-    /// When neither registry nor cache answers, use worker ID = port % IDs (seed 000's
+    /// When neither registry nor cache answers, use worker ID = port % IDs (Leaf's
     /// fallback; two hosts on one port may then share an ID).
     pub port_fallback: bool,
     /// When a registry that leases (ZooKeeper, etcd) is unreachable at start-up, start from

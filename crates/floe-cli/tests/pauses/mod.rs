@@ -1,4 +1,4 @@
-//! Pauses and partitions (issue 21): real `floe serve` nodes on real registries and stores,
+//! Pauses and partitions: real `floe serve` nodes on real registries and stores,
 //! one of them stopped (SIGSTOP) or cut off (a TCP proxy that refuses, or a blackhole), and a
 //! replacement that takes its worker ID; the registries themselves as 3-member clusters whose
 //! leader is killed or partitioned. Every call is recorded (start, end, values) in a

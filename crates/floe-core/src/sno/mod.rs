@@ -1,4 +1,4 @@
-//! sno: compact (10-byte), sortable IDs with a metabyte, per the sno spec (seed 001).
+//! sno: compact (10-byte), sortable IDs with a metabyte, per the sno spec.
 //!
 //! ```
 //! use floe_core::clock::SystemClock;

@@ -65,13 +65,13 @@ pub struct SnowflakeParts {
 }
 
 impl Layout {
-    /// Leaf-Snowflake as in seed 000: epoch 2023-01-01T00:00:00Z, 41-bit ms, 10-bit worker,
+    /// Leaf-Snowflake: epoch 2023-01-01T00:00:00Z, 41-bit ms, 10-bit worker,
     /// 12-bit sequence.
     pub const LEAF: Layout = Layout::unchecked(41, 0, 10, 12, 1_672_531_200_000, 1);
     /// Twitter's Snowflake: epoch 1288834974657 ms, 41-bit ms, 5-bit datacenter, 5-bit worker,
     /// 12-bit sequence.
     pub const TWITTER: Layout = Layout::unchecked(41, 5, 5, 12, 1_288_834_974_657, 1);
-    /// flake-idgen (seed 003): Unix epoch, 42-bit ms, 5-bit datacenter, 5-bit worker,
+    /// flake-idgen: Unix epoch, 42-bit ms, 5-bit datacenter, 5-bit worker,
     /// 12-bit counter. Use [`Layout::with_epoch_ms`] for its `epoch` option.
     pub const FLAKE_IDGEN: Layout = Layout::unchecked(42, 5, 5, 12, 0, 1);
 

@@ -3,7 +3,7 @@
 //! **Durability depends on the server.** Redis acknowledges an `INCRBY` before it is on disk
 //! unless the server runs with `appendonly yes` and `appendfsync always`; with the defaults a
 //! server crash loses the last second or so of increments and floe would then reissue IDs.
-//! Replicas are asynchronous, so a failover can lose increments too (seed 002's table). Run a
+//! Replicas are asynchronous, so a failover can lose increments too (Layotto's table). Run a
 //! single server with AOF `always` for sequences that must never repeat.
 //!
 //! Keys are stored as `{prefix}{key}` (default prefix `floe:seq:`); `bigger_than` applies to the
