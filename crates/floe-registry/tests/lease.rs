@@ -109,20 +109,25 @@ async fn first_start_then_restart_resumes_after_the_last_time() {
     assert!(Layout::LEAF.decode(gen.next_id().unwrap()).timestamp_ms > T0 + 3000);
 }
 
-#[tokio::test]
-async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
-    let e = env();
-    let clock = ManualClock::from_millis(T0);
-    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+/// A first run: its ID, taken from the registry, heartbeaten into the cache at T0 + 500;
+/// the clock is then at T0 + 1000.
+async fn a_run_that_left_a_cache(e: &Env, clock: &ManualClock) -> u32 {
+    let lease = acquire(&e.registry, &e.cache, &e.config, clock)
         .await
         .unwrap();
-    let id = lease.id;
     lease
         .heartbeat(&e.registry, &e.cache, T0 + 500)
         .await
         .unwrap();
-    drop(lease);
     clock.set_millis(T0 + 1000);
+    lease.id
+}
+
+#[tokio::test]
+async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let id = a_run_that_left_a_cache(&e, &clock).await;
     let lease = acquire(&e.down(), &e.cache, &e.config, &clock)
         .await
         .unwrap();
@@ -163,16 +168,7 @@ async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
 async fn a_leasing_registry_down_at_start_up_refuses_the_cache_unless_told() {
     let e = env();
     let clock = ManualClock::from_millis(T0);
-    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
-        .await
-        .unwrap();
-    let id = lease.id;
-    lease
-        .heartbeat(&e.registry, &e.cache, T0 + 500)
-        .await
-        .unwrap();
-    drop(lease);
-    clock.set_millis(T0 + 1000);
+    let id = a_run_that_left_a_cache(&e, &clock).await;
     let leasing = Down(
         e.registry.location(),
         Some(LeaseTerms::for_expiry(Duration::from_secs(6))),
