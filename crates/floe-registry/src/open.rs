@@ -1,5 +1,7 @@
 //! Opening a registry by its URL.
 
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+use crate::backends::check_servers;
 #[cfg(feature = "etcd")]
 use crate::backends::etcd;
 #[cfg(feature = "zookeeper")]
@@ -7,14 +9,6 @@ use crate::backends::zookeeper;
 use crate::backends::{file, static_id};
 use crate::blocking::off_executor;
 use crate::{ErrorKind, Registry, RegistryError, Unreachable};
-
-/// Checks a server registry's servers and root (as `connect` takes them), naming the field.
-#[allow(dead_code)] // used by the server registries, each behind a feature
-pub(crate) fn check_servers(kind: &str, servers: &str, root: &str) -> Result<(), RegistryError> {
-    floe_core::endpoint::check_addresses(kind, servers)
-        .and_then(|()| floe_core::endpoint::check_root(kind, root))
-        .map_err(|e| RegistryError::config(format!("registry: {e}")))
-}
 
 /// The servers and root of a server registry URL (root `/floe` by default), naming the field.
 #[allow(dead_code)] // used by the server registries, each behind a feature

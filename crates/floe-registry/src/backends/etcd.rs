@@ -97,7 +97,7 @@ impl EtcdRegistry {
         root: &str,
         ttl_secs: i64,
     ) -> Result<Self, RegistryError> {
-        crate::open::check_servers("etcd", endpoints, root)?;
+        super::check_servers("etcd", endpoints, root)?;
         if !(2..=3600).contains(&ttl_secs) {
             return Err(RegistryError::config(format!(
                 "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"

@@ -9,3 +9,16 @@ mod records;
 pub mod static_id;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
+
+/// Checks a server registry's servers and root (as `connect` takes them), naming the field:
+/// for the URL parser above and for each server registry's `connect`.
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+pub(crate) fn check_servers(
+    kind: &str,
+    servers: &str,
+    root: &str,
+) -> Result<(), crate::RegistryError> {
+    floe_core::endpoint::check_addresses(kind, servers)
+        .and_then(|()| floe_core::endpoint::check_root(kind, root))
+        .map_err(|e| crate::RegistryError::config(format!("registry: {e}")))
+}

@@ -309,7 +309,7 @@ impl ZkRegistry {
         root: &str,
         session_timeout: Duration,
     ) -> Result<Self, RegistryError> {
-        crate::open::check_servers("ZooKeeper", cluster, root)?;
+        super::check_servers("ZooKeeper", cluster, root)?;
         let client = open_session(cluster, session_timeout)
             .await
             .map_err(|e| map_err(&format!("cannot connect to {cluster}"), e))?;
