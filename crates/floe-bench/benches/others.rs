@@ -2,10 +2,9 @@
 //! directly.
 
 use std::sync::Mutex;
-use std::time::SystemTime;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use floe_core::clock::SystemClock;
+use floe_core::clock::{Clock, SystemClock};
 use floe_core::lexical::LexicalGenerator;
 use floe_core::ulid::{random_at, UlidGenerator};
 use floe_core::uuid7::Uuid7Generator;
@@ -37,7 +36,7 @@ fn uuid_ulid(c: &mut Criterion) {
             direct
                 .lock()
                 .unwrap()
-                .generate_from_datetime(SystemTime::now())
+                .generate_from_datetime(SystemClock.now_system_time())
                 .unwrap()
         })
     });

@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
 use floe_core::clock::SystemClock;
@@ -125,9 +124,8 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    use floe_core::clock::Clock;
+    SystemClock.now_nanos() / floe_core::clock::NANOS_PER_MILLI
 }
 
 fn registry_url(args: &RegistryArgs) -> Result<&str, String> {

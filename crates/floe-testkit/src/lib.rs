@@ -20,6 +20,7 @@ pub fn env(name: &str) -> String {
 
 /// A name no other test (nor an earlier run on the same server) uses:
 /// `{prefix}-{pid}-{nanos}-{n}`.
+#[allow(clippy::disallowed_methods)] // the wall clock as a name, not as time
 pub fn unique(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);

@@ -65,6 +65,7 @@ pub fn ok(out: Output) -> String {
 }
 
 /// Nanoseconds since the Unix epoch, to name things no other run uses.
+#[allow(clippy::disallowed_methods)] // a name, not a time
 pub fn nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

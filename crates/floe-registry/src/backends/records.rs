@@ -109,6 +109,7 @@ pub(crate) struct Allocation {
 }
 
 /// A new registration's number for [`WorkerRecord::holder`]: random, never 0.
+#[allow(clippy::disallowed_methods)] // the wall clock as entropy, not as time
 pub(crate) fn new_holder() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     // std's RandomState is seeded from the OS's randomness (and moves on with each one made).
