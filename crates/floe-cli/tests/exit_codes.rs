@@ -148,6 +148,36 @@ fn floe_serve_exits_by_kind_when_it_cannot_start() {
     }
 }
 
+/// A listen address without a port from 0 to 65535 is a configuration error (2), naming its
+/// key, found before anything is leased or written (it was 1, from the bind).
+#[test]
+fn a_listen_address_without_a_valid_port_is_a_configuration_error() {
+    for (flag, addr, key) in [
+        ("--http", "127.0.0.1:70000", "listen.http"),
+        ("--grpc", "127.0.0.1:-1", "listen.grpc"),
+        ("--http", "localhost", "listen.http"),
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let other = if flag == "--http" { "--grpc" } else { "--http" };
+        let out = common::cmd()
+            .args(["serve", flag, addr, other, "127.0.0.1:0", "--state-dir"])
+            .arg(state.path())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flag} {addr}: {err}");
+        assert!(
+            err.contains(key) && err.contains(addr),
+            "{flag} {addr}: {err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(state.path()).unwrap().count(),
+            0,
+            "{flag} {addr}: nothing written to the state directory"
+        );
+    }
+}
+
 /// A state directory that cannot be made is a local I/O error (74), not a usage error: a
 /// service manager that stops on 2 would leave the server down after a disk problem.
 #[test]

@@ -732,6 +732,20 @@ impl ServerConfig {
                 "grpc and http are both off, so there is nothing to serve",
             ));
         }
+        for (key, addr) in [
+            ("listen.grpc", &self.listen.grpc),
+            ("listen.http", &self.listen.http),
+        ] {
+            let port = addr.rsplit_once(':').map(|(_, p)| p.parse::<u16>());
+            if addr != "off" && !matches!(port, Some(Ok(_))) {
+                return Err(bad(
+                    key,
+                    format!(
+                        "expected HOST:PORT with a port from 0 to 65535, or off; found {addr:?}"
+                    ),
+                ));
+            }
+        }
         self.limits()?;
         self.tls.validate()?;
         if self.auth.health_needs_token && self.auth.token_file.is_none() {
