@@ -298,22 +298,19 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                 (reg.record.id, last, Source::Registry, Some(reg))
             }
             Err(e) if e.kind == ErrorKind::Unavailable => match &cached {
-                Some(entry)
-                    if entry.id < config.space.size
-                        && registry.lease_terms().is_some()
-                        && !config.start_from_cache =>
-                {
-                    return Err(RegistryError::new(
-                        ErrorKind::NoWorkerId,
-                        format!(
-                            "no lease for {identity}: registry {} unreachable ({e}); refusing to start from the local cache {} (worker ID {}): without a lease, another node may be given that ID meanwhile. Start again when the registry answers, or accept the risk with --start-from-cache (registry.start_from_cache)",
-                            registry.name(),
-                            cache.path(identity, &location).display(),
-                            entry.id
-                        ),
-                    ));
-                }
                 Some(entry) if entry.id < config.space.size => {
+                    // No lease from the cache: refused where the registry leases (module docs).
+                    if registry.lease_terms().is_some() && !config.start_from_cache {
+                        return Err(RegistryError::new(
+                            ErrorKind::NoWorkerId,
+                            format!(
+                                "no lease for {identity}: registry {} unreachable ({e}); refusing to start from the local cache {} (worker ID {}): without a lease, another node may be given that ID meanwhile. Start again when the registry answers, or accept the risk with --start-from-cache (registry.start_from_cache)",
+                                registry.name(),
+                                cache.path(identity, &location).display(),
+                                entry.id
+                            ),
+                        ));
+                    }
                     notes.push(format!(
                         "registry {} unreachable ({e}); started from the local cache {} with worker ID {}",
                         registry.name(),

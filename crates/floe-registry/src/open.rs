@@ -154,7 +154,40 @@ pub fn check_url(url: &str) -> Result<(), RegistryError> {
 /// [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field `registry`: an unknown scheme, a bad path or ID;
 /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when a server registry cannot be reached.
 pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
-    match parse(url)? {
+    open_target(parse(url)?).await
+}
+
+impl Target {
+    /// The registry's name, as [`Registry::name`] gives it.
+    fn name(&self) -> &'static str {
+        match self {
+            Target::File(_) => "file",
+            Target::Static(_) => "static",
+            #[cfg(feature = "zookeeper")]
+            Target::Zk { .. } => "zookeeper",
+            #[cfg(feature = "etcd")]
+            Target::Etcd { .. } => "etcd",
+        }
+    }
+
+    /// The terms it leases on (the timeout asked: the server may grant another), if any.
+    fn lease_terms(&self) -> Option<crate::terms::LeaseTerms> {
+        match self {
+            Target::File(_) | Target::Static(_) => None,
+            #[cfg(feature = "zookeeper")]
+            Target::Zk {
+                session_timeout, ..
+            } => Some(crate::terms::LeaseTerms::for_expiry(*session_timeout)),
+            #[cfg(feature = "etcd")]
+            Target::Etcd { ttl, .. } => Some(crate::terms::LeaseTerms::for_expiry(
+                std::time::Duration::from_secs(ttl.unsigned_abs()),
+            )),
+        }
+    }
+}
+
+async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError> {
+    match target {
         Target::File(path) => {
             let registry =
                 off_executor("file registry: open", move || file::FileRegistry::new(path)).await?;
@@ -186,30 +219,16 @@ pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
 /// # Errors
 /// Configuration errors, as [`open`].
 pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
-    match open(url).await {
-        Err(error) if error.kind == ErrorKind::Unavailable => {
-            let name = match url.split(':').next() {
-                Some("zk" | "zookeeper") => "zookeeper",
-                Some("etcd") => "etcd",
-                Some("file") => "file",
-                _ => "registry",
-            };
-            let location = location_of(url);
-            // The terms it would have leased on (the timeout asked: the server may grant
-            // another), so that a start from the cache knows it would have no lease.
-            let terms = match parse(url)? {
-                #[cfg(feature = "zookeeper")]
-                Target::Zk {
-                    session_timeout, ..
-                } => Some(crate::terms::LeaseTerms::for_expiry(session_timeout)),
-                #[cfg(feature = "etcd")]
-                Target::Etcd { ttl, .. } => Some(crate::terms::LeaseTerms::for_expiry(
-                    std::time::Duration::from_secs(ttl.unsigned_abs()),
-                )),
-                Target::File(_) | Target::Static(_) => None,
-            };
-            Ok(Box::new(Unreachable::new(name, location, error, terms)))
-        }
+    let target = parse(url)?;
+    // Its name and terms, so that a start from the cache knows it would have had a lease.
+    let (name, terms) = (target.name(), target.lease_terms());
+    match open_target(target).await {
+        Err(error) if error.kind == ErrorKind::Unavailable => Ok(Box::new(Unreachable::new(
+            name,
+            location_of(url),
+            error,
+            terms,
+        ))),
         other => other,
     }
 }

@@ -247,12 +247,18 @@ async fn resume_session(
     session: zookeeper_client::SessionInfo,
     timeout: Duration,
 ) -> Result<Client, ZkError> {
-    connector(timeout)
-        .with_session(session)
-        .with_fail_eagerly()
+    rejoin(session, timeout)
         .with_detached()
         .connect(cluster)
         .await
+}
+
+/// A connector back into `session`, trying each server once.
+fn rejoin(
+    session: zookeeper_client::SessionInfo,
+    timeout: Duration,
+) -> zookeeper_client::Connector {
+    connector(timeout).with_session(session).with_fail_eagerly()
 }
 
 /// How often the keeper tries [`resume_session`] while its client stays disconnected.
@@ -265,10 +271,7 @@ const RESUME_EVERY: Duration = Duration::from_millis(250);
 async fn end_session(cluster: &str, session: zookeeper_client::SessionInfo, timeout: Duration) {
     let until = tokio::time::Instant::now() + timeout * 7 / 5;
     while tokio::time::Instant::now() < until {
-        let connect = connector(timeout)
-            .with_session(session.clone())
-            .with_fail_eagerly()
-            .connect(cluster);
+        let connect = rejoin(session.clone(), timeout).connect(cluster);
         match tokio::time::timeout(timeout / 2, connect).await {
             Ok(Ok(client)) => {
                 // A request answered, so that the close goes out on an established
