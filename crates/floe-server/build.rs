@@ -12,8 +12,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
-        // prost's codec, with a malformed message answered INVALID_ARGUMENT (src/codec.rs).
-        .codec_path("crate::codec::MessageCodec")
+        // prost's codec, with a malformed message answered INVALID_ARGUMENT (src/grpc/codec.rs).
+        .codec_path("crate::grpc::codec::MessageCodec")
         .compile_fds(files)?;
     Ok(())
 }

@@ -13,7 +13,7 @@
 //! takes longer (header values are bounded by the server's header limits). Tokens never appear
 //! in logs, error messages or `Debug` output.
 //!
-//! With no token file the guard is not there at all ([`Guarded`] holds `None`): one branch per
+//! With no token file the guard is not there at all (`Guarded` holds `None`): one branch per
 //! request.
 
 use std::convert::Infallible;

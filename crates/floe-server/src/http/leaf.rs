@@ -25,13 +25,12 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use floe_sequencer::{Mode, SeqError};
 use serde_json::json;
 
+use super::params::HttpError;
 use crate::app::App;
-use crate::http::{issuing, HttpError};
 use crate::ids::{decode_snowflake, IdKind, IdOptions, Ids};
 use crate::{echo, MAX_ECHO};
 
@@ -71,7 +70,7 @@ fn number(id: impl std::fmt::Display) -> Response {
     text(id.to_string())
 }
 
-async fn segment_id(
+pub(super) async fn segment_id(
     State(app): State<Arc<App>>,
     key: Result<Path<String>, axum::extract::rejection::PathRejection>,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
@@ -85,7 +84,7 @@ async fn segment_id(
     let store = app.leaf_store.clone().unwrap_or_default();
     // `?template=NAME` / `?scramble=true`: the ID's text instead of the number.
     let params = query.map(|Query(p)| p).unwrap_or_default();
-    match crate::http::presentation_asked(&params) {
+    match super::params::presentation_asked(&params) {
         Err(e) => {
             return leaf_error(SeqError::new(
                 floe_sequencer::ErrorKind::InvalidArgument,
@@ -93,7 +92,7 @@ async fn segment_id(
             ))
         }
         Ok(Some(shown)) => {
-            let meta = crate::http::meta_of(&params);
+            let meta = super::params::meta_of(&params);
             return match app
                 .sequence_texts(&store, &key, Ok(Mode::Weak), 1, shown, &meta)
                 .await
@@ -110,7 +109,7 @@ async fn segment_id(
     }
 }
 
-async fn snowflake_id(State(app): State<Arc<App>>) -> Response {
+pub(super) async fn snowflake_id(State(app): State<Arc<App>>) -> Response {
     match app.issue(IdKind::Snowflake, 1, &IdOptions::default()).await {
         Ok(Ids::Snowflake(ids)) => number(ids[0]),
         Ok(_) => leaf_error(SeqError::new(
@@ -121,7 +120,7 @@ async fn snowflake_id(State(app): State<Arc<App>>) -> Response {
     }
 }
 
-async fn decode(
+pub(super) async fn decode(
     State(app): State<Arc<App>>,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
@@ -172,7 +171,7 @@ pub const MAX_CACHE_KEYS: usize = 100_000;
 /// default), each with its buffers (Leaf's `SegmentBufferView`: the key, whether it was
 /// initialised, whether the next segment is ready, the current segment and the step), numbers
 /// as strings; `keys_in_memory` and `truncated` say whether there are more.
-async fn cache(
+pub(super) async fn cache(
     State(app): State<Arc<App>>,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, HttpError> {
@@ -240,13 +239,4 @@ fn cache_view(app: &App, limit: usize) -> serde_json::Value {
         })
         .collect();
     json!({ "stores": stores })
-}
-
-/// The routes (merged into the HTTP router, behind its host and origin checks).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/segment/get/{key}", issuing(segment_id))
-        .route("/api/snowflake/get/{key}", issuing(snowflake_id))
-        .route("/decodeSnowflakeId", get(decode))
-        .route("/cache", get(cache))
 }

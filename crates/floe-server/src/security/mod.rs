@@ -1,13 +1,17 @@
-//! What guards the listeners: TLS ([`crate::tls`]) and bearer tokens ([`crate::auth`]), read
+//! What guards the listeners: TLS ([`tls`]) and bearer tokens ([`auth`]), read
 //! from the configuration's `[tls]` and `[auth]` sections at start-up, and the warning about a
 //! listener reachable beyond this machine without them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::auth::{Guard, Tokens};
 use crate::config::ServerConfig;
-use crate::tls::Tls;
+
+pub mod auth;
+pub mod tls;
+
+use auth::{Guard, Tokens};
+use tls::Tls;
 
 /// TLS and tokens for both listeners. The default is neither (plain text, no tokens).
 #[derive(Clone, Debug, Default)]

@@ -1,0 +1,82 @@
+//! The operator's HTTP routes: `/healthz`, `/readyz`, `/metrics`, the status page `/` and its
+//! figures `/v1/status`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::params::HttpError;
+use crate::app::App;
+
+/// `/healthz`: the process answers.
+pub(super) async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `/readyz`: 200 `ready`, or 503 with one reason a line (a lease lost, a store not
+/// answering, the server stopping).
+pub(super) async fn readyz(State(app): State<Arc<App>>) -> Response {
+    let why = app.telemetry.not_ready();
+    if why.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        let mut text = String::from("not ready\n");
+        for w in why {
+            text.push_str(&w);
+            text.push('\n');
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
+    }
+}
+
+/// Runs `f` on the blocking pool (it walks every store's keys).
+async fn off_executor<T: Send + 'static>(
+    app: Arc<App>,
+    what: &'static str,
+    f: fn(&App) -> T,
+) -> Result<T, HttpError> {
+    tokio::task::spawn_blocking(move || f(&app))
+        .await
+        .map_err(|e| HttpError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            error: "internal",
+            message: format!("{what}: not built: {e}"),
+        })
+}
+
+/// `/metrics`: Prometheus text format (404 when metrics are off).
+pub(super) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+    match off_executor(app, "/metrics", crate::observe::render).await? {
+        Some(text) => Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            )],
+            text,
+        )
+            .into_response()),
+        None => Err(HttpError {
+            status: StatusCode::NOT_FOUND,
+            error: "not_found",
+            message: "metrics are off: metrics.enabled = false, or this process installed another metrics recorder before the server started".to_string(),
+        }),
+    }
+}
+
+/// `/`: the status page.
+pub(super) async fn status_page(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+    let page = off_executor(app, "/", |app| {
+        crate::observe::status::html(&crate::observe::status::snapshot(app))
+    })
+    .await?;
+    Ok(axum::response::Html(page).into_response())
+}
+
+/// `/v1/status`: the status page's figures as JSON.
+pub(super) async fn status_json(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+    let snapshot = off_executor(app, "/v1/status", crate::observe::status::snapshot).await?;
+    Ok(Json(snapshot).into_response())
+}

@@ -1,0 +1,249 @@
+//! The Prometheus recorder, the metrics' descriptions, and what a scrape reads at its moment
+//! ([`collect`]).
+
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use floe_core::clock::{Clock, SystemClock};
+use metrics::{counter, gauge};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use super::rates::{totals, Issued};
+use super::{layout_horizon, sno_end_ms};
+use crate::App;
+
+/// Latency buckets (seconds): 50 µs to 10 s.
+const SECONDS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+];
+
+/// Increment sizes: 1 to 1,000,000.
+const SIZES: &[f64] = &[
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    20.0,
+    50.0,
+    100.0,
+    200.0,
+    500.0,
+    1_000.0,
+    10_000.0,
+    100_000.0,
+    1_000_000.0,
+];
+
+/// The process's Prometheus recorder, installed on first use (`None` when another recorder
+/// was installed before: then `/metrics` says so).
+pub fn recorder() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZES))
+                .ok()?;
+            let handle = builder.install_recorder().ok()?;
+            describe();
+            Some(handle)
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!("floe_ids_issued_total", "IDs issued, per kind.");
+    describe_counter!(
+        "floe_sequence_ids_issued_total",
+        "Sequence IDs issued, per store and mode (weak, strong)."
+    );
+    describe_histogram!(
+        "floe_request_duration_seconds",
+        Unit::Seconds,
+        "Time from a request's head to its answer's head, per listener, route template, method and status (gRPC: the status of the answer's head; a stream's later status is not counted)."
+    );
+    describe_histogram!(
+        "floe_store_call_duration_seconds",
+        Unit::Seconds,
+        "Store calls, per store and call."
+    );
+    describe_counter!(
+        "floe_store_call_errors_total",
+        "Store calls that failed, per store, call and error kind (Cancelled: cut by the store timeout)."
+    );
+    describe_counter!(
+        "floe_weak_segment_fetches_total",
+        "WEAK segments fetched from the store."
+    );
+    describe_histogram!(
+        "floe_store_increment_size",
+        "IDs reserved by one increment (STRONG: a group-committed batch)."
+    );
+    describe_gauge!(
+        "floe_weak_buffered_ids",
+        "IDs buffered in memory for WEAK keys, per store."
+    );
+    describe_gauge!(
+        "floe_weak_step",
+        "The largest current WEAK segment size among a store's keys."
+    );
+    describe_gauge!("floe_keys_in_memory", "Keys a store holds in memory.");
+    describe_gauge!(
+        "floe_layout_horizon_seconds",
+        Unit::Seconds,
+        "Seconds left before a generator's timestamp field runs out (negative: it has)."
+    );
+    describe_gauge!(
+        "floe_layout_end_timestamp_seconds",
+        Unit::Seconds,
+        "Unix time at which a generator's timestamp field runs out."
+    );
+    describe_counter!(
+        "floe_clock_rollback_waits_total",
+        "Waits for the clock to come back after a small step back."
+    );
+    describe_counter!(
+        "floe_clock_rollback_refusals_total",
+        "IDs refused because the clock stepped back too far."
+    );
+    describe_counter!(
+        "floe_sequence_exhausted_waits_total",
+        "Waits for the next time unit after a unit's sequence was used up."
+    );
+    describe_counter!(
+        "floe_sno_tick_tock_switches_total",
+        "sno sequence switches (tick-tock) on clock regressions."
+    );
+    describe_counter!(
+        "floe_sno_overflow_stalls_total",
+        "4 ms time units in which sno calls stalled on a used-up sequence pool (waiting for the next unit)."
+    );
+    describe_counter!(
+        "floe_clock_startup_refusals_total",
+        "Start-ups refused in this process because the clock was behind the last recorded time."
+    );
+    describe_gauge!(
+        "floe_fence_raised",
+        "1 while a generator's lease is lost or unconfirmed past its window (fenced: it issues nothing)."
+    );
+    describe_gauge!("floe_lease_held", "1 while a generator holds its lease.");
+    describe_gauge!(
+        "floe_lease_window_seconds",
+        Unit::Seconds,
+        "How long a generator may issue after the registry confirmed its lease (2/3 of the session timeout or TTL): ZooKeeper and etcd leases only."
+    );
+    describe_gauge!(
+        "floe_lease_remaining_seconds",
+        Unit::Seconds,
+        "Time left before a generator stops unless the registry confirms its lease again (0: fenced). Near 0 while serving means confirmations are late: ZooKeeper and etcd leases only."
+    );
+    describe_gauge!(
+        "floe_worker_id",
+        "The worker ID (or partition) a generator holds."
+    );
+    describe_counter!(
+        "floe_fenced_periods_total",
+        "Times a generator's fence was raised."
+    );
+    describe_counter!(
+        "floe_lease_heartbeat_failures_total",
+        "Heartbeats the registry did not take."
+    );
+    describe_gauge!(
+        "floe_store_ready",
+        "1 while a store answers its readiness probe (3 probes a second apart fail: 0)."
+    );
+    describe_gauge!("floe_build_info", "1, labelled with the version.");
+    describe_gauge!(
+        "floe_start_time_seconds",
+        Unit::Seconds,
+        "Unix time the server started."
+    );
+}
+
+/// Sets what a scrape reads from the generators, leases and stores.
+pub fn collect(app: &App) {
+    let now_ms = SystemClock.now_nanos() / 1_000_000;
+    for (labels, total) in totals(app) {
+        match labels {
+            Issued::Kind(kind) => counter!("floe_ids_issued_total", "kind" => kind).absolute(total),
+            Issued::Store(store, mode) => counter!(
+                "floe_sequence_ids_issued_total",
+                "store" => store,
+                "mode" => mode
+            )
+            .absolute(total),
+        }
+    }
+    if let Some(g) = app.ids.as_deref() {
+        for (name, s) in g.snowflakes() {
+            let generator = format!("snowflake {name}");
+            let (left, end) = layout_horizon(&s.layout(), now_ms);
+            gauge!("floe_layout_horizon_seconds", "generator" => generator.clone()).set(left);
+            gauge!("floe_layout_end_timestamp_seconds", "generator" => generator.clone()).set(end);
+            let stats = s.stats();
+            counter!("floe_clock_rollback_waits_total", "generator" => generator.clone())
+                .absolute(stats.backward_waits);
+            counter!("floe_clock_rollback_refusals_total", "generator" => generator.clone())
+                .absolute(stats.backward_refusals);
+            counter!("floe_sequence_exhausted_waits_total", "generator" => generator)
+                .absolute(stats.exhausted_waits);
+        }
+        if let Some(sno) = g.sno() {
+            let end = sno_end_ms();
+            gauge!("floe_layout_horizon_seconds", "generator" => "sno")
+                .set(end as f64 / 1000.0 - now_ms as f64 / 1000.0);
+            gauge!("floe_layout_end_timestamp_seconds", "generator" => "sno")
+                .set(end as f64 / 1000.0);
+            counter!("floe_sno_tick_tock_switches_total").absolute(u64::from(sno.drifts()));
+        }
+    }
+    counter!("floe_clock_startup_refusals_total").absolute(floe_registry::lease::clock_refusals());
+    for l in &app.telemetry.leases {
+        let raised = l.fenced();
+        let g = l.generator.clone();
+        gauge!("floe_fence_raised", "generator" => g.clone()).set(f64::from(u8::from(raised)));
+        gauge!("floe_lease_held", "generator" => g.clone()).set(f64::from(u8::from(!raised)));
+        if let (Some(window), Some(left)) = (l.window, l.fence.remaining(&SystemClock)) {
+            gauge!("floe_lease_window_seconds", "generator" => g.clone()).set(window.as_secs_f64());
+            gauge!("floe_lease_remaining_seconds", "generator" => g.clone())
+                .set(left.as_secs_f64());
+        }
+        gauge!("floe_worker_id", "generator" => g.clone()).set(f64::from(l.id));
+        counter!("floe_fenced_periods_total", "generator" => g.clone()).absolute(l.fence.periods());
+        counter!("floe_lease_heartbeat_failures_total", "generator" => g)
+            .absolute(l.stats.heartbeat_failures.load(Ordering::Relaxed));
+    }
+    for h in app.sequencer.stores() {
+        let name = h.name().to_string();
+        let totals = h.weak_totals();
+        gauge!("floe_weak_buffered_ids", "store" => name.clone()).set(totals.buffered as f64);
+        gauge!("floe_weak_step", "store" => name.clone()).set(f64::from(totals.max_step));
+        gauge!("floe_keys_in_memory", "store" => name.clone()).set(h.keys_in_memory() as f64);
+        let ready = app.telemetry.store_ready(&name);
+        gauge!("floe_store_ready", "store" => name).set(f64::from(u8::from(ready)));
+    }
+}
+
+/// The Prometheus text of every metric, read at this moment.
+pub fn render(app: &App) -> Option<String> {
+    let handle = app.telemetry.handle.as_ref()?;
+    collect(app);
+    Some(handle.render())
+}
+
+/// Runs the recorder's upkeep (histogram samples folded into their buckets) every 5 s while
+/// the server runs, so that memory stays bounded when nobody scrapes.
+pub fn spawn_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            handle.run_upkeep();
+        }
+    })
+}
