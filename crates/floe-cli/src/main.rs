@@ -2,6 +2,9 @@
 //! sequences (`floe-server`). This crate holds argument parsing, formatting, and exit codes by
 //! kind (see [`failure`]: 0 ok, 2 bad input, 69 unreachable,
 //! 74 local I/O, 75 refused for now, 1 anything else).
+// The doc comments of arguments are clap's help texts: `[:PATH]`, `[STORE:]` are their
+// syntax, not links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod client;
 mod describe;

@@ -46,7 +46,7 @@ impl TuningArgs {
             max: self.step_max,
             target: Duration::from_secs(self.step_target_secs),
         };
-        step.validate()?;
+        step.validate().map_err(|e| e.to_string())?;
         if self.timeout_ms == 0 {
             return Err("timeout-ms: expected a positive number of milliseconds, found 0".into());
         }
@@ -451,11 +451,10 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
         print!("{}", config.to_toml_redacted());
         return Ok(());
     }
-    // A layout that cannot issue now is the configuration's fault (2), not a failure to start.
+    // One check, before anything is leased or opened: a layout that cannot issue now is the
+    // configuration's fault (2), not a failure to start.
     let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
-    config
-        .validate_now(now_ms)
-        .map_err(|e| format!("{origin}{e}"))?;
+    let plan = config.check(now_ms).map_err(|e| format!("{origin}{e}"))?;
     init_logs(args.log_format)?;
     let rt = runtime().map_err(crate::Failure::Other)?;
     let result = rt.block_on(async {
@@ -463,17 +462,16 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
         // A stop while starting (a lease waiting out its previous holder, a clock catching up)
         // ends the start at once: what it took is let go, nothing was served.
         let server = tokio::select! {
-            started = floe_server::Server::start(&config) => started?,
+            started = floe_server::Server::start(plan) => started?,
             () = &mut shutdown => {
                 tracing::info!("stopped while starting: nothing was served");
                 return Ok(());
             }
         };
         for note in &server.notes {
-            if note.starts_with("warning: ") {
-                tracing::warn!("{}", note.trim_start_matches("warning: "));
-            } else {
-                tracing::info!("{note}");
+            match note {
+                floe_server::config::Note::Warning(line) => tracing::warn!("{line}"),
+                floe_server::config::Note::Info(line) => tracing::info!("{line}"),
             }
         }
         let addr = |a: Option<std::net::SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());

@@ -34,6 +34,7 @@
 pub mod clock;
 pub mod endpoint;
 pub mod fence;
+pub mod field;
 pub mod horizon;
 pub mod lexical;
 pub mod poll;
@@ -48,4 +49,5 @@ pub mod ulid;
 pub mod uuid7;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use field::FieldError;
 pub use poll::{Poll, WaitReason};

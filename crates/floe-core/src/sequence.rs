@@ -228,26 +228,35 @@ impl Default for StepPolicy {
 }
 
 impl StepPolicy {
-    /// Checks the bounds, naming the field at fault.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the bounds, naming the field at fault (`step.min`, `step.max`, `step.target`).
+    ///
+    /// # Errors
+    /// The first field out of its bounds.
+    pub fn validate(&self) -> Result<(), crate::FieldError> {
+        use crate::FieldError;
         if self.min == 0 {
-            return Err("step.min: expected at least 1, found 0".into());
+            return Err(FieldError::new("step.min", "expected at least 1, found 0"));
         }
         if self.max < self.min {
-            return Err(format!(
-                "step.max: expected at least step.min ({}), found {}",
-                self.min, self.max
+            return Err(FieldError::new(
+                "step.max",
+                format!(
+                    "expected at least step.min ({}), found {}",
+                    self.min, self.max
+                ),
             ));
         }
         if self.max > 1 << 30 {
-            return Err(format!(
-                "step.max: expected at most {}, found {}",
-                1u32 << 30,
-                self.max
+            return Err(FieldError::new(
+                "step.max",
+                format!("expected at most {}, found {}", 1u32 << 30, self.max),
             ));
         }
         if self.target.is_zero() {
-            return Err("step.target: expected a positive duration, found 0".into());
+            return Err(FieldError::new(
+                "step.target",
+                "expected a positive duration, found 0",
+            ));
         }
         Ok(())
     }
@@ -329,11 +338,9 @@ mod tests {
         assert_eq!(p.next_step(10, Duration::from_secs(3600)), 10);
         assert!(StepPolicy { min: 0, ..p }
             .validate()
-            .unwrap_err()
-            .starts_with("step.min"));
+            .is_err_and(|e| e.field == "step.min"));
         assert!(StepPolicy { max: 5, ..p }
             .validate()
-            .unwrap_err()
-            .starts_with("step.max"));
+            .is_err_and(|e| e.field == "step.max"));
     }
 }

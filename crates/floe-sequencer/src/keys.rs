@@ -41,7 +41,6 @@ use tokio::time::Instant;
 
 use crate::strong::StrongKey;
 use crate::weak::WeakKey;
-use crate::SeqError;
 
 /// How many keys a store holds in memory, and for how long (see [`StoreHandle`]'s docs).
 ///
@@ -70,19 +69,22 @@ impl Default for KeyLimits {
 }
 
 impl KeyLimits {
-    /// Checks the limits, naming the field at fault.
+    /// Checks the limits, naming the field at fault (`max_keys`, `idle`).
     ///
     /// # Errors
-    /// `Config` when `max_keys` is 0 or `idle` is zero.
-    pub fn validate(&self) -> Result<(), SeqError> {
+    /// When `max_keys` is 0 or `idle` is zero.
+    pub fn validate(&self) -> Result<(), floe_core::FieldError> {
+        use floe_core::FieldError;
         if self.max_keys == 0 {
-            return Err(SeqError::config(
-                "max_keys: expected at least 1 key held in memory, found 0",
+            return Err(FieldError::new(
+                "max_keys",
+                "expected at least 1 key held in memory, found 0",
             ));
         }
         if self.idle.is_zero() {
-            return Err(SeqError::config(
-                "idle: expected a positive duration, found 0",
+            return Err(FieldError::new(
+                "idle",
+                "expected a positive duration, found 0",
             ));
         }
         Ok(())

@@ -168,7 +168,9 @@ impl StoreHandle {
     /// # Errors
     /// `Config` naming the field when the limits are not valid ([`KeyLimits::validate`]).
     pub fn key_limits(mut self, limits: KeyLimits) -> Result<Self, SeqError> {
-        limits.validate()?;
+        limits
+            .validate()
+            .map_err(|e| SeqError::config(e.to_string()))?;
         self.keys = Arc::new(Keys::new(limits));
         Ok(self)
     }

@@ -82,16 +82,23 @@ impl Limits {
     ///
     /// # Errors
     /// A one-line message naming the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), floe_core::FieldError> {
+        use floe_core::FieldError;
         if self.max_connections == 0 || self.max_connections > Semaphore::MAX_PERMITS {
-            return Err(format!(
-                "max_connections: expected 1 to {}, found {}",
-                Semaphore::MAX_PERMITS,
-                self.max_connections
+            return Err(FieldError::new(
+                "max_connections",
+                format!(
+                    "expected 1 to {}, found {}",
+                    Semaphore::MAX_PERMITS,
+                    self.max_connections
+                ),
             ));
         }
         if self.max_streams == 0 {
-            return Err("max_streams: expected at least 1, found 0".into());
+            return Err(FieldError::new(
+                "max_streams",
+                "expected at least 1, found 0",
+            ));
         }
         for (name, d, zero_ok) in [
             ("header_timeout", self.header_timeout, false),
@@ -101,10 +108,13 @@ impl Limits {
             ("shutdown_delay", self.shutdown_delay, true),
         ] {
             if (d.is_zero() && !zero_ok) || d > MAX_DURATION {
-                return Err(format!(
-                    "{name}: expected {} to {} s, found {d:?}",
-                    if zero_ok { "0" } else { "more than 0" },
-                    MAX_DURATION.as_secs()
+                return Err(FieldError::new(
+                    name,
+                    format!(
+                        "expected {} to {} s, found {d:?}",
+                        if zero_ok { "0" } else { "more than 0" },
+                        MAX_DURATION.as_secs()
+                    ),
                 ));
             }
         }

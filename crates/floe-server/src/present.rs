@@ -56,13 +56,15 @@ impl<'a> Shown<'a> {
 }
 
 impl Presentation {
-    /// Loads the configuration's templates and reads the scramble keys (blocking: a file).
+    /// The checked templates ([`crate::config::Plan::templates`]), with the scramble keys read
+    /// (blocking: a file).
     ///
     /// # Errors
-    /// A message naming the field (`templates.NAME.pattern`, `scramble.key_file`), never a
-    /// key.
-    pub fn load(config: &ServerConfig) -> Result<Presentation, String> {
-        let templates = config.templates().map_err(|e| e.to_string())?;
+    /// A message naming the field (`scramble.key_file`, `scramble.domain`), never a key.
+    pub fn load(
+        templates: BTreeMap<String, Template>,
+        config: &ServerConfig,
+    ) -> Result<Presentation, String> {
         let domain =
             Domain::parse(&config.scramble.domain).map_err(|e| format!("scramble.domain: {e}"))?;
         let text = match &config.scramble.key_file {

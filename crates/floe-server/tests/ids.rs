@@ -639,3 +639,54 @@ async fn kinds_left_out_are_not_served_and_lease_nothing() {
         "nothing leased, no time bound kept: {names:?}"
     );
 }
+
+/// A second server on a busy state directory fails to start (its embedded store is the first
+/// one's), and releases what it took on the way, as a graceful stop does: the durable time
+/// bound of every worker ID it leased is brought back to now, not left a second ahead (a
+/// restart then waits for nothing), and each ID's claim ends.
+#[tokio::test]
+async fn a_start_that_fails_releases_the_worker_ids_it_leased() {
+    use floe_core::clock::Clock;
+    let dir = tempfile::tempdir().unwrap();
+    let first = Node::start(&config(dir.path())).await;
+    let mut second = config(dir.path());
+    // Another identity: its own worker IDs, then the embedded store is found taken.
+    second.registry.port = Some(41_001);
+    let e = common::start_server(&second)
+        .await
+        .map(|_| ())
+        .expect_err("a second embedded store on one state directory");
+    assert!(e.message.contains("stores.main"), "{e}");
+    let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
+    let registry = floe_registry::open(&format!("file://{}", dir.path().display()))
+        .await
+        .unwrap();
+    let mut leased = 0;
+    for (service, slot) in [
+        ("floe", "snowflake"),
+        ("floe-snowflake-tw", "snowflake-tw"),
+        ("floe-sno", "sno"),
+        ("floe-lexical", "lexical"),
+    ] {
+        for record in registry.list(service).await.unwrap() {
+            if record.identity.port != 41_001 {
+                continue;
+            }
+            leased += 1;
+            let file = floe_registry::horizon::HorizonFile::open(
+                dir.path(),
+                &format!("{slot}-{}", record.id),
+            )
+            .unwrap();
+            let bound = file.load().unwrap().unwrap();
+            assert!(
+                bound <= now_ms,
+                "{slot}: worker {}: the time bound was left {} ms ahead by a start that failed",
+                record.id,
+                bound - now_ms
+            );
+        }
+    }
+    assert_eq!(leased, 4, "snowflake default and tw, sno, lexical");
+    first.stop().await;
+}

@@ -12,7 +12,7 @@ use floe_server::proto::runtime_client::RuntimeClient;
 use floe_server::proto::GetNextIdRequest;
 use floe_server::proto_floe::floe_client::FloeClient;
 use floe_server::proto_floe::{Kind, NextIdsRequest};
-use floe_server::{Server, ServerConfig};
+use floe_server::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
@@ -244,7 +244,7 @@ async fn bad_certificate_and_key_files_fail_at_start_naming_the_file() {
         let mut c = config(dir.path());
         c.tls.cert = Some(cert.to_path_buf());
         c.tls.key = Some(key.to_path_buf());
-        async move { Server::start(&c).await.map(|_| ()).unwrap_err() }
+        async move { common::start_server(&c).await.map(|_| ()).unwrap_err() }
     };
     let e = start(&missing, &certs.key).await;
     assert!(e.message.starts_with("tls.cert: cannot read "), "{e}");
@@ -272,7 +272,7 @@ async fn bad_certificate_and_key_files_fail_at_start_naming_the_file() {
     // One file without the other is named before anything is read.
     let mut c = config(dir.path());
     c.tls.cert = Some(certs.cert.clone());
-    let e = Server::start(&c).await.map(|_| ()).unwrap_err();
+    let e = common::start_server(&c).await.map(|_| ()).unwrap_err();
     assert!(e.message.starts_with("tls.key: missing"), "{e}");
 }
 
@@ -504,11 +504,11 @@ async fn an_empty_or_missing_token_file_fails_at_start() {
     std::fs::write(&file, "# nobody yet\n\n   \n").unwrap();
     let mut c = config(dir.path());
     c.auth.token_file = Some(file);
-    let e = Server::start(&c).await.map(|_| ()).unwrap_err();
+    let e = common::start_server(&c).await.map(|_| ()).unwrap_err();
     assert!(e.message.starts_with("auth.token_file: "), "{e}");
     assert!(e.message.contains("holds no token"), "{e}");
     c.auth.token_file = Some(dir.path().join("nope"));
-    let e = Server::start(&c).await.map(|_| ()).unwrap_err();
+    let e = common::start_server(&c).await.map(|_| ()).unwrap_err();
     assert!(
         e.message.starts_with("auth.token_file: cannot read "),
         "{e}"

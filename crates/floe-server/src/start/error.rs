@@ -47,6 +47,12 @@ impl From<String> for StartError {
     }
 }
 
+impl From<crate::config::ConfigError> for StartError {
+    fn from(e: crate::config::ConfigError) -> Self {
+        StartError::config(e)
+    }
+}
+
 impl From<&str> for StartError {
     fn from(message: &str) -> Self {
         StartError::from(message.to_string())

@@ -218,6 +218,15 @@ pub async fn raw_call(
         .map(tonic::Response::into_inner)
 }
 
+/// A server started from `config`, checked at this moment.
+pub async fn start_server(
+    config: &floe_server::ServerConfig,
+) -> Result<floe_server::Server, floe_server::StartError> {
+    use floe_core::clock::Clock;
+    let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
+    floe_server::Server::start(config.check(now_ms)?).await
+}
+
 /// A whole server assembled from its configuration ([`floe_server::Server`]), running on this
 /// runtime until [`Node::stop`].
 pub struct Node {
@@ -229,7 +238,7 @@ pub struct Node {
 
 impl Node {
     pub async fn start(config: &floe_server::ServerConfig) -> Node {
-        let server = floe_server::Server::start(config).await.unwrap();
+        let server = start_server(config).await.unwrap();
         let http = server.http_addr().unwrap().to_string();
         let grpc = server.grpc_addr().unwrap().to_string();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -8,13 +8,18 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use floe_core::snowflake::Layout;
-use floe_sequencer::{Key, ServeOptions, StepPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::Limits;
+
+mod check;
+mod plan;
+
+pub(crate) use check::bad;
+pub use check::ConfigError;
+pub use plan::{Listeners, Note, Plan, StoreUrl};
 
 /// The most IDs one request may ask for (`count`), unless the configuration says otherwise.
 pub const DEFAULT_MAX_BATCH: u32 = 10_000;
@@ -97,40 +102,6 @@ impl Default for ScrambleConfig {
 pub const SCRAMBLE_KEY_ENV: &str = "FLOE_SCRAMBLE_KEY";
 
 impl ServerConfig {
-    /// The named templates, parsed and checked.
-    ///
-    /// # Errors
-    /// The first bad template, named `templates.NAME`.
-    pub fn templates(
-        &self,
-    ) -> Result<BTreeMap<String, floe_core::template::Template>, ConfigError> {
-        let mut out = BTreeMap::new();
-        for (name, t) in &self.templates {
-            let key = format!("templates.{name}");
-            if !valid_store_name(name) {
-                return Err(bad(&key, "a template name is 1 to 64 of A-Z a-z 0-9 - _ ."));
-            }
-            let mut template = floe_core::template::Template::parse(&t.pattern)
-                .map_err(|e| bad(&format!("{key}.pattern"), e.to_string()))?;
-            if let Some(offset) = &t.utc_offset {
-                template = template.with_utc_offset(
-                    floe_core::template::parse_utc_offset(offset)
-                        .map_err(|e| bad(&format!("{key}.utc_offset"), e))?,
-                );
-            }
-            if template.scrambles() && !self.has_scramble_keys() {
-                return Err(bad(
-                    &format!("{key}.pattern"),
-                    format!("{{seq:scrambled}} needs keys: set scramble.key_file (--scramble-key-file) or ${SCRAMBLE_KEY_ENV}"),
-                ));
-            }
-            out.insert(name.clone(), template);
-        }
-        floe_core::scramble::Domain::parse(&self.scramble.domain)
-            .map_err(|e| bad("scramble.domain", e.to_string()))?;
-        Ok(out)
-    }
-
     /// Whether scramble keys are given (a file, or the environment).
     pub fn has_scramble_keys(&self) -> bool {
         self.scramble.key_file.is_some() || std::env::var_os(SCRAMBLE_KEY_ENV).is_some()
@@ -477,30 +448,6 @@ impl Default for SequencerConfig {
     }
 }
 
-/// A configuration error: the key it is about and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The key, as written in the file (`limits.max_batch`).
-    pub key: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.key, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-fn bad(key: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        key: key.into(),
-        message: message.into(),
-    }
-}
-
 /// A store name: 1 to 64 of `A-Z a-z 0-9 - _ .`.
 pub fn valid_store_name(name: &str) -> bool {
     !name.is_empty()
@@ -592,288 +539,13 @@ impl ServerConfig {
             .find_map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()))
             .unwrap_or(0)
     }
-
-    /// The connection limits.
-    ///
-    /// # Errors
-    /// The field that is out of range.
-    pub fn limits(&self) -> Result<Limits, ConfigError> {
-        let l = &self.limits;
-        let limits = Limits {
-            max_connections: usize::try_from(l.max_connections)
-                .map_err(|_| bad("limits.max_connections", "too large"))?,
-            max_streams: l.max_streams,
-            header_timeout: Duration::from_secs(l.header_timeout_secs),
-            idle_timeout: Duration::from_secs(l.idle_timeout_secs),
-            request_timeout: Duration::from_secs(l.request_timeout_secs),
-            shutdown_timeout: Duration::from_secs(l.shutdown_timeout_secs),
-            shutdown_delay: Duration::from_secs(l.shutdown_delay_secs),
-        };
-        limits.validate().map_err(|e| {
-            let (field, rest) = e.split_once(':').unwrap_or(("limits", &e));
-            let suffix = if field.ends_with("timeout") || field.ends_with("delay") {
-                "_secs"
-            } else {
-                ""
-            };
-            bad(&format!("limits.{field}{suffix}"), rest.trim())
-        })?;
-        let store_timeout = Duration::from_millis(self.sequencer.timeout_ms);
-        if limits.request_timeout <= store_timeout {
-            return Err(bad(
-                "limits.request_timeout_secs",
-                format!(
-                    "must be longer than sequencer.timeout_ms (one store call), found {} s and {} ms",
-                    l.request_timeout_secs, self.sequencer.timeout_ms
-                ),
-            ));
-        }
-        Ok(limits)
-    }
-
-    /// How stores serve.
-    ///
-    /// # Errors
-    /// The field that is out of range.
-    pub fn serve_options(&self) -> Result<ServeOptions, ConfigError> {
-        let s = &self.sequencer;
-        let step = StepPolicy {
-            min: s.step_min,
-            max: s.step_max,
-            target: Duration::from_secs(s.step_target_secs),
-        };
-        step.validate().map_err(|e| {
-            let (field, rest) = e.split_once(':').unwrap_or(("step.min", &e));
-            let key = match field {
-                "step.max" => "sequencer.step_max",
-                "step.target" => "sequencer.step_target_secs",
-                _ => "sequencer.step_min",
-            };
-            bad(key, rest.trim())
-        })?;
-        if s.timeout_ms == 0 {
-            return Err(bad(
-                "sequencer.timeout_ms",
-                "expected a positive number of milliseconds, found 0",
-            ));
-        }
-        Ok(ServeOptions {
-            step,
-            timeout: Duration::from_millis(s.timeout_ms),
-        })
-    }
-
-    /// `bigger_than` by store: `(store or every store, key, N)`.
-    ///
-    /// # Errors
-    /// A key that is not a valid key.
-    pub fn floors(&self) -> Result<BTreeMap<String, BTreeMap<Key, i64>>, ConfigError> {
-        let names: Vec<String> = self.store_specs().into_keys().collect();
-        let mut floors: BTreeMap<String, BTreeMap<Key, i64>> = BTreeMap::new();
-        for (target, n) in &self.bigger_than {
-            let (store, key) = match target.split_once(':') {
-                Some((s, k)) if names.iter().any(|n| n == s) => (Some(s), k),
-                _ => (None, target.as_str()),
-            };
-            let key =
-                Key::new(key).map_err(|e| bad(&format!("bigger_than.{target}"), e.to_string()))?;
-            for name in names
-                .iter()
-                .filter(|n| store.is_none_or(|s| s == n.as_str()))
-            {
-                floors
-                    .entry(name.clone())
-                    .or_default()
-                    .insert(key.clone(), *n);
-            }
-        }
-        Ok(floors)
-    }
-
-    /// Checks what the server checks at start-up before it opens anything: every Snowflake
-    /// layout can issue IDs at `now_ms` (its epoch not in the future, its timestamp field not
-    /// run out), the registry URL parses, each store URL names a store of this build. For a
-    /// caller that tells a bad configuration from a failure to start (the CLI's exit codes).
-    ///
-    /// # Errors
-    /// The first that cannot, named by its key.
-    pub fn validate_now(&self, now_ms: u64) -> Result<(), ConfigError> {
-        let check = |config: &LayoutConfig, key: &str| {
-            config
-                .layout()
-                .and_then(|l| l.validate_now(now_ms).map_err(|e| e.to_string()))
-                .map_err(|e| bad(key, e))
-        };
-        check(&self.snowflake.default, "snowflake.layout")?;
-        for (name, l) in &self.snowflake.named {
-            check(l, &format!("snowflake.named.{name}"))?;
-        }
-        // The URLs, parsed as they will be opened (nothing is opened here).
-        if let Some(url) = &self.registry.url {
-            floe_registry::check_url(url).map_err(|e| bad("registry", e.message))?;
-        }
-        for (name, url) in &self.stores {
-            if url != "snowflake" {
-                floe_sequencer::check_scheme(url)
-                    .map_err(|e| bad(&format!("stores.{name}"), e.message))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks everything that can be checked without opening anything.
-    ///
-    /// # Errors
-    /// The first bad key, with what is wrong.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.listen.grpc == "off" && self.listen.http == "off" {
-            return Err(bad(
-                "listen",
-                "grpc and http are both off, so there is nothing to serve",
-            ));
-        }
-        for (key, addr) in [
-            ("listen.grpc", &self.listen.grpc),
-            ("listen.http", &self.listen.http),
-        ] {
-            let port = addr.rsplit_once(':').map(|(_, p)| p.parse::<u16>());
-            if addr != "off" && !matches!(port, Some(Ok(_))) {
-                return Err(bad(
-                    key,
-                    format!(
-                        "expected HOST:PORT with a port from 0 to 65535, or off; found {addr:?}"
-                    ),
-                ));
-            }
-        }
-        self.limits()?;
-        self.tls.validate()?;
-        if self.auth.health_needs_token && self.auth.token_file.is_none() {
-            return Err(bad(
-                "auth.health_needs_token",
-                "is set, but no auth.token_file is: set a token file (--token-file) or leave it out",
-            ));
-        }
-        if self.limits.max_batch == 0 || self.limits.max_batch > 1_000_000 {
-            return Err(bad(
-                "limits.max_batch",
-                format!("expected 1 to 1000000, found {}", self.limits.max_batch),
-            ));
-        }
-        self.serve_options()?;
-        floe_sequencer::KeyLimits {
-            idle: Duration::from_secs(self.sequencer.key_idle_secs),
-            max_keys: self.sequencer.max_keys,
-        }
-        .validate()
-        .map_err(|e| {
-            let (field, rest) = e
-                .message
-                .split_once(':')
-                .unwrap_or(("max_keys", &e.message));
-            let key = if field == "idle" {
-                "sequencer.key_idle_secs"
-            } else {
-                "sequencer.max_keys"
-            };
-            bad(key, rest.trim())
-        })?;
-        for (name, url) in &self.store_specs() {
-            if !valid_store_name(name) {
-                return Err(bad(
-                    &format!("stores.{name}"),
-                    "a store name is 1 to 64 of A-Z a-z 0-9 - _ .",
-                ));
-            }
-            if url.is_empty() {
-                return Err(bad(
-                    &format!("stores.{name}"),
-                    "expected a store URL, found \"\"",
-                ));
-            }
-        }
-        let snowflake_stores = self
-            .store_specs()
-            .values()
-            .filter(|u| u.as_str() == "snowflake")
-            .count();
-        if snowflake_stores > 1 {
-            return Err(bad(
-                "stores",
-                "at most one snowflake store per server (it serves the server's one default Snowflake generator)",
-            ));
-        }
-        if let Some(leaf) = &self.sequencer.leaf_store {
-            if !self.store_specs().contains_key(leaf) {
-                return Err(bad(
-                    "sequencer.leaf_store",
-                    format!("no store is named {leaf:?}"),
-                ));
-            }
-        }
-        self.floors()?;
-        self.templates()?;
-        let mut kinds = std::collections::BTreeSet::new();
-        for kind in &self.ids.kinds {
-            crate::ids::IdKind::parse(kind).map_err(|_| {
-                bad(
-                    "ids.kinds",
-                    format!(
-                        "expected snowflake, sno, lexical, uuid7 or ulid, found {:?}",
-                        crate::echo(kind, crate::MAX_ECHO)
-                    ),
-                )
-            })?;
-            if !kinds.insert(kind) {
-                return Err(bad("ids.kinds", format!("{kind:?} is named twice")));
-            }
-        }
-        if snowflake_stores == 1 && !self.ids.serves(crate::ids::IdKind::Snowflake) {
-            return Err(bad(
-                "ids.kinds",
-                "a snowflake store serves the server's Snowflake generator: keep \"snowflake\" in ids.kinds",
-            ));
-        }
-        let layout = self
-            .snowflake
-            .default
-            .layout()
-            .map_err(|e| bad("snowflake.layout", e))?;
-        if snowflake_stores == 1 && !layout.fits_i64() {
-            return Err(bad(
-                "snowflake.layout",
-                format!(
-                    "a snowflake store needs at most 63 bits (next_id is an int64), found {}",
-                    layout.total_bits()
-                ),
-            ));
-        }
-        for (name, l) in &self.snowflake.named {
-            if !valid_store_name(name) || name == "default" {
-                return Err(bad(
-                    &format!("snowflake.named.{name}"),
-                    "a generator name is 1 to 64 of A-Z a-z 0-9 - _ . and not `default`",
-                ));
-            }
-            l.layout()
-                .map_err(|e| bad(&format!("snowflake.named.{name}.layout"), e))?;
-        }
-        if self.sno.sequence_min > self.sno.sequence_max {
-            return Err(bad(
-                "sno.sequence_min",
-                format!(
-                    "must not be above sno.sequence_max, found {} > {}",
-                    self.sno.sequence_min, self.sno.sequence_max
-                ),
-            ));
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
+#[cfg(test)]
 mod tests {
     use super::*;
+    use floe_sequencer::Key;
 
     #[test]
     fn an_empty_file_is_the_default() {

@@ -1,0 +1,106 @@
+//! The stores a server serves: opened as the plan names them, their WEAK tails given back, their
+//! `bigger_than` floors applied.
+
+use std::sync::Arc;
+
+use floe_sequencer::stores::snowflake::SnowflakeStore;
+use floe_sequencer::{SavedTails, SeqError, Sequencer, Store, StoreHandle, TailDir};
+
+use super::StartError;
+use crate::config::{Note, Plan, StoreUrl};
+use crate::ids::Generators;
+
+/// The unused WEAK tails a graceful stop kept, read and removed before anything is served
+/// (only by the process holding the state directory's tails lock).
+pub(super) async fn tails(
+    plan: &Plan,
+    notes: &mut Vec<Note>,
+) -> Result<(Option<TailDir>, SavedTails), StartError> {
+    if !plan.config.sequencer.keep_tails {
+        return Ok((None, SavedTails::new()));
+    }
+    let dir = plan.state_dir.clone();
+    let (lock, saved) = tokio::task::spawn_blocking(move || -> Result<_, SeqError> {
+        match TailDir::lock(&dir)? {
+            Some(lock) => {
+                let saved = lock.take()?;
+                Ok((Some(lock), saved))
+            }
+            None => Ok((None, SavedTails::new())),
+        }
+    })
+    .await
+    .map_err(|e| format!("sequencer: tails: {e}"))?
+    .map_err(|e| format!("sequencer: tails: {e}"))?;
+    if lock.is_none() {
+        notes.push(Note::Info(format!(
+            "sequencer: another process holds {}'s tails lock: WEAK tails are neither used nor kept",
+            plan.state_dir.display()
+        )));
+    }
+    Ok((lock, saved))
+}
+
+/// Every store of `plan`, opened. A node of a fleet (worker IDs from ZooKeeper or etcd) with a
+/// store of its own is warned: its sequences are not the fleet's.
+pub(super) async fn open(
+    plan: &Plan,
+    generators: &Generators,
+    saved: &mut SavedTails,
+    notes: &mut Vec<Note>,
+    described: &mut Vec<String>,
+) -> Result<Sequencer, StartError> {
+    let state_dir = plan.state_dir.as_path();
+    let fleet = plan
+        .config
+        .registry
+        .url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("zk://") || u.starts_with("etcd://"));
+    let mut sequencer = Sequencer::new();
+    for (name, url) in &plan.stores {
+        let key = format!("stores.{name}");
+        let (store, url): (Arc<dyn Store>, &str) = match url {
+            StoreUrl::Snowflake => {
+                // Checked: a snowflake store keeps "snowflake" in ids.kinds.
+                let g = generators
+                    .snowflake(None)
+                    .map_err(|e| format!("{key}: {}", e.message))?;
+                let store =
+                    SnowflakeStore::new(Arc::clone(g)).map_err(|e| format!("{key}: {e}"))?;
+                (Arc::new(store), "snowflake")
+            }
+            StoreUrl::Url(url) => (
+                floe_sequencer::open(url, state_dir)
+                    .await
+                    .map_err(|e| StartError::store(&key, &e))?,
+                url.as_str(),
+            ),
+        };
+        let handle = StoreHandle::new(name.clone(), store, plan.serve)
+            .key_limits(plan.key_limits)
+            .map_err(|e| StartError::config(format!("sequencer.max_keys: {e}")))?;
+        let handle = handle.with_tails(url, state_dir, saved);
+        if handle.tails_pending() > 0 {
+            notes.push(Note::Info(format!(
+                "store {name}: {} WEAK IDs kept by the last graceful stop are served first",
+                handle.tails_pending()
+            )));
+        }
+        if let Some(f) = plan.floors.get(name) {
+            handle
+                .init(f)
+                .await
+                .map_err(|e| StartError::store(&format!("bigger_than: store {name}"), &e))?;
+        }
+        described.push(format!("store {name}: {}", handle.store().kind()));
+        if fleet && !handle.store().capabilities().shared {
+            notes.push(Note::Warning(format!(
+                "store {name} ({}) is this node's own, while its worker IDs come from a shared registry: other nodes count the same keys separately (the same IDs); use a shared store (postgres, mysql, redis, etcd, zk) for sequences across nodes",
+                handle.store().kind()
+            )));
+        }
+        sequencer.add(handle);
+    }
+    Ok(sequencer)
+}
