@@ -462,7 +462,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
         // A stop while starting (a lease waiting out its previous holder, a clock catching up)
         // ends the start at once: what it took is let go, nothing was served.
         let server = tokio::select! {
-            started = floe_server::Server::start(plan) => started?,
+            started = floe_server::Server::start(plan, Arc::new(floe_core::clock::SystemClock)) => started?,
             () = &mut shutdown => {
                 tracing::info!("stopped while starting: nothing was served");
                 return Ok(());

@@ -177,6 +177,7 @@ impl GenLease {
             identity(args, host),
             space,
             kind,
+            &(Arc::new(floe_core::clock::SystemClock) as floe_server::ServerClock),
         ))??;
         for note in &inner.lease.notes {
             eprintln!("floe: {note}");

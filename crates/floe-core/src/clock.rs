@@ -241,6 +241,52 @@ impl Clock for ManualClock {
     }
 }
 
+/// The system's clock with its wall reading moved by an offset that can be changed while it
+/// runs (libfaketime's `FAKETIME_TIMESTAMP_FILE` with `DONT_FAKE_MONOTONIC`, in-process): the
+/// wall clock stepped back or forward under a running server, or started at a chosen date and
+/// running from there. The monotonic reading stays the system's, so that worker leases, whose
+/// registries measure their windows on it, keep their meaning.
+///
+/// ```
+/// use floe_core::clock::{Clock, OffsetClock, SystemClock};
+///
+/// let clock = OffsetClock::default();
+/// clock.set_offset_ms(-30_000);
+/// assert!(clock.now_nanos() < SystemClock.now_nanos());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct OffsetClock {
+    offset_ms: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl OffsetClock {
+    /// A clock whose wall reading starts at `start_ms` (Unix ms) now and runs from there.
+    pub fn starting_at_ms(start_ms: u64) -> OffsetClock {
+        let clock = OffsetClock::default();
+        let now_ms = SystemClock.now_nanos() / 1_000_000;
+        let offset = i128::from(start_ms) - i128::from(now_ms);
+        clock.set_offset_ms(offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
+        clock
+    }
+
+    /// Moves the wall reading to the system's plus `offset_ms` (negative: behind).
+    pub fn set_offset_ms(&self, offset_ms: i64) {
+        self.offset_ms.store(offset_ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now_nanos(&self) -> u64 {
+        let offset = i128::from(self.offset_ms.load(Ordering::SeqCst)) * 1_000_000;
+        let now = i128::from(SystemClock.now_nanos()) + offset;
+        now.clamp(0, i128::from(u64::MAX)) as u64
+    }
+
+    fn monotonic_nanos(&self) -> u64 {
+        SystemClock.monotonic_nanos()
+    }
+}
+
 impl<C: Clock + ?Sized> Clock for &C {
     #[inline]
     fn now_nanos(&self) -> u64 {

@@ -48,6 +48,6 @@ pub mod ulid;
 #[cfg(feature = "uuid")]
 pub mod uuid7;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use field::FieldError;
 pub use poll::{Poll, WaitReason};

@@ -9,7 +9,7 @@ use floe_sequencer::{ErrorKind, Mode, SeqError, Sequencer};
 use crate::ids::{Generators, IdKind, IdOptions, Ids};
 use crate::observe::Telemetry;
 use crate::present::Presentation;
-use crate::Asked;
+use crate::{Asked, ServerClock};
 
 /// What every route and RPC serves: the stores, the generators and the server's bounds.
 #[derive(Debug)]
@@ -31,12 +31,15 @@ pub struct App {
     pub telemetry: Telemetry,
     /// Named templates and scramble keys ([`crate::present`]).
     pub presentation: Arc<Presentation>,
+    /// The clock the server reads (the generators', the templates' dates, the status page's).
+    pub clock: ServerClock,
 }
 
 impl App {
     /// A server of sequences only (no generators), answering to `allowed_hosts`.
     pub fn sequencer_only(sequencer: Arc<Sequencer>, allowed_hosts: Vec<String>) -> App {
-        let mut telemetry = Telemetry::new(true);
+        let clock: ServerClock = Arc::new(floe_core::clock::SystemClock);
+        let mut telemetry = Telemetry::new(true, Arc::clone(&clock));
         telemetry.stores_ready = store_flags(&sequencer);
         App {
             telemetry,
@@ -47,6 +50,7 @@ impl App {
             allowed_hosts,
             max_wait: Duration::from_secs(2),
             presentation: Arc::default(),
+            clock,
         }
     }
 
@@ -167,7 +171,7 @@ impl App {
         crate::check(&self.sequencer, store, key, mode.clone())?;
         let p = &self.presentation;
         let template = p.template(asked)?;
-        let at = Presentation::moment(template);
+        let at = template.moment(self.clock.now_nanos() / 1_000_000);
         // A bad meta value fails before an ID is spent on it.
         p.check_meta(template, meta)?;
         let dated = template

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_core::clock::{Clock, SystemClock};
+use floe_core::clock::Clock;
 use floe_core::fence::Fence;
 use floe_core::horizon::Horizon;
 use floe_core::lexical::{LexicalError, LexicalGenerator, LexicalUuid};
@@ -17,7 +17,7 @@ use floe_core::uuid7::{Uuid, Uuid7Generator};
 use floe_core::Poll;
 use floe_sequencer::{ErrorKind, SeqError};
 
-use crate::{echo, MAX_ECHO};
+use crate::{echo, ServerClock, MAX_ECHO};
 
 /// The kinds of ID a server issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -162,24 +162,26 @@ pub struct IdOptions {
 }
 
 /// A named Snowflake generator.
-pub type Snowflake = Arc<SnowflakeGenerator<SystemClock>>;
+pub type Snowflake = Arc<SnowflakeGenerator<ServerClock>>;
 
-/// The generators of a server: those of the kinds it serves (`ids.kinds`).
-#[derive(Debug, Default)]
+/// The generators of a server: those of the kinds it serves (`ids.kinds`), all on one clock.
+#[derive(Debug)]
 pub struct Generators {
+    /// The clock every generator reads.
+    clock: ServerClock,
     /// IDs issued, per kind (in the order of [`IdKind::ALL`]).
     issued: [AtomicU64; 5],
     /// The default Snowflake generator first, then the named ones (none: not served).
     snowflake: Vec<(String, Snowflake)>,
-    sno: Option<(Arc<SnoGenerator<SystemClock>>, u8)>,
+    sno: Option<(Arc<SnoGenerator<ServerClock>>, u8)>,
     lexical: Option<Lexical>,
-    uuid7: Option<Uuid7Generator<SystemClock>>,
-    ulid: Option<UlidGenerator<SystemClock>>,
+    uuid7: Option<Uuid7Generator<ServerClock>>,
+    ulid: Option<UlidGenerator<ServerClock>>,
 }
 
 /// A LexicalUUID generator, its durable time bound and its lease's fence, if it has them.
 type Lexical = (
-    LexicalGenerator<SystemClock>,
+    LexicalGenerator<ServerClock>,
     Option<Arc<Horizon>>,
     Option<Arc<Fence>>,
 );
@@ -196,10 +198,18 @@ fn not_served(kind: IdKind) -> SeqError {
 }
 
 impl Generators {
-    /// No generators: add those of the kinds served with the `with_*` methods (the server's
-    /// assembly leases their numbers).
-    pub fn new() -> Generators {
-        Generators::default()
+    /// No generators, reading `clock`: add those of the kinds served with the `with_*`
+    /// methods (the server's assembly leases their numbers), each built on the same clock.
+    pub fn new(clock: ServerClock) -> Generators {
+        Generators {
+            clock,
+            issued: Default::default(),
+            snowflake: Vec::new(),
+            sno: None,
+            lexical: None,
+            uuid7: None,
+            ulid: None,
+        }
     }
 
     /// Serves Snowflake IDs: the default generator first, then the named ones.
@@ -209,7 +219,7 @@ impl Generators {
     }
 
     /// Serves sno IDs, with `meta` for requests that name no metabyte.
-    pub fn with_sno(mut self, generator: Arc<SnoGenerator<SystemClock>>, meta: u8) -> Self {
+    pub fn with_sno(mut self, generator: Arc<SnoGenerator<ServerClock>>, meta: u8) -> Self {
         self.sno = Some((generator, meta));
         self
     }
@@ -218,7 +228,7 @@ impl Generators {
     /// worker lease's fence (raised: no LexicalUUID is issued), if it has them.
     pub fn with_lexical(
         mut self,
-        generator: LexicalGenerator<SystemClock>,
+        generator: LexicalGenerator<ServerClock>,
         horizon: Option<Arc<Horizon>>,
         fence: Option<Arc<Fence>>,
     ) -> Self {
@@ -228,13 +238,13 @@ impl Generators {
 
     /// Serves UUIDv7s.
     pub fn with_uuid7(mut self) -> Self {
-        self.uuid7 = Some(Uuid7Generator::new(SystemClock));
+        self.uuid7 = Some(Uuid7Generator::new(Arc::clone(&self.clock)));
         self
     }
 
     /// Serves ULIDs.
     pub fn with_ulid(mut self) -> Self {
-        self.ulid = Some(UlidGenerator::new(SystemClock));
+        self.ulid = Some(UlidGenerator::new(Arc::clone(&self.clock)));
         self
     }
 
@@ -263,6 +273,11 @@ impl Generators {
                     ),
                 )
             })
+    }
+
+    /// The clock every generator reads.
+    pub fn clock(&self) -> &ServerClock {
+        &self.clock
     }
 
     /// Every Snowflake generator, the default one first.
@@ -295,12 +310,12 @@ impl Generators {
     }
 
     /// The sno generator, if sno IDs are served.
-    pub fn sno(&self) -> Option<&Arc<SnoGenerator<SystemClock>>> {
+    pub fn sno(&self) -> Option<&Arc<SnoGenerator<ServerClock>>> {
         self.sno.as_ref().map(|(g, _)| g)
     }
 
     /// The LexicalUUID generator, if LexicalUUIDs are served.
-    pub fn lexical(&self) -> Option<&LexicalGenerator<SystemClock>> {
+    pub fn lexical(&self) -> Option<&LexicalGenerator<ServerClock>> {
         self.lexical.as_ref().map(|(g, _, _)| g)
     }
 
@@ -337,6 +352,7 @@ impl Generators {
                 let g = self.snowflake(options.generator.as_deref())?;
                 Ids::Snowflake(
                     polled(
+                        &self.clock,
                         n,
                         deadline,
                         || g.poll_next(),
@@ -352,6 +368,7 @@ impl Generators {
                 let meta = options.meta.unwrap_or(*default_meta);
                 Ids::Sno(
                     polled(
+                        &self.clock,
                         n,
                         deadline,
                         || g.poll_new(meta),
@@ -365,11 +382,11 @@ impl Generators {
             IdKind::Lexical => {
                 let (lexical, horizon, fence) =
                     self.lexical.as_ref().ok_or_else(|| not_served(kind))?;
-                let fenced = || fence.as_ref().is_some_and(|f| !f.admits_now(&SystemClock));
+                let clock = &self.clock;
+                let fenced = || fence.as_ref().is_some_and(|f| !f.admits_now(clock));
                 // The generator waits for its time bound itself (a blocking wait): make sure
                 // the bound covers the whole batch before asking, so that it never does here.
                 if let Some(h) = horizon {
-                    let clock = SystemClock;
                     loop {
                         let now_us = clock.now_nanos() / 1_000;
                         let last_us = u64::try_from(lexical.last_timestamp_micros()).unwrap_or(0);
@@ -378,7 +395,7 @@ impl Generators {
                             break;
                         }
                         let then = clock.now_nanos().saturating_add(1_000_000);
-                        pause(&clock, then, deadline, || {
+                        pause(clock, then, deadline, || {
                             SeqError::unavailable(
                                 "lexical: the durable time bound is not moving (a slow or full disk): retry later",
                             )
@@ -421,6 +438,7 @@ impl Generators {
 /// for: the next time unit, a clock a little behind, or a durable time bound that has not moved
 /// yet (`stalled`), until `deadline`; then `Unavailable`. Any other error ends the batch.
 async fn polled<T, E: Clone>(
+    clock: &ServerClock,
     n: usize,
     deadline: tokio::time::Instant,
     mut poll: impl FnMut() -> Result<Poll<T>, E>,
@@ -428,13 +446,12 @@ async fn polled<T, E: Clone>(
     error: impl Fn(E) -> SeqError,
     kind: &str,
 ) -> Result<Vec<T>, SeqError> {
-    let clock = SystemClock;
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         match poll() {
             Ok(Poll::Ready(id)) => out.push(id),
             Ok(Poll::Pending { until_nanos, .. }) => {
-                pause(&clock, until_nanos, deadline, || {
+                pause(clock, until_nanos, deadline, || {
                     crate::warn(crate::Topic::Clock, format_args!(
                         "{kind}: clock refused: behind the last issued time for longer than a request waits"
                     ));
@@ -446,7 +463,7 @@ async fn polled<T, E: Clone>(
             }
             Err(e) if stalled(&e) => {
                 let then = clock.now_nanos().saturating_add(1_000_000);
-                pause(&clock, then, deadline, || error(e.clone())).await?;
+                pause(clock, then, deadline, || error(e.clone())).await?;
             }
             Err(e) => return Err(error(e)),
         }

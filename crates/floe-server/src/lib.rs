@@ -81,6 +81,16 @@ pub use security::{auth, tls, Security};
 pub use serve::{serve, serve_app, serve_app_secure};
 pub use start::{lease, Server, StartError, StartErrorKind};
 
+/// The clock a server reads: the system's in production ([`floe_core::clock::SystemClock`]), a
+/// test's own in tests ([`floe_core::clock::OffsetClock`]). Its monotonic reading must be the
+/// system's when worker IDs come from ZooKeeper or etcd: their lease windows are measured on it.
+pub type ServerClock = std::sync::Arc<dyn AnyClock>;
+
+/// A [`Clock`](floe_core::clock::Clock) a server can hold and show in its `Debug` output.
+pub trait AnyClock: floe_core::clock::Clock + std::fmt::Debug {}
+
+impl<C: floe_core::clock::Clock + std::fmt::Debug> AnyClock for C {}
+
 /// The generated Layotto messages and service.
 #[allow(missing_docs, clippy::all)]
 pub mod proto {

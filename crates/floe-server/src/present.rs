@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use floe_core::clock::{Clock, SystemClock};
 use floe_core::scramble::{Domain, Keyring, ScrambleError, Scrambler};
 use floe_core::template::{Lookup, RenderError, Template};
 use floe_sequencer::{ErrorKind, SeqError};
@@ -146,11 +145,6 @@ impl Presentation {
                 )
             }),
         }
-    }
-
-    /// The time to date a sequence ID at (this server's clock, never back in a process).
-    pub fn moment(template: &Template) -> u64 {
-        template.moment(SystemClock.now_nanos() / 1_000_000)
     }
 
     /// Checks a request's `meta.NAME` values for `template` before a number is spent on them.

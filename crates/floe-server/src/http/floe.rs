@@ -144,7 +144,7 @@ async fn snowflake_texts(
     p.check_meta(template, meta)?;
     // A template too narrow for this layout's IDs of today fails every time: refused before
     // an ID is spent on it.
-    let now_ms = floe_core::clock::Clock::now_nanos(&floe_core::clock::SystemClock) / 1_000_000;
+    let now_ms = app.clock.now_nanos() / 1_000_000;
     p.check_fits(template, layout.smallest_id_at(now_ms))?;
     let Ids::Snowflake(ids) = app
         .issue(IdKind::Snowflake, batch.unwrap_or(1), options)

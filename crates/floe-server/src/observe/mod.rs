@@ -36,12 +36,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use floe_core::clock::{Clock, SystemClock};
+use floe_core::clock::Clock;
 use floe_core::fence::Fence;
 use floe_core::snowflake::Layout;
 use floe_registry::lease::{Lease, LeaseStats};
 use metrics::gauge;
 use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::ServerClock;
 
 pub(crate) mod log;
 mod rates;
@@ -107,11 +109,13 @@ pub struct LeaseView {
     /// The lease's counters (not the lease: the server alone holds it, to close it at its
     /// stop).
     pub stats: Arc<LeaseStats>,
+    /// The clock the fence is read with (the generator's).
+    pub clock: ServerClock,
 }
 
 impl LeaseView {
     /// The view of `lease`, held for `generator`.
-    pub fn of(generator: &str, lease: &Arc<Lease>) -> LeaseView {
+    pub fn of(generator: &str, lease: &Arc<Lease>, clock: ServerClock) -> LeaseView {
         LeaseView {
             generator: generator.to_string(),
             id: lease.id,
@@ -120,13 +124,14 @@ impl LeaseView {
             fence: Arc::clone(&lease.fence),
             window: lease.terms.map(|t| t.window),
             stats: Arc::clone(&lease.stats),
+            clock,
         }
     }
 
     /// Whether the generator may not issue now: its fence raised, or its window passed
     /// without a confirmation from the registry.
     pub fn fenced(&self) -> bool {
-        !self.fence.admits_now(&SystemClock)
+        !self.fence.admits_now(&self.clock)
     }
 }
 
@@ -155,8 +160,8 @@ pub struct Telemetry {
 
 impl Telemetry {
     /// With metrics when `metrics` is set (installing the process's recorder).
-    pub fn new(metrics: bool) -> Telemetry {
-        let started_ms = SystemClock.now_nanos() / 1_000_000;
+    pub fn new(metrics: bool, clock: ServerClock) -> Telemetry {
+        let started_ms = clock.now_nanos() / 1_000_000;
         let handle = if metrics { recorder() } else { None };
         if handle.is_some() {
             gauge!("floe_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);

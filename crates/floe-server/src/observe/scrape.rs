@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use floe_core::clock::{Clock, SystemClock};
+use floe_core::clock::Clock;
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -166,7 +166,7 @@ fn describe() {
 
 /// Sets what a scrape reads from the generators, leases and stores.
 pub fn collect(app: &App) {
-    let now_ms = SystemClock.now_nanos() / 1_000_000;
+    let now_ms = app.clock.now_nanos() / 1_000_000;
     for (labels, total) in totals(app) {
         match labels {
             Issued::Kind(kind) => counter!("floe_ids_issued_total", "kind" => kind).absolute(total),
@@ -207,7 +207,7 @@ pub fn collect(app: &App) {
         let g = l.generator.clone();
         gauge!("floe_fence_raised", "generator" => g.clone()).set(f64::from(u8::from(raised)));
         gauge!("floe_lease_held", "generator" => g.clone()).set(f64::from(u8::from(!raised)));
-        if let (Some(window), Some(left)) = (l.window, l.fence.remaining(&SystemClock)) {
+        if let (Some(window), Some(left)) = (l.window, l.fence.remaining(&app.clock)) {
             gauge!("floe_lease_window_seconds", "generator" => g.clone()).set(window.as_secs_f64());
             gauge!("floe_lease_remaining_seconds", "generator" => g.clone())
                 .set(left.as_secs_f64());

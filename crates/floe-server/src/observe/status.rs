@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use floe_core::clock::{Clock, SystemClock};
+use floe_core::clock::Clock;
 use serde::Serialize;
 
 use crate::observe::{layout_horizon, sno_end_ms};
@@ -131,7 +131,7 @@ fn signed_diff(a: u64, b: u64) -> i64 {
 
 /// The figures of `app` now (walks every store's keys: call it off the async executor).
 pub fn snapshot(app: &App) -> Snapshot {
-    let now_ms = SystemClock.now_nanos() / 1_000_000;
+    let now_ms = app.clock.now_nanos() / 1_000_000;
     let t = &app.telemetry;
     let lease_of = |generator: &str| t.leases.iter().find(|l| l.generator == generator);
     let mut generators = Vec::new();

@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use floe_core::clock::SystemClock;
+use floe_core::clock::Clock;
 use floe_core::lexical::LexicalGenerator;
 use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
 use floe_core::snowflake::{Layout, SnowflakeConfig};
@@ -16,6 +16,7 @@ use super::lease::WorkerLease;
 use super::{alive_at, horizon_text, Held, LastTime, StartError, Taken};
 use crate::config::{Note, Plan};
 use crate::ids::{Generators, IdKind, Snowflake, DEFAULT_GENERATOR};
+use crate::ServerClock;
 
 /// The LexicalUUID worker IDs a registry leases (as many as sno partitions).
 const LEXICAL_WORKERS: IdSpace = IdSpace { size: 1 << 16 };
@@ -91,13 +92,22 @@ fn wanted(plan: &Plan) -> Vec<Wanted> {
 /// Every worker lease `plan` needs, at once: a takeover waits out its previous holder's window
 /// (floe_registry::terms), and the waits then overlap instead of adding up. When one fails,
 /// the others are released (those already held too) before the error is returned.
-async fn lease_all(plan: &Plan) -> Result<Vec<(String, WorkerLease)>, StartError> {
+async fn lease_all(
+    plan: &Plan,
+    clock: &ServerClock,
+) -> Result<Vec<(String, WorkerLease)>, StartError> {
     let registry = &plan.config.registry;
     let state_dir = plan.state_dir.as_path();
     let asked = wanted(plan).into_iter().map(|w| async move {
-        let got =
-            WorkerLease::try_acquire(registry, state_dir, w.identity.clone(), w.space, &w.slot)
-                .await;
+        let got = WorkerLease::try_acquire(
+            registry,
+            state_dir,
+            w.identity.clone(),
+            w.space,
+            &w.slot,
+            clock,
+        )
+        .await;
         (w, got)
     });
     let mut held = Vec::new();
@@ -112,7 +122,7 @@ async fn lease_all(plan: &Plan) -> Result<Vec<(String, WorkerLease)>, StartError
     match failed {
         None => Ok(held),
         Some(e) => {
-            let mut taken = Taken::default();
+            let mut taken = Taken::new(Arc::clone(clock));
             taken.unused.extend(held.into_iter().map(|(_, l)| l));
             if let Err(release) = taken.release().await {
                 tracing::warn!("after a failed start, releasing what it took: {release}");
@@ -166,11 +176,14 @@ fn lease_and_build<G>(
     };
     described.push(format!("{generator}: {line}"));
     let last = last(&g);
-    taken
-        .views
-        .push(crate::observe::LeaseView::of(generator, &lease.lease));
+    taken.views.push(crate::observe::LeaseView::of(
+        generator,
+        &lease.lease,
+        Arc::clone(&taken.clock),
+    ));
     let beat = Arc::clone(&last);
-    lease.start_heartbeats(move || alive_at(beat()));
+    let clock = Arc::clone(&taken.clock);
+    lease.start_heartbeats(move || alive_at(&clock, beat()));
     taken.leases.push(Held { held: lease, last });
     Ok(g)
 }
@@ -182,7 +195,11 @@ fn last_of<G: Send + Sync + 'static>(g: &Arc<G>, time: fn(&G) -> u64) -> LastTim
 }
 
 /// A Snowflake generator on its lease.
-fn snowflake(lease: &Lease, layout: Layout) -> Result<(Snowflake, String), String> {
+fn snowflake(
+    lease: &Lease,
+    layout: Layout,
+    clock: &ServerClock,
+) -> Result<(Snowflake, String), String> {
     let horizon = lease
         .horizon()
         .ok_or("internal: a lease without a time bound")?;
@@ -192,7 +209,7 @@ fn snowflake(lease: &Lease, layout: Layout) -> Result<(Snowflake, String), Strin
         .not_before_ms(lease.not_before_ms)
         .fence(lease.fence.clone())
         .horizon(horizon)
-        .build(SystemClock)
+        .build(Arc::clone(clock))
         .map_err(|e| e.to_string())?;
     let line = format!(
         "worker {} ({}/{}/{}/{} bits, {} IDs/s at most, {})",
@@ -202,7 +219,7 @@ fn snowflake(lease: &Lease, layout: Layout) -> Result<(Snowflake, String), Strin
         layout.worker_bits(),
         layout.sequence_bits(),
         layout.cap_per_second(),
-        horizon_text(layout.last_time_ms())
+        horizon_text(clock.now_nanos() / 1_000_000, layout.last_time_ms())
     );
     Ok((Arc::new(g), line))
 }
@@ -211,7 +228,8 @@ fn snowflake(lease: &Lease, layout: Layout) -> Result<(Snowflake, String), Strin
 fn sno(
     lease: &Lease,
     config: &crate::config::SnoConfig,
-) -> Result<(Arc<SnoGenerator<SystemClock>>, String), String> {
+    clock: &ServerClock,
+) -> Result<(Arc<SnoGenerator<ServerClock>>, String), String> {
     let partition = u16::try_from(lease.id)
         .map(Partition::from_u16)
         .map_err(|_| {
@@ -228,7 +246,7 @@ fn sno(
     );
     // Overflow stalls are counted (at most once per 4 ms unit: the handler's own bound).
     let stalls = metrics::counter!("floe_sno_overflow_stalls_total");
-    let mut g = SnoGenerator::from_snapshot(&snapshot, SystemClock)
+    let mut g = SnoGenerator::from_snapshot(&snapshot, Arc::clone(clock))
         .map_err(|e| e.to_string())?
         .with_fence(lease.fence.clone())
         .with_overflow_handler(move |_| stalls.increment(1));
@@ -238,7 +256,10 @@ fn sno(
     let line = format!(
         "partition {} ({})",
         lease.id,
-        horizon_text(Some(crate::observe::sno_end_ms()))
+        horizon_text(
+            clock.now_nanos() / 1_000_000,
+            Some(crate::observe::sno_end_ms())
+        )
     );
     Ok((Arc::new(g), line))
 }
@@ -251,8 +272,9 @@ pub(super) async fn build(
     notes: &mut Vec<Note>,
     described: &mut Vec<String>,
 ) -> Result<Arc<Generators>, StartError> {
-    let mut leases = lease_all(plan).await?;
-    let mut generators = Generators::new();
+    let clock = Arc::clone(&taken.clock);
+    let mut leases = lease_all(plan, &clock).await?;
+    let mut generators = Generators::new(Arc::clone(&clock));
     if plan.serves(IdKind::Snowflake) {
         let mut snowflakes: Vec<(String, Snowflake)> = Vec::new();
         for (name, layout) in &plan.layouts {
@@ -265,7 +287,7 @@ pub(super) async fn build(
                 described,
                 &generator,
                 lease,
-                |l| snowflake(l, layout),
+                |l| snowflake(l, layout, &clock),
                 |g| last_of(g, |g| g.last_timestamp_ms()),
             )?;
             snowflakes.push((name.clone(), g));
@@ -281,7 +303,7 @@ pub(super) async fn build(
             described,
             "sno",
             lease,
-            |l| sno(l, config),
+            |l| sno(l, config, &clock),
             |g| last_of(g, SnoGenerator::last_time_ms),
         )?;
         generators = generators.with_sno(g, config.meta);
@@ -304,7 +326,7 @@ pub(super) async fn build(
                         let horizon = l
                             .horizon()
                             .ok_or("internal: a lease without a time bound")?;
-                        let g = LexicalGenerator::new(SystemClock, i64::from(l.id))
+                        let g = LexicalGenerator::new(Arc::clone(&clock), i64::from(l.id))
                             .not_before_ms(l.not_before_ms)
                             .horizon(Arc::clone(&horizon))
                             .fence(Arc::clone(&l.fence));
@@ -346,7 +368,7 @@ fn last_lexical(built: &OnceLock<Arc<Generators>>) -> u64 {
 
 /// A LexicalUUID generator, its time bound and its fence (none on a configured worker ID).
 type Lexical = (
-    LexicalGenerator<SystemClock>,
+    LexicalGenerator<ServerClock>,
     Arc<floe_core::horizon::Horizon>,
     Option<Arc<floe_core::fence::Fence>>,
 );
@@ -362,13 +384,14 @@ async fn lexical_configured(
 ) -> Result<Lexical, StartError> {
     let slot = format!("lexical-{:016x}", worker as u64);
     let dir = plan.state_dir.clone();
+    let start_clock = Arc::clone(&taken.clock);
     let horizon_config = HorizonConfig {
         max_start_wait: Duration::from_millis(plan.config.registry.max_clock_wait_ms),
         ..HorizonConfig::default()
     };
     let started = tokio::task::spawn_blocking(move || {
         let file = HorizonFile::open(&dir, &slot)?;
-        floe_registry::horizon::start(file, &[], horizon_config, SystemClock)
+        floe_registry::horizon::start(file, &[], horizon_config, start_clock)
     })
     .await
     .map_err(|e| format!("lexical: time bound: {e}"))?
@@ -385,7 +408,7 @@ async fn lexical_configured(
         held: started.horizon,
         last: Arc::new(move || last_lexical(&from)),
     });
-    let g = LexicalGenerator::new(SystemClock, worker)
+    let g = LexicalGenerator::new(Arc::clone(&taken.clock), worker)
         .not_before_ms(started.not_before_ms)
         .horizon(Arc::clone(&horizon));
     Ok((g, horizon, None))

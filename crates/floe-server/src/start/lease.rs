@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::config::RegistryConfig;
+use crate::ServerClock;
 
 /// A leased worker ID, heartbeating on the runtime it was started on.
 pub struct WorkerLease {
@@ -60,7 +61,8 @@ impl WorkerLease {
         space: IdSpace,
         kind: &str,
     ) -> Result<WorkerLease, String> {
-        Self::try_acquire(config, state_dir, identity, space, kind)
+        let clock: ServerClock = Arc::new(SystemClock);
+        Self::try_acquire(config, state_dir, identity, space, kind, &clock)
             .await
             .map_err(|e| e.to_string())
     }
@@ -76,6 +78,7 @@ impl WorkerLease {
         identity: Identity,
         space: IdSpace,
         kind: &str,
+        clock: &ServerClock,
     ) -> Result<WorkerLease, RegistryError> {
         let url = registry_url(config, state_dir);
         let registry: Arc<dyn Registry> = floe_registry::open_or_unreachable(&url).await?.into();
@@ -97,7 +100,7 @@ impl WorkerLease {
             max_start_wait: Duration::from_millis(config.max_clock_wait_ms),
             ..HorizonConfig::default()
         };
-        let lease = acquire(registry.as_ref(), &cache, &lease_config, &SystemClock).await?;
+        let lease = acquire(registry.as_ref(), &cache, &lease_config, clock).await?;
         Ok(WorkerLease {
             lease: Arc::new(lease),
             registry,

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use floe_core::clock::{Clock, SystemClock};
+use floe_core::clock::Clock;
 use floe_registry::horizon::DurableHorizon;
 use floe_sequencer::TailDir;
 use tokio::net::TcpListener;
@@ -15,7 +15,7 @@ use crate::app::{store_flags, App};
 use crate::config::{Note, Plan};
 use crate::observe::{LeaseView, Telemetry};
 use crate::present::Presentation;
-use crate::Limits;
+use crate::{Limits, ServerClock};
 
 mod error;
 mod generators;
@@ -45,8 +45,10 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Held<T> {
 /// bounds, and leases taken for a generator that was not built. A start that fails releases
 /// it all ([`Taken::release`]), as a stop would: no worker ID stays held under this server's
 /// identity, no time bound stays pushed ahead.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Taken {
+    /// The server's clock.
+    clock: ServerClock,
     leases: Vec<Held<WorkerLease>>,
     bounds: Vec<Held<DurableHorizon>>,
     unused: Vec<WorkerLease>,
@@ -55,18 +57,29 @@ struct Taken {
 }
 
 impl Taken {
+    /// Nothing taken yet.
+    fn new(clock: ServerClock) -> Taken {
+        Taken {
+            clock,
+            leases: Vec::new(),
+            bounds: Vec::new(),
+            unused: Vec::new(),
+            views: Vec::new(),
+        }
+    }
+
     /// Releases everything, recording each generator's last time; the first error is returned,
     /// after every step was taken.
     async fn release(self) -> Result<(), String> {
         let mut result = Ok(());
         for Held { held: lease, last } in self.leases {
-            let finished = lease.finish(alive_at(last())).await;
+            let finished = lease.finish(alive_at(&self.clock, last())).await;
             if result.is_ok() {
                 result = finished;
             }
         }
         for lease in self.unused {
-            let finished = lease.finish(now_ms()).await;
+            let finished = lease.finish(now_ms(&self.clock)).await;
             if result.is_ok() {
                 result = finished;
             }
@@ -113,22 +126,22 @@ async fn bind(addr: Option<&str>, key: &str) -> Result<Option<TcpListener>, Stri
         .map_err(|e| format!("{key}: cannot listen on {addr}: {e}"))
 }
 
-fn now_ms() -> u64 {
-    SystemClock.now_nanos() / 1_000_000
+fn now_ms(clock: &ServerClock) -> u64 {
+    clock.now_nanos() / 1_000_000
 }
 
 /// The time a heartbeat records: the later of the generator's last issued time and the clock,
 /// as Leaf's heartbeat records the clock. A restart must start after it either way; an idle
 /// server then shows as alive in `floe worker list` rather than as last seen at the epoch.
-fn alive_at(last_issued_ms: u64) -> u64 {
-    last_issued_ms.max(now_ms())
+fn alive_at(clock: &ServerClock, last_issued_ms: u64) -> u64 {
+    last_issued_ms.max(now_ms(clock))
 }
 
 /// When a timestamp field runs out, and how long that is from now.
-fn horizon_text(last_ms: Option<u64>) -> String {
+fn horizon_text(now_ms: u64, last_ms: Option<u64>) -> String {
     match last_ms {
         Some(end) => {
-            let years = (end as f64 - now_ms() as f64) / (365.25 * 86_400_000.0);
+            let years = (end as f64 - now_ms as f64) / (365.25 * 86_400_000.0);
             format!(
                 "timestamp field ends {} ({years:.1} years)",
                 crate::observe::status::utc(end)
@@ -139,7 +152,7 @@ fn horizon_text(last_ms: Option<u64>) -> String {
 }
 
 impl Server {
-    /// Starts the server `plan` describes: TLS, token and scramble-key files read; the
+    /// Starts the server `plan` describes, reading `clock` (the system's but in tests): TLS, token and scramble-key files read; the
     /// generators' worker IDs leased (identity: the registry's service, this host, and
     /// [`ServerConfig::identity_port`](crate::ServerConfig::identity_port)) and the generators
     /// built; the stores opened with their floors; the listeners bound last, so that nothing
@@ -147,7 +160,7 @@ impl Server {
     ///
     /// # Errors
     /// One line naming the configuration key or the component that failed.
-    pub async fn start(plan: Plan) -> Result<Server, StartError> {
+    pub async fn start(plan: Plan, clock: ServerClock) -> Result<Server, StartError> {
         // TLS, token and key files first: a bad one fails before anything is leased.
         let (security, presentation) = {
             let config = plan.config.clone();
@@ -162,9 +175,9 @@ impl Server {
             .map_err(|e| format!("tls, auth, templates: {e}"))??
         };
         // Before anything registers a metric: the recorder.
-        let mut telemetry = Telemetry::new(plan.config.metrics.enabled);
+        let mut telemetry = Telemetry::new(plan.config.metrics.enabled, Arc::clone(&clock));
         telemetry.registry = lease::registry_url(&plan.config.registry, &plan.state_dir);
-        let mut taken = Taken::default();
+        let mut taken = Taken::new(Arc::clone(&clock));
         let mut notes = plan.notes.clone();
         let mut described = Vec::new();
         let assembled =
@@ -194,6 +207,7 @@ impl Server {
             allowed_hosts: plan.config.listen.allow_hosts.clone(),
             max_wait: plan.max_wait,
             presentation,
+            clock,
         };
         Ok(Server {
             app: Arc::new(app),

@@ -222,9 +222,16 @@ pub async fn raw_call(
 pub async fn start_server(
     config: &floe_server::ServerConfig,
 ) -> Result<floe_server::Server, floe_server::StartError> {
-    use floe_core::clock::Clock;
-    let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
-    floe_server::Server::start(config.check(now_ms)?).await
+    start_on(config, Arc::new(floe_core::clock::SystemClock)).await
+}
+
+/// A server started from `config` on `clock`, checked at the clock's moment.
+pub async fn start_on(
+    config: &floe_server::ServerConfig,
+    clock: floe_server::ServerClock,
+) -> Result<floe_server::Server, floe_server::StartError> {
+    let now_ms = clock.now_nanos() / 1_000_000;
+    floe_server::Server::start(config.check(now_ms)?, clock).await
 }
 
 /// A whole server assembled from its configuration ([`floe_server::Server`]), running on this
@@ -238,7 +245,15 @@ pub struct Node {
 
 impl Node {
     pub async fn start(config: &floe_server::ServerConfig) -> Node {
-        let server = start_server(config).await.unwrap();
+        Node::start_on(config, Arc::new(floe_core::clock::SystemClock)).await
+    }
+
+    /// A node reading `clock`.
+    pub async fn start_on(
+        config: &floe_server::ServerConfig,
+        clock: floe_server::ServerClock,
+    ) -> Node {
+        let server = start_on(config, clock).await.unwrap();
         let http = server.http_addr().unwrap().to_string();
         let grpc = server.grpc_addr().unwrap().to_string();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
