@@ -5,26 +5,31 @@ use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Query, State};
+use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floe_sequencer::{ErrorKind, Mode, SeqError};
 use serde_json::json;
 
 use super::params::{
-    arguments, count, ids_json, json_body, meta_needs_template, meta_of, mode, next_id_json,
-    presentation_asked, HttpError, Params, StoreAndKey,
+    count, ids_json, json_body, meta_needs_template, meta_of, mode, next_id_json,
+    presentation_asked, query_of, store_and_key, HttpError, Params,
 };
 use crate::app::App;
 use crate::ids::{IdKind, IdOptions, Ids};
 use crate::present::{Meta, Shown};
 use crate::{echo, MAX_ECHO};
 
-pub(super) async fn next_id(
-    State(app): State<Arc<App>>,
-    path: StoreAndKey,
-    query: Params,
-) -> Result<Response, HttpError> {
-    let (store, key, params) = arguments(path, query)?;
+/// `/v1/sequencer/{store}/{key}`: `{"next_id":"42"}`; with `?count=N` `{"ids":[...]}`,
+/// `?increment=strong` STRONG, `?template=NAME` or `?scramble=true` the IDs written too.
+pub(super) async fn next_id(State(app): State<Arc<App>>, uri: Uri) -> Result<Response, HttpError> {
+    let (store, key) = store_and_key(uri.path())?;
+    if uri.query().is_none_or(str::is_empty) {
+        // The common request, with no parameter: the next WEAK ID.
+        let id = app.next_id(&store, &key, Ok(Mode::Weak)).await?;
+        return Ok(json_body(next_id_json(id)));
+    }
+    let params = query_of(&uri)?;
     let asked = presentation_asked(&params)?;
     meta_needs_template(&params, asked.is_some())?;
     if let Some(asked) = asked {
@@ -169,12 +174,13 @@ async fn snowflake_texts(
     .into_response())
 }
 
+/// `/v1/sequencer/{store}/{key}/segment?size=N`: a WEAK segment `{"start":..,"end":..}`.
 pub(super) async fn segment(
     State(app): State<Arc<App>>,
-    path: StoreAndKey,
-    query: Params,
+    uri: Uri,
 ) -> Result<Json<serde_json::Value>, HttpError> {
-    let (store, key, params) = arguments(path, query)?;
+    let (store, key) = store_and_key(uri.path())?;
+    let params = query_of(&uri)?;
     if params.contains_key("template") || params.contains_key("scramble") {
         return Err(HttpError::invalid(
             "template, scramble: a segment is a range of numbers; ask for IDs to have them written"

@@ -1,14 +1,17 @@
 //! What the HTTP routes share below them: the error answer ([`HttpError`]), the query's
 //! parameters read in the server's words, and JSON answers written by hand.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::Query;
+use axum::http::Uri;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use floe_sequencer::{ErrorKind, Mode, SeqError};
+use percent_encoding::percent_decode_str;
 use serde_json::json;
 
 use crate::app::App;
@@ -96,22 +99,33 @@ pub(crate) fn mode(params: &HashMap<String, String>) -> Result<Mode, String> {
     }
 }
 
-pub(crate) type StoreAndKey = Result<Path<(String, String)>, PathRejection>;
 pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 
-/// The path's store and key and the query's parameters, or a 400 in the server's words (axum's
-/// own rejections repeat the request).
-pub(crate) fn arguments(
-    path: StoreAndKey,
-    query: Params,
-) -> Result<(String, String, HashMap<String, String>), HttpError> {
-    let Path((store, key)) = path.map_err(|_| {
-        HttpError::invalid("path: the store and the key must be percent-encoded UTF-8".into())
-    })?;
-    let Query(params) = query.map_err(|_| {
+/// The store and the key of `/v1/sequencer/{store}/{key}` (and its `/segment`), read from the
+/// request's path as the router matched it: percent-decoded, and borrowed from the path when
+/// nothing in them is encoded (the common request allocates nothing here).
+pub(crate) fn store_and_key(path: &str) -> Result<(Cow<'_, str>, Cow<'_, str>), HttpError> {
+    let bad =
+        || HttpError::invalid("path: the store and the key must be percent-encoded UTF-8".into());
+    let rest = path.strip_prefix("/v1/sequencer/").ok_or_else(bad)?;
+    let mut parts = rest.split('/');
+    let (Some(store), Some(key)) = (parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let decode = |s| percent_decode_str(s).decode_utf8().map_err(|_| bad());
+    Ok((decode(store)?, decode(key)?))
+}
+
+/// The query's parameters, or a 400 in the server's words (axum's own rejection repeats the
+/// request). No query is no parameter, read without allocating.
+pub(crate) fn query_of(uri: &Uri) -> Result<HashMap<String, String>, HttpError> {
+    if uri.query().is_none_or(str::is_empty) {
+        return Ok(HashMap::new());
+    }
+    let Query(params) = Query::try_from_uri(uri).map_err(|_| {
         HttpError::invalid("query: expected name=value pairs of percent-encoded UTF-8".into())
     })?;
-    Ok((store, key, params))
+    Ok(params)
 }
 
 /// `?count=N`: `None` when absent, else N checked against the server's largest batch.
@@ -240,5 +254,21 @@ mod tests {
         let by_serde = serde_json::to_string(&json!({ "ids": texts })).unwrap();
         let body = axum::body::to_bytes(response.into_body(), 1 << 20).await;
         assert_eq!(body.unwrap(), by_serde.as_bytes());
+    }
+
+    #[test]
+    fn the_store_and_key_are_read_from_the_path_and_decoded() {
+        let (s, k) = store_and_key("/v1/sequencer/default/orders").unwrap();
+        assert!(matches!(
+            (&s, &k),
+            (Cow::Borrowed("default"), Cow::Borrowed("orders"))
+        ));
+        let (s, k) = store_and_key("/v1/sequencer/a%2Eb/%E2%82%AC%20x/segment").unwrap();
+        assert_eq!((s.as_ref(), k.as_ref()), ("a.b", "€ x"));
+        // A lone % is kept as it is, as axum's own Path does.
+        assert_eq!(store_and_key("/v1/sequencer/s/100%").unwrap().1, "100%");
+        let e = store_and_key("/v1/sequencer/s/%FF").unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e.message.contains("percent-encoded UTF-8"), "{}", e.message);
     }
 }
