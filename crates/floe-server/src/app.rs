@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_sequencer::{ErrorKind, Mode, SeqError, Sequencer};
+use floe_sequencer::{Mode, Sequencer};
+
+use crate::error::{ErrorKind, ServerError};
 
 use crate::ids::{Generators, IdKind, IdOptions, Ids};
 use crate::observe::Telemetry;
@@ -58,7 +60,7 @@ impl App {
     ///
     /// # Errors
     /// `InvalidArgument` naming `count` and its bounds.
-    pub fn count(&self, count: u32) -> Result<u32, SeqError> {
+    pub fn count(&self, count: u32) -> Result<u32, ServerError> {
         self.batch_of("count", count)
     }
 
@@ -67,9 +69,9 @@ impl App {
     ///
     /// # Errors
     /// `InvalidArgument` naming `field` and its bounds.
-    pub fn batch_of(&self, field: &str, n: u32) -> Result<u32, SeqError> {
+    pub fn batch_of(&self, field: &str, n: u32) -> Result<u32, ServerError> {
         if n == 0 || n > self.max_batch {
-            return Err(SeqError::new(
+            return Err(ServerError::new(
                 ErrorKind::InvalidArgument,
                 format!("{field}: expected 1 to {}, found {n}", self.max_batch),
             ));
@@ -77,9 +79,11 @@ impl App {
         Ok(n)
     }
 
-    fn generators(&self) -> Result<&Generators, SeqError> {
+    fn generators(&self) -> Result<&Generators, ServerError> {
         self.ids.as_deref().ok_or_else(|| {
-            SeqError::config("this server issues sequences only: no ID generators are configured")
+            ServerError::config(
+                "this server issues sequences only: no ID generators are configured",
+            )
         })
     }
 
@@ -87,7 +91,7 @@ impl App {
     ///
     /// # Errors
     /// As [`Generators::issue`] for options.
-    pub fn check_id_options(&self, kind: IdKind, options: &IdOptions) -> Result<(), SeqError> {
+    pub fn check_id_options(&self, kind: IdKind, options: &IdOptions) -> Result<(), ServerError> {
         let g = self.generators()?;
         if kind == IdKind::Snowflake {
             g.snowflake(options.generator.as_deref())?;
@@ -104,7 +108,7 @@ impl App {
         kind: IdKind,
         count: u32,
         options: &IdOptions,
-    ) -> Result<Ids, SeqError> {
+    ) -> Result<Ids, ServerError> {
         self.generators()?
             .issue(kind, count, options, self.max_wait)
             .await
@@ -120,7 +124,7 @@ impl App {
         store: &str,
         key: &str,
         mode: Result<Mode, String>,
-    ) -> Result<i64, SeqError> {
+    ) -> Result<i64, ServerError> {
         let (handle, mode) = crate::check(&self.sequencer, store, key, mode)?;
         handle
             .next_id(key, mode)
@@ -139,7 +143,7 @@ impl App {
         key: &str,
         mode: Result<Mode, String>,
         count: u32,
-    ) -> Result<Vec<i64>, SeqError> {
+    ) -> Result<Vec<i64>, ServerError> {
         let (handle, mode) = crate::check(&self.sequencer, store, key, mode)?;
         let result = if count == 1 {
             handle.next_id(key, mode).await.map(|id| vec![id])
@@ -166,7 +170,7 @@ impl App {
         count: u32,
         asked: crate::present::Shown<'_>,
         meta: &crate::present::Meta,
-    ) -> Result<(Vec<i64>, Vec<String>), SeqError> {
+    ) -> Result<(Vec<i64>, Vec<String>), ServerError> {
         // The key as given (empty, too long, a NUL), before its period is added to it.
         crate::check(&self.sequencer, store, key, mode.clone())?;
         let p = &self.presentation;
@@ -176,7 +180,7 @@ impl App {
         p.check_meta(template, meta)?;
         let dated = template
             .dated_key(key, at)
-            .map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e))?;
+            .map_err(|e| ServerError::new(ErrorKind::InvalidArgument, e))?;
         let ids = self.sequence(store, dated.as_str(), mode, count).await?;
         // A store may hold a key below zero (`bigger_than` is any int64): a template writes
         // numbers from 0 up, never -1 as 1.
@@ -184,7 +188,7 @@ impl App {
             .iter()
             .map(|&id| {
                 u64::try_from(id).map(|v| (v, at)).map_err(|_| {
-                    SeqError::new(
+                    ServerError::new(
                         ErrorKind::Exhausted,
                         format!(
                             "template {}: ID {id} is below 0, and a template writes numbers from 0 up",

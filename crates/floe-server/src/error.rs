@@ -1,9 +1,10 @@
-//! How the server words its errors: one mapping of an error's kind to a gRPC status
-//! ([`status`]) and, in [`crate::http`], to an HTTP answer; a store's error in the server's own
-//! words ([`public`]); a request checked as Layotto checks it ([`check`]). Text from a request
-//! is echoed cut to [`MAX_ECHO`] characters ([`echo`]).
+//! The server's own error ([`ServerError`]: a kind and a message in the server's words), with
+//! one mapping into a gRPC status ([`status`], `From<ServerError> for Status`) and one into an
+//! HTTP answer ([`crate::http::HttpError`]); a store's error in the server's own words
+//! ([`public`]); a request checked as Layotto checks it ([`check`]). Text from a request is
+//! echoed cut to [`MAX_ECHO`] characters ([`echo`]).
 
-use floe_sequencer::{ErrorKind, Key, Mode, SeqError, Sequencer, StoreHandle};
+use floe_sequencer::{ErrorKind as SeqKind, Key, Mode, SeqError, Sequencer, StoreHandle};
 use tonic::Status;
 
 use crate::observe::log::{warn, Topic};
@@ -37,27 +38,108 @@ pub fn echo(text: &str, max: usize) -> String {
     out
 }
 
-/// The gRPC status of an error: one mapping for the whole server. The message is used as it
-/// is: errors reach here through [`check`] and [`public`], which word them.
-pub fn status(e: &SeqError) -> Status {
+/// What kind of error a request met: one per answer the server gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is wrong: HTTP 400, gRPC `INVALID_ARGUMENT`.
+    InvalidArgument,
+    /// No store of that name: HTTP 404, gRPC `INVALID_ARGUMENT` (as Layotto answers).
+    UnknownStore,
+    /// The store cannot do what was asked (STRONG on a store that cannot): HTTP 409, gRPC
+    /// `FAILED_PRECONDITION`.
+    Unsupported,
+    /// A sequence or a timestamp field has run out: HTTP 409, gRPC `OUT_OF_RANGE`.
+    Exhausted,
+    /// Not now (a store, a lease, a clock, a disk): retry. HTTP 503, gRPC `UNAVAILABLE`.
+    Unavailable,
+    /// Not configured on this server (a kind not served, no store): HTTP 503, gRPC
+    /// `FAILED_PRECONDITION`.
+    NotConfigured,
+    /// The server's own fault, or a stored value floe did not write: HTTP 500, gRPC
+    /// `INTERNAL`.
+    Internal,
+}
+
+/// An error as the server answers it: its kind and one line in the server's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError {
+    /// The kind: the status it is answered with.
+    pub kind: ErrorKind,
+    /// For people: one line.
+    pub message: String,
+}
+
+impl ServerError {
+    /// An error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ServerError {
+        ServerError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// [`ErrorKind::NotConfigured`].
+    pub fn config(message: impl Into<String>) -> ServerError {
+        ServerError::new(ErrorKind::NotConfigured, message)
+    }
+
+    /// [`ErrorKind::Unavailable`].
+    pub fn unavailable(message: impl Into<String>) -> ServerError {
+        ServerError::new(ErrorKind::Unavailable, message)
+    }
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+impl From<SeqError> for ServerError {
+    /// A sequencer's error, its message kept: reach here through [`check`] and [`public`],
+    /// which word it, or with a message of the sequencer's that names no store's detail.
+    fn from(e: SeqError) -> ServerError {
+        let kind = match e.kind {
+            SeqKind::InvalidArgument => ErrorKind::InvalidArgument,
+            SeqKind::UnknownStore => ErrorKind::UnknownStore,
+            SeqKind::Unsupported => ErrorKind::Unsupported,
+            SeqKind::Exhausted => ErrorKind::Exhausted,
+            // A local disk problem: the server cannot serve now.
+            SeqKind::Unavailable | SeqKind::Io => ErrorKind::Unavailable,
+            SeqKind::Config => ErrorKind::NotConfigured,
+            SeqKind::Corrupt => ErrorKind::Internal,
+            other => {
+                unexpected(other);
+                ErrorKind::Internal
+            }
+        };
+        ServerError::new(kind, e.message)
+    }
+}
+
+/// The gRPC status of an error: one mapping for the whole server.
+pub fn status(e: &ServerError) -> Status {
     let code = match e.kind {
         ErrorKind::InvalidArgument | ErrorKind::UnknownStore => tonic::Code::InvalidArgument,
-        ErrorKind::Unsupported | ErrorKind::Config => tonic::Code::FailedPrecondition,
+        ErrorKind::Unsupported | ErrorKind::NotConfigured => tonic::Code::FailedPrecondition,
         ErrorKind::Exhausted => tonic::Code::OutOfRange,
-        // A local disk problem: the server cannot serve now.
-        ErrorKind::Unavailable | ErrorKind::Io => tonic::Code::Unavailable,
-        ErrorKind::Corrupt => tonic::Code::Internal,
-        other => {
-            unexpected(other);
-            tonic::Code::Internal
-        }
+        ErrorKind::Unavailable => tonic::Code::Unavailable,
+        ErrorKind::Internal => tonic::Code::Internal,
     };
     Status::new(code, e.message.clone())
 }
 
+impl From<ServerError> for Status {
+    fn from(e: ServerError) -> Status {
+        status(&e)
+    }
+}
+
 /// An error kind this server does not know (floe-sequencer's `ErrorKind` is non-exhaustive):
 /// answered as an internal error, and said on standard error so that it is not missed.
-pub(crate) fn unexpected(kind: ErrorKind) {
+pub(crate) fn unexpected(kind: SeqKind) {
     warn(
         Topic::Internal,
         format_args!(
@@ -78,34 +160,34 @@ pub enum Asked {
 /// A store's error in the server's own words: the store and the request's key (cut to
 /// [`MAX_ECHO`]) and what went wrong, never what the store said about itself (a file path, a
 /// server's address): that goes to standard error.
-pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> SeqError {
+pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> ServerError {
     let store = handle.name();
     let kind = handle.store().kind();
     let message = match e.kind {
         // The sequencer's words about an argument (a segment size, a key's length): no input
         // beyond a number, cut to a bound in case that changes.
-        ErrorKind::InvalidArgument => echo(&e.message, MAX_DETAIL),
-        ErrorKind::UnknownStore => format!("Sequencer store {} not found", echo(store, MAX_ECHO)),
-        ErrorKind::Unsupported => match asked {
+        SeqKind::InvalidArgument => echo(&e.message, MAX_DETAIL),
+        SeqKind::UnknownStore => format!("Sequencer store {} not found", echo(store, MAX_ECHO)),
+        SeqKind::Unsupported => match asked {
             Asked::NextId(Mode::Strong) => {
                 format!("store {store} ({kind}) cannot serve STRONG: use WEAK")
             }
             Asked::NextId(Mode::Weak) => format!("store {store} ({kind}) cannot serve WEAK"),
             Asked::Segment => format!("store {store} ({kind}) cannot reserve segments"),
         },
-        ErrorKind::Exhausted => format!(
+        SeqKind::Exhausted => format!(
             "the sequence of key {} in store {store} is exhausted: its next ID would pass i64::MAX",
             echo(key, MAX_ECHO)
         ),
-        ErrorKind::Unavailable | ErrorKind::Io => {
+        SeqKind::Unavailable | SeqKind::Io => {
             warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!("store {store} ({kind}) is unavailable or slow: retry later")
         }
-        ErrorKind::Config => {
+        SeqKind::Config => {
             warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!("store {store} ({kind}) is misconfigured: see the server's log")
         }
-        ErrorKind::Corrupt => {
+        SeqKind::Corrupt => {
             warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!(
                 "store {store} holds a value for key {} that floe did not write: see the server's log",
@@ -118,7 +200,10 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Seq
             format!("store {store}: internal error: see the server's log")
         }
     };
-    SeqError::new(e.kind, message)
+    ServerError {
+        message,
+        ..ServerError::from(e)
+    }
 }
 
 /// A request checked as Layotto checks it, in its order: a store is configured, the key is not
@@ -130,27 +215,31 @@ pub fn check<'a>(
     store: &str,
     key: &str,
     mode: Result<Mode, String>,
-) -> Result<(&'a StoreHandle, Mode), SeqError> {
+) -> Result<(&'a StoreHandle, Mode), ServerError> {
     if sequencer.names().next().is_none() {
-        return Err(SeqError::config("Sequencer store is not configured"));
+        return Err(ServerError::config("Sequencer store is not configured"));
     }
     if key.is_empty() {
-        return Err(SeqError::new(
+        return Err(ServerError::new(
             ErrorKind::InvalidArgument,
             format!("Key is empty in sequencer store {}", echo(store, MAX_ECHO)),
         ));
     }
-    let mode = mode.map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e))?;
+    let mode = mode.map_err(|e| ServerError::new(ErrorKind::InvalidArgument, e))?;
     let handle = sequencer.store(store).map_err(|e| match e.kind {
         // The sequencer's message lists every configured store: not for clients.
-        ErrorKind::UnknownStore => SeqError::new(
+        SeqKind::UnknownStore => ServerError::new(
             ErrorKind::UnknownStore,
             format!("Sequencer store {} not found", echo(store, MAX_ECHO)),
         ),
-        _ => SeqError::new(e.kind, echo(&e.message, MAX_DETAIL)),
+        _ => ServerError {
+            message: echo(&e.message, MAX_DETAIL),
+            ..ServerError::from(e)
+        },
     })?;
-    Key::check(key)
-        .map_err(|e| SeqError::new(ErrorKind::InvalidArgument, echo(&e.to_string(), MAX_DETAIL)))?;
+    Key::check(key).map_err(|e| {
+        ServerError::new(ErrorKind::InvalidArgument, echo(&e.to_string(), MAX_DETAIL))
+    })?;
     Ok((handle, mode))
 }
 
@@ -168,5 +257,28 @@ mod tests {
         // Escapes count at their printed width.
         assert_eq!(echo(&"\u{1b}".repeat(100), 14), "\\u{1b}\\u{1b}…");
         assert_eq!(echo("", 64), "");
+    }
+
+    #[test]
+    fn each_kind_has_one_grpc_code_and_a_sequencer_error_keeps_its_kind() {
+        use tonic::Code;
+        let table = [
+            (ErrorKind::InvalidArgument, Code::InvalidArgument),
+            (ErrorKind::UnknownStore, Code::InvalidArgument),
+            (ErrorKind::Unsupported, Code::FailedPrecondition),
+            (ErrorKind::Exhausted, Code::OutOfRange),
+            (ErrorKind::Unavailable, Code::Unavailable),
+            (ErrorKind::NotConfigured, Code::FailedPrecondition),
+            (ErrorKind::Internal, Code::Internal),
+        ];
+        for (kind, code) in table {
+            let s = Status::from(ServerError::new(kind, "words"));
+            assert_eq!((s.code(), s.message()), (code, "words"), "{kind:?}");
+        }
+        let from = |k| ServerError::from(SeqError::new(k, "m")).kind;
+        assert_eq!(from(SeqKind::Io), ErrorKind::Unavailable);
+        assert_eq!(from(SeqKind::Config), ErrorKind::NotConfigured);
+        assert_eq!(from(SeqKind::Corrupt), ErrorKind::Internal);
+        assert_eq!(from(SeqKind::UnknownStore), ErrorKind::UnknownStore);
     }
 }

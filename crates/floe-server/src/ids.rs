@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::{ErrorKind, ServerError};
 use floe_core::clock::Clock;
 use floe_core::fence::Fence;
 use floe_core::horizon::Horizon;
@@ -15,7 +16,6 @@ use floe_core::snowflake::{Layout, SnowflakeError, SnowflakeGenerator};
 use floe_core::ulid::UlidGenerator;
 use floe_core::uuid7::{Uuid, Uuid7Generator};
 use floe_core::Poll;
-use floe_sequencer::{ErrorKind, SeqError};
 
 use crate::{echo, ServerClock, MAX_ECHO};
 
@@ -59,12 +59,12 @@ impl IdKind {
     ///
     /// # Errors
     /// `InvalidArgument` listing the kinds.
-    pub fn parse(name: &str) -> Result<IdKind, SeqError> {
+    pub fn parse(name: &str) -> Result<IdKind, ServerError> {
         IdKind::ALL
             .into_iter()
             .find(|k| k.name() == name)
             .ok_or_else(|| {
-                SeqError::new(
+                ServerError::new(
                     ErrorKind::InvalidArgument,
                     format!(
                         "kind: expected snowflake, sno, lexical, uuid7 or ulid, found \"{}\"",
@@ -190,8 +190,8 @@ type Lexical = (
 pub const DEFAULT_GENERATOR: &str = "default";
 
 /// The error of a kind this server does not serve.
-fn not_served(kind: IdKind) -> SeqError {
-    SeqError::config(format!(
+fn not_served(kind: IdKind) -> ServerError {
+    ServerError::config(format!(
         "{} IDs are not served here (the server's ids.kinds leaves them out)",
         kind.name()
     ))
@@ -253,7 +253,7 @@ impl Generators {
     /// # Errors
     /// `InvalidArgument` naming the generators there are; `Config` when Snowflake IDs are not
     /// served.
-    pub fn snowflake(&self, name: Option<&str>) -> Result<&Snowflake, SeqError> {
+    pub fn snowflake(&self, name: Option<&str>) -> Result<&Snowflake, ServerError> {
         if self.snowflake.is_empty() {
             return Err(not_served(IdKind::Snowflake));
         }
@@ -264,7 +264,7 @@ impl Generators {
             .map(|(_, g)| g)
             .ok_or_else(|| {
                 let names: Vec<&str> = self.snowflake.iter().map(|(n, _)| n.as_str()).collect();
-                SeqError::new(
+                ServerError::new(
                     ErrorKind::InvalidArgument,
                     format!(
                         "layout: no Snowflake generator is named \"{}\": expected one of {}",
@@ -332,16 +332,16 @@ impl Generators {
         count: u32,
         options: &IdOptions,
         max_wait: Duration,
-    ) -> Result<Ids, SeqError> {
+    ) -> Result<Ids, ServerError> {
         let n = count as usize;
         if options.generator.is_some() && kind != IdKind::Snowflake {
-            return Err(SeqError::new(
+            return Err(ServerError::new(
                 ErrorKind::InvalidArgument,
                 format!("layout: applies to snowflake IDs only, not {}", kind.name()),
             ));
         }
         if options.meta.is_some() && kind != IdKind::Sno {
-            return Err(SeqError::new(
+            return Err(ServerError::new(
                 ErrorKind::InvalidArgument,
                 format!("meta: applies to sno IDs only, not {}", kind.name()),
             ));
@@ -396,7 +396,7 @@ impl Generators {
                         }
                         let then = clock.now_nanos().saturating_add(1_000_000);
                         pause(clock, then, deadline, || {
-                            SeqError::unavailable(
+                            ServerError::unavailable(
                                 "lexical: the durable time bound is not moving (a slow or full disk): retry later",
                             )
                         })
@@ -423,7 +423,9 @@ impl Generators {
                 let mut out = Vec::with_capacity(n);
                 for _ in 0..n {
                     out.push(g.generate().map_err(|e| {
-                        SeqError::unavailable(format!("ulid: {e}: retry in the next millisecond"))
+                        ServerError::unavailable(format!(
+                            "ulid: {e}: retry in the next millisecond"
+                        ))
                     })?);
                 }
                 Ids::Ulid(out)
@@ -443,9 +445,9 @@ async fn polled<T, E: Clone>(
     deadline: tokio::time::Instant,
     mut poll: impl FnMut() -> Result<Poll<T>, E>,
     stalled: impl Fn(&E) -> bool,
-    error: impl Fn(E) -> SeqError,
+    error: impl Fn(E) -> ServerError,
     kind: &str,
-) -> Result<Vec<T>, SeqError> {
+) -> Result<Vec<T>, ServerError> {
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         match poll() {
@@ -455,7 +457,7 @@ async fn polled<T, E: Clone>(
                     crate::warn(crate::Topic::Clock, format_args!(
                         "{kind}: clock refused: behind the last issued time for longer than a request waits"
                     ));
-                    SeqError::unavailable(format!(
+                    ServerError::unavailable(format!(
                         "{kind}: the clock is behind the last issued time for longer than a request waits: retry later"
                     ))
                 })
@@ -477,8 +479,8 @@ async fn pause(
     clock: &impl Clock,
     until_nanos: u64,
     deadline: tokio::time::Instant,
-    timeout: impl FnOnce() -> SeqError,
-) -> Result<(), SeqError> {
+    timeout: impl FnOnce() -> ServerError,
+) -> Result<(), ServerError> {
     let wait = Duration::from_nanos(until_nanos.saturating_sub(clock.now_nanos()));
     let now = tokio::time::Instant::now();
     if now + wait > deadline {
@@ -495,13 +497,13 @@ async fn pause(
 }
 
 /// A Snowflake generator's error, as the server answers it.
-pub fn snowflake_error(e: SnowflakeError) -> SeqError {
+pub fn snowflake_error(e: SnowflakeError) -> ServerError {
     match e {
         SnowflakeError::TimestampOverflow { .. } => {
-            SeqError::new(ErrorKind::Exhausted, format!("snowflake: {e}"))
+            ServerError::new(ErrorKind::Exhausted, format!("snowflake: {e}"))
         }
-        SnowflakeError::ClockBeforeEpoch { .. } => SeqError::config(format!("snowflake: {e}")),
-        SnowflakeError::LeaseLost => SeqError::unavailable(
+        SnowflakeError::ClockBeforeEpoch { .. } => ServerError::config(format!("snowflake: {e}")),
+        SnowflakeError::LeaseLost => ServerError::unavailable(
             "snowflake: this server's worker lease is lost or not confirmed by the registry in time (fenced): retry on another server",
         ),
         SnowflakeError::ClockMovedBackwards { .. } => {
@@ -509,51 +511,51 @@ pub fn snowflake_error(e: SnowflakeError) -> SeqError {
                 crate::Topic::Clock,
                 format_args!("snowflake: clock refused: {e}"),
             );
-            SeqError::unavailable(format!("snowflake: {e}: retry later"))
+            ServerError::unavailable(format!("snowflake: {e}: retry later"))
         }
         SnowflakeError::HorizonStalled(_) => {
             crate::warn(crate::Topic::Clock, format_args!("snowflake: {e}"));
-            SeqError::unavailable(format!("snowflake: {e}: retry later"))
+            ServerError::unavailable(format!("snowflake: {e}: retry later"))
         }
         other => {
             crate::warn(
                 crate::Topic::Internal,
                 format_args!("an error this server does not map: snowflake: {other}"),
             );
-            SeqError::new(ErrorKind::Corrupt, format!("snowflake: {other}"))
+            ServerError::new(ErrorKind::Internal, format!("snowflake: {other}"))
         }
     }
 }
 
 /// A sno generator's error, as the server answers it.
-pub fn sno_error(e: SnoError) -> SeqError {
+pub fn sno_error(e: SnoError) -> ServerError {
     match e {
-        SnoError::TimeOutOfRange { .. } => SeqError::config(format!("sno: {e}")),
-        SnoError::LeaseLost => SeqError::unavailable(
+        SnoError::TimeOutOfRange { .. } => ServerError::config(format!("sno: {e}")),
+        SnoError::LeaseLost => ServerError::unavailable(
             "sno: this server's partition lease is lost or not confirmed by the registry in time (fenced): retry on another server",
         ),
         SnoError::HorizonStalled(_) => {
             crate::warn(crate::Topic::Clock, format_args!("sno: {e}"));
-            SeqError::unavailable(format!("sno: {e}: retry later"))
+            ServerError::unavailable(format!("sno: {e}: retry later"))
         }
         other => {
             crate::warn(
                 crate::Topic::Internal,
                 format_args!("an error this server does not map: sno: {other}"),
             );
-            SeqError::new(ErrorKind::Corrupt, format!("sno: {other}"))
+            ServerError::new(ErrorKind::Internal, format!("sno: {other}"))
         }
     }
 }
 
-fn lexical_error(e: LexicalError) -> SeqError {
+fn lexical_error(e: LexicalError) -> ServerError {
     match e {
-        LexicalError::TimestampOverflow => SeqError::new(ErrorKind::Exhausted, e.to_string()),
+        LexicalError::TimestampOverflow => ServerError::new(ErrorKind::Exhausted, e.to_string()),
         LexicalError::HorizonStalled(_) => {
             crate::warn(crate::Topic::Clock, format_args!("lexical: {e}"));
-            SeqError::unavailable(format!("lexical: {e}: retry later"))
+            ServerError::unavailable(format!("lexical: {e}: retry later"))
         }
-        LexicalError::LeaseLost => SeqError::unavailable(
+        LexicalError::LeaseLost => ServerError::unavailable(
             "lexical: this server's worker lease is lost or not confirmed by the registry in time (fenced): retry on another server",
         ),
         other => {
@@ -561,7 +563,7 @@ fn lexical_error(e: LexicalError) -> SeqError {
                 crate::Topic::Internal,
                 format_args!("an error this server does not map: lexical: {other}"),
             );
-            SeqError::new(ErrorKind::Corrupt, format!("lexical: {other}"))
+            ServerError::new(ErrorKind::Internal, format!("lexical: {other}"))
         }
     }
 }

@@ -31,7 +31,7 @@
 //! | [`security`] | TLS and bearer tokens |
 //! | [`conn`] | connections within [`Limits`] |
 //! | [`ids`], [`present`] | the generators a server holds; templates and scramble keys |
-//! | `error` | the server's words for errors: [`status`], [`public`], [`check`], [`echo`] |
+//! | [`error`] | the server's own error ([`ServerError`]) and its words: [`status`], [`public`], [`check`] |
 //!
 //! **Layotto's GetNextId** (`proto/runtime.proto`, Layotto's messages): `store_name` picks a
 //! configured store (an empty name picks the only one, when there is one), `key` is a sequence
@@ -61,7 +61,7 @@
 pub mod app;
 pub mod config;
 pub mod conn;
-mod error;
+pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod ids;
@@ -74,8 +74,8 @@ pub mod start;
 pub use app::App;
 pub use config::ServerConfig;
 pub use conn::Limits;
-pub use error::{check, echo, public, status, Asked, MAX_ECHO};
-pub(crate) use error::{unexpected, MAX_DETAIL};
+pub(crate) use error::MAX_DETAIL;
+pub use error::{check, echo, public, status, Asked, ServerError, MAX_ECHO};
 pub(crate) use observe::log::{warn, Topic};
 pub use security::{auth, tls, Security};
 pub use serve::{serve, serve_app, serve_app_secure};

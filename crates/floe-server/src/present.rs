@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::error::{ErrorKind, ServerError};
 use floe_core::scramble::{Domain, Keyring, ScrambleError, Scrambler};
 use floe_core::template::{Lookup, RenderError, Template};
-use floe_sequencer::{ErrorKind, SeqError};
 
 use crate::config::{ServerConfig, SCRAMBLE_KEY_ENV};
 use crate::{echo, MAX_ECHO};
@@ -41,12 +41,12 @@ impl<'a> Shown<'a> {
     pub fn from_request(
         template: Option<&'a str>,
         scramble: bool,
-    ) -> Result<Option<Self>, SeqError> {
+    ) -> Result<Option<Self>, ServerError> {
         match (template, scramble) {
             (None, false) => Ok(None),
             (None, true) => Ok(Some(Shown::Scrambled)),
             (Some(name), false) => Ok(Some(Shown::Template(name))),
-            (Some(_), true) => Err(SeqError::new(
+            (Some(_), true) => Err(ServerError::new(
                 ErrorKind::InvalidArgument,
                 "template, scramble: give one (a template can hold {seq:scrambled})",
             )),
@@ -121,11 +121,11 @@ impl Presentation {
     /// # Errors
     /// `InvalidArgument` for a name that is not configured (listing those that are), or
     /// `?scramble=true` on a server without keys.
-    pub fn template(&self, asked: Shown<'_>) -> Result<&Template, SeqError> {
+    pub fn template(&self, asked: Shown<'_>) -> Result<&Template, ServerError> {
         match asked {
             Shown::Template(name) => self.templates.get(name).ok_or_else(|| {
                 let names: Vec<&str> = self.templates.keys().map(String::as_str).collect();
-                SeqError::new(
+                ServerError::new(
                     ErrorKind::InvalidArgument,
                     format!(
                         "template: no template is named \"{}\" on this server (configured: {})",
@@ -139,7 +139,7 @@ impl Presentation {
                 )
             }),
             Shown::Scrambled => self.scrambled.as_ref().ok_or_else(|| {
-                SeqError::new(
+                ServerError::new(
                     ErrorKind::InvalidArgument,
                     "scramble: this server has no scramble key (scramble.key_file or $FLOE_SCRAMBLE_KEY)",
                 )
@@ -151,7 +151,7 @@ impl Presentation {
     ///
     /// # Errors
     /// `InvalidArgument` for a missing or bad value.
-    pub fn check_meta(&self, template: &Template, meta: &Meta) -> Result<(), SeqError> {
+    pub fn check_meta(&self, template: &Template, meta: &Meta) -> Result<(), ServerError> {
         // A value the template does not read would be ignored: refused, as the CLI's --set.
         if let Some((name, _)) = meta.pairs.iter().find(|(given, _)| {
             !template.meta_names().any(|n| {
@@ -162,7 +162,7 @@ impl Presentation {
                 }
             })
         }) {
-            return Err(SeqError::new(
+            return Err(ServerError::new(
                 ErrorKind::InvalidArgument,
                 format!(
                     "meta.{}: template {} has no {{meta.{}}}",
@@ -182,10 +182,10 @@ impl Presentation {
     ///
     /// # Errors
     /// `InvalidArgument` saying why.
-    pub fn check_fits(&self, template: &Template, smallest: u64) -> Result<(), SeqError> {
+    pub fn check_fits(&self, template: &Template, smallest: u64) -> Result<(), ServerError> {
         template
             .check_fits(smallest, self.scrambler.as_ref())
-            .map_err(|e| SeqError::new(ErrorKind::InvalidArgument, e.to_string()))
+            .map_err(|e| ServerError::new(ErrorKind::InvalidArgument, e.to_string()))
     }
 
     /// Every `(value, at_ms)` through `template`; a big scrambled batch (about 1.2 µs an ID)
@@ -198,13 +198,13 @@ impl Presentation {
         template: &Template,
         values: Vec<(u64, u64)>,
         meta: &Meta,
-    ) -> Result<Vec<String>, SeqError> {
+    ) -> Result<Vec<String>, ServerError> {
         fn all(
             p: &Presentation,
             t: &Template,
             meta: &Meta,
             values: &[(u64, u64)],
-        ) -> Result<Vec<String>, SeqError> {
+        ) -> Result<Vec<String>, ServerError> {
             values
                 .iter()
                 .map(|&(v, at)| {
@@ -219,7 +219,9 @@ impl Presentation {
         let (p, t, meta) = (Arc::clone(self), template.clone(), meta.clone());
         tokio::task::spawn_blocking(move || all(&p, &t, &meta, &values))
             .await
-            .map_err(|e| SeqError::new(ErrorKind::Corrupt, format!("internal: rendering: {e}")))?
+            .map_err(|e| {
+                ServerError::new(ErrorKind::Internal, format!("internal: rendering: {e}"))
+            })?
     }
 
     /// Writes `value` dated `at_ms` through `template`.
@@ -234,7 +236,7 @@ impl Presentation {
         at_ms: u64,
         meta: &(impl Lookup + ?Sized),
         out: &mut String,
-    ) -> Result<(), SeqError> {
+    ) -> Result<(), ServerError> {
         template
             .render_into(out, value, at_ms, meta, self.scrambler.as_ref())
             .map_err(|e| render_error(template, &e))
@@ -242,21 +244,21 @@ impl Presentation {
 }
 
 /// A render error as a request's error, of the kind that says whose it is.
-fn render_error(template: &Template, e: &RenderError) -> SeqError {
+fn render_error(template: &Template, e: &RenderError) -> ServerError {
     let kind = match e {
         RenderError::MissingMeta(_) | RenderError::BadMeta(_) => ErrorKind::InvalidArgument,
         RenderError::TooWide { .. } => ErrorKind::Exhausted,
         RenderError::Scramble(ScrambleError::OutOfDomain { .. }) => ErrorKind::Exhausted,
-        RenderError::Scramble(_) | RenderError::NoScrambler => ErrorKind::Config,
+        RenderError::Scramble(_) | RenderError::NoScrambler => ErrorKind::NotConfigured,
         other => {
             crate::warn(
                 crate::Topic::Internal,
                 format_args!("a template error this server does not map: {other}"),
             );
-            ErrorKind::Corrupt
+            ErrorKind::Internal
         }
     };
-    SeqError::new(
+    ServerError::new(
         kind,
         format!("template {}: {e}", echo(template.pattern(), MAX_ECHO)),
     )

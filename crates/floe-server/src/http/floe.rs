@@ -8,7 +8,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floe_sequencer::{ErrorKind, Mode, SeqError};
+use floe_sequencer::Mode;
+
+use crate::error::{ErrorKind, ServerError};
 use serde_json::json;
 
 use super::params::{
@@ -143,7 +145,7 @@ async fn snowflake_texts(
     let layout = app
         .ids
         .as_deref()
-        .ok_or_else(|| SeqError::config("this server has no Snowflake generator"))?
+        .ok_or_else(|| ServerError::config("this server has no Snowflake generator"))?
         .snowflake(options.generator.as_deref())?
         .layout();
     p.check_meta(template, meta)?;
@@ -155,8 +157,8 @@ async fn snowflake_texts(
         .issue(IdKind::Snowflake, batch.unwrap_or(1), options)
         .await?
     else {
-        return Err(SeqError::new(
-            ErrorKind::Corrupt,
+        return Err(ServerError::new(
+            ErrorKind::Internal,
             "internal: the Snowflake generator issued another kind",
         )
         .into());

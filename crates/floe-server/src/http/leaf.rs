@@ -26,7 +26,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floe_sequencer::{Mode, SeqError};
+use floe_sequencer::Mode;
+
+use crate::error::ServerError;
 use serde_json::json;
 
 use super::params::HttpError;
@@ -35,7 +37,7 @@ use crate::ids::{decode_snowflake, IdKind, IdOptions, Ids};
 use crate::{echo, MAX_ECHO};
 
 /// A failure as Leaf answers it: 500, the message as text, the kind in `x-floe-error`.
-fn leaf_error(e: SeqError) -> Response {
+fn leaf_error(e: ServerError) -> Response {
     let e = HttpError::from(e);
     (
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -76,8 +78,8 @@ pub(super) async fn segment_id(
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Ok(Path(key)) = key else {
-        return leaf_error(SeqError::new(
-            floe_sequencer::ErrorKind::InvalidArgument,
+        return leaf_error(ServerError::new(
+            crate::error::ErrorKind::InvalidArgument,
             "path: the key must be percent-encoded UTF-8",
         ));
     };
@@ -86,8 +88,8 @@ pub(super) async fn segment_id(
     let params = query.map(|Query(p)| p).unwrap_or_default();
     match super::params::presentation_asked(&params) {
         Err(e) => {
-            return leaf_error(SeqError::new(
-                floe_sequencer::ErrorKind::InvalidArgument,
+            return leaf_error(ServerError::new(
+                crate::error::ErrorKind::InvalidArgument,
                 e.message,
             ))
         }
@@ -112,8 +114,8 @@ pub(super) async fn segment_id(
 pub(super) async fn snowflake_id(State(app): State<Arc<App>>) -> Response {
     match app.issue(IdKind::Snowflake, 1, &IdOptions::default()).await {
         Ok(Ids::Snowflake(ids)) => number(ids[0]),
-        Ok(_) => leaf_error(SeqError::new(
-            floe_sequencer::ErrorKind::Corrupt,
+        Ok(_) => leaf_error(ServerError::new(
+            crate::error::ErrorKind::Internal,
             "internal: the Snowflake generator issued another kind",
         )),
         Err(e) => leaf_error(e),

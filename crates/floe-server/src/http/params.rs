@@ -10,11 +10,12 @@ use axum::http::Uri;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use floe_sequencer::{ErrorKind, Mode, SeqError};
+use floe_sequencer::Mode;
 use percent_encoding::percent_decode_str;
 use serde_json::json;
 
 use crate::app::App;
+use crate::error::{ErrorKind, ServerError};
 use crate::present::{Meta, Shown};
 use crate::{echo, MAX_ECHO};
 
@@ -39,24 +40,17 @@ impl HttpError {
     }
 }
 
-impl From<SeqError> for HttpError {
-    /// One mapping for every route. The message is used as it is: errors reach here through
-    /// [`crate::check`] and [`crate::public`], which word them.
-    fn from(e: SeqError) -> HttpError {
+impl From<ServerError> for HttpError {
+    /// One mapping for every route.
+    fn from(e: ServerError) -> HttpError {
         let (status, error) = match e.kind {
             ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "invalid_argument"),
             ErrorKind::UnknownStore => (StatusCode::NOT_FOUND, "unknown_store"),
             ErrorKind::Unsupported => (StatusCode::CONFLICT, "unsupported"),
             ErrorKind::Exhausted => (StatusCode::CONFLICT, "exhausted"),
-            ErrorKind::Unavailable | ErrorKind::Io => {
-                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-            }
-            ErrorKind::Config => (StatusCode::SERVICE_UNAVAILABLE, "not_configured"),
-            ErrorKind::Corrupt => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-            other => {
-                crate::unexpected(other);
-                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
-            }
+            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::NotConfigured => (StatusCode::SERVICE_UNAVAILABLE, "not_configured"),
+            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         HttpError {
             status,
