@@ -29,6 +29,12 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The key of a name given in the file (a store's, a template's): the name escaped and cut as
+/// an error message repeats it, so that an error stays one line.
+fn named(prefix: &str, name: &str) -> String {
+    format!("{prefix}.{}", crate::echo(name, crate::MAX_ECHO))
+}
+
 pub(crate) fn bad(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         key: key.into(),
@@ -46,7 +52,7 @@ impl ServerConfig {
     ) -> Result<BTreeMap<String, floe_core::template::Template>, ConfigError> {
         let mut out = BTreeMap::new();
         for (name, t) in &self.templates {
-            let key = format!("templates.{name}");
+            let key = named("templates", name);
             if !valid_store_name(name) {
                 return Err(bad(&key, "a template name is 1 to 64 of A-Z a-z 0-9 - _ ."));
             }
@@ -157,7 +163,7 @@ impl ServerConfig {
                 _ => (None, target.as_str()),
             };
             let key =
-                Key::new(key).map_err(|e| bad(&format!("bigger_than.{target}"), e.to_string()))?;
+                Key::new(key).map_err(|e| bad(&named("bigger_than", target), e.to_string()))?;
             for name in names
                 .iter()
                 .filter(|n| store.is_none_or(|s| s == n.as_str()))
@@ -206,7 +212,7 @@ impl ServerConfig {
         };
         check(&self.snowflake.default, "snowflake.layout")?;
         for (name, l) in &self.snowflake.named {
-            check(l, &format!("snowflake.named.{name}"))?;
+            check(l, &named("snowflake.named", name))?;
         }
         // The URLs, parsed as they will be opened (nothing is opened here).
         if let Some(url) = &self.registry.url {
@@ -215,7 +221,7 @@ impl ServerConfig {
         for (name, url) in &self.stores {
             if url != "snowflake" {
                 floe_sequencer::check_scheme(url)
-                    .map_err(|e| bad(&format!("stores.{name}"), e.message))?;
+                    .map_err(|e| bad(&named("stores", name), e.message))?;
             }
         }
         Ok(())
@@ -281,13 +287,13 @@ impl ServerConfig {
         for (name, url) in &self.store_specs() {
             if !valid_store_name(name) {
                 return Err(bad(
-                    &format!("stores.{name}"),
+                    &named("stores", name),
                     "a store name is 1 to 64 of A-Z a-z 0-9 - _ .",
                 ));
             }
             if url.is_empty() {
                 return Err(bad(
-                    &format!("stores.{name}"),
+                    &named("stores", name),
                     "expected a store URL, found \"\"",
                 ));
             }
@@ -348,11 +354,11 @@ impl ServerConfig {
         for (name, l) in &self.snowflake.named {
             if !valid_store_name(name) || name == "default" {
                 return Err(bad(
-                    &format!("snowflake.named.{name}"),
+                    &named("snowflake.named", name),
                     "a generator name is 1 to 64 of A-Z a-z 0-9 - _ . and not `default`",
                 ));
             }
-            let key = format!("snowflake.named.{name}.layout");
+            let key = format!("{}.layout", named("snowflake.named", name));
             layouts.push((name.clone(), checked_layout(l, &key, now_ms)?));
         }
         if self.sno.sequence_min > self.sno.sequence_max {
@@ -374,7 +380,7 @@ impl ServerConfig {
                 StoreUrl::Snowflake
             } else {
                 floe_sequencer::check_scheme(&url)
-                    .map_err(|e| bad(&format!("stores.{name}"), e.message))?;
+                    .map_err(|e| bad(&named("stores", &name), e.message))?;
                 StoreUrl::Url(url)
             };
             stores.push((name, url));

@@ -59,7 +59,7 @@ pub(super) async fn open(
         .is_some_and(|u| u.starts_with("zk://") || u.starts_with("etcd://"));
     let mut sequencer = Sequencer::new();
     for (name, url) in &plan.stores {
-        let key = format!("stores.{name}");
+        let key = format!("stores.{}", crate::echo(name, crate::MAX_ECHO));
         let (store, url): (Arc<dyn Store>, &str) = match url {
             StoreUrl::Snowflake => {
                 // Checked: a snowflake store keeps "snowflake" in ids.kinds.
