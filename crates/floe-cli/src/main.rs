@@ -88,19 +88,15 @@ enum Command {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Kind {
-    /// 64-bit Snowflake (layouts: leaf, twitter, flake-idgen, js-safe, or bit widths).
-    Snowflake,
-    /// 10-byte sno, 16 characters of base32.
-    Sno,
-    /// 128-bit Cassie LexicalUUID.
-    Lexical,
-    /// UUID version 7.
-    Uuid7,
-    /// ULID.
-    Ulid,
+/// The kinds of ID, as `floe gen KIND` takes them: floe-core's own list, its names and
+/// summaries the help's.
+fn kind_parser() -> impl clap::builder::TypedValueParser<Value = Kind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Kind::ALL.map(|k| PossibleValue::new(k.name()).help(k.summary())))
+        .try_map(|name| Kind::parse(&name))
 }
+
+use floe_core::kind::IdKind as Kind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Output {
@@ -146,6 +142,7 @@ impl SnowflakeArgs {
 #[derive(Debug, Args)]
 struct GenArgs {
     /// The kind of ID.
+    #[arg(value_parser = kind_parser())]
     kind: Kind,
     /// How many IDs. With --server: more than one are streamed in messages of the server's
     /// --max-batch, at most 1,000,000,000 in all.

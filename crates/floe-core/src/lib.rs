@@ -36,6 +36,7 @@ pub mod endpoint;
 pub mod fence;
 pub mod field;
 pub mod horizon;
+pub mod kind;
 pub mod lexical;
 pub mod poll;
 pub mod scramble;
@@ -50,4 +51,5 @@ pub mod uuid7;
 
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use field::FieldError;
+pub use kind::{IdKind, IdText};
 pub use poll::{Poll, WaitReason};

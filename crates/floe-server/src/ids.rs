@@ -10,6 +10,7 @@ use crate::error::{ErrorKind, ServerError};
 use floe_core::clock::Clock;
 use floe_core::fence::Fence;
 use floe_core::horizon::Horizon;
+use floe_core::kind::IdText;
 use floe_core::lexical::{LexicalError, LexicalGenerator, LexicalUuid};
 use floe_core::sno::{SnoError, SnoGenerator, SnoId};
 use floe_core::snowflake::{Layout, SnowflakeError, SnowflakeGenerator};
@@ -19,60 +20,23 @@ use floe_core::Poll;
 
 use crate::{echo, ServerClock, MAX_ECHO};
 
-/// The kinds of ID a server issues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum IdKind {
-    /// 64-bit Snowflake, from a leased worker ID.
-    Snowflake,
-    /// 10-byte sno, from a leased partition.
-    Sno,
-    /// 128-bit Cassie LexicalUUID.
-    Lexical,
-    /// UUID version 7.
-    Uuid7,
-    /// ULID.
-    Ulid,
-}
+pub use floe_core::kind::IdKind;
 
-impl IdKind {
-    /// Every kind, in the order of the docs.
-    pub const ALL: [IdKind; 5] = [
-        IdKind::Snowflake,
-        IdKind::Sno,
-        IdKind::Lexical,
-        IdKind::Uuid7,
-        IdKind::Ulid,
-    ];
-
-    /// The kind's name in routes: `snowflake`, `sno`, `lexical`, `uuid7`, `ulid`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            IdKind::Snowflake => "snowflake",
-            IdKind::Sno => "sno",
-            IdKind::Lexical => "lexical",
-            IdKind::Uuid7 => "uuid7",
-            IdKind::Ulid => "ulid",
-        }
-    }
-
-    /// The kind a route names.
-    ///
-    /// # Errors
-    /// `InvalidArgument` listing the kinds.
-    pub fn parse(name: &str) -> Result<IdKind, ServerError> {
-        IdKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name)
-            .ok_or_else(|| {
-                ServerError::new(
-                    ErrorKind::InvalidArgument,
-                    format!(
-                        "kind: expected snowflake, sno, lexical, uuid7 or ulid, found \"{}\"",
-                        echo(name, MAX_ECHO)
-                    ),
-                )
-            })
-    }
+/// The kind a request names (a route's `{kind}`).
+///
+/// # Errors
+/// `InvalidArgument` listing the kinds.
+pub fn kind_named(name: &str) -> Result<IdKind, ServerError> {
+    IdKind::parse(name).map_err(|_| {
+        ServerError::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "kind: expected {}, found \"{}\"",
+                floe_core::kind::UnknownKind::expected(),
+                echo(name, MAX_ECHO)
+            ),
+        )
+    })
 }
 
 /// IDs issued by one request, in the order issued.
@@ -107,25 +71,17 @@ impl Ids {
         self.len() == 0
     }
 
-    /// Appends the text of ID `i` (its format's usual text: decimal for Snowflake) to `out`.
+    /// Appends the text of ID `i` (its kind's usual text: decimal for Snowflake) to `out`.
     ///
     /// # Panics
     /// When `i` is out of range.
     pub fn write_text(&self, i: usize, out: &mut String) {
         match self {
-            Ids::Snowflake(v) => out.push_str(itoa::Buffer::new().format(v[i])),
-            // base32 and hex: ASCII.
-            Ids::Sno(v) => out.push_str(std::str::from_utf8(&v[i].encode()).unwrap_or_default()),
-            Ids::Lexical(v) => {
-                out.push_str(std::str::from_utf8(&v[i].encode()).unwrap_or_default());
-            }
-            Ids::Uuid7(v) => {
-                out.push_str(
-                    v[i].as_hyphenated()
-                        .encode_lower(&mut Uuid::encode_buffer()),
-                );
-            }
-            Ids::Ulid(v) => out.push_str(v[i].array_to_str(&mut [0u8; 26])),
+            Ids::Snowflake(v) => v[i].write_text(out),
+            Ids::Sno(v) => v[i].write_text(out),
+            Ids::Lexical(v) => v[i].write_text(out),
+            Ids::Uuid7(v) => v[i].write_text(out),
+            Ids::Ulid(v) => v[i].write_text(out),
         }
     }
 
@@ -140,14 +96,17 @@ impl Ids {
             .collect()
     }
 
-    /// The big-endian bytes of every ID (8 for Snowflake, 10 for sno, 16 for the others).
+    /// The big-endian bytes of every ID ([`IdKind::size`] each).
     pub fn bytes(&self) -> Vec<Vec<u8>> {
+        fn all<T: IdText>(v: &[T]) -> Vec<Vec<u8>> {
+            v.iter().map(IdText::to_be_vec).collect()
+        }
         match self {
-            Ids::Snowflake(v) => v.iter().map(|id| id.to_be_bytes().to_vec()).collect(),
-            Ids::Sno(v) => v.iter().map(|id| id.to_bytes().to_vec()).collect(),
-            Ids::Lexical(v) => v.iter().map(|id| id.to_bytes().to_vec()).collect(),
-            Ids::Uuid7(v) => v.iter().map(|id| id.as_bytes().to_vec()).collect(),
-            Ids::Ulid(v) => v.iter().map(|id| id.to_bytes().to_vec()).collect(),
+            Ids::Snowflake(v) => all(v),
+            Ids::Sno(v) => all(v),
+            Ids::Lexical(v) => all(v),
+            Ids::Uuid7(v) => all(v),
+            Ids::Ulid(v) => all(v),
         }
     }
 }

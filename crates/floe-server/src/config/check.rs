@@ -325,7 +325,8 @@ impl ServerConfig {
                 bad(
                     "ids.kinds",
                     format!(
-                        "expected snowflake, sno, lexical, uuid7 or ulid, found {:?}",
+                        "expected {}, found {:?}",
+                        floe_core::kind::UnknownKind::expected(),
                         crate::echo(kind, crate::MAX_ECHO)
                     ),
                 )

@@ -79,7 +79,7 @@ pub(super) async fn new_ids(
     let Query(params) = query.map_err(|_| {
         HttpError::invalid("query: expected name=value pairs of percent-encoded UTF-8".into())
     })?;
-    let kind = IdKind::parse(&kind)?;
+    let kind = crate::ids::kind_named(&kind)?;
     let batch = count(&app, &params)?;
     for name in params.keys() {
         let known = matches!(
