@@ -77,144 +77,212 @@ impl TuningArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The configuration file (TOML; see docs/floe.toml). Unknown keys refuse to start.
-    #[arg(long, env = "FLOE_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        help_heading = "Configuration",
+        env = "FLOE_CONFIG",
+        value_name = "FILE"
+    )]
     config: Option<PathBuf>,
     /// Print the effective configuration (file, variables and flags) as TOML and exit
     /// (passwords in store and registry URLs shown as ****).
-    #[arg(long)]
+    #[arg(long, help_heading = "Configuration")]
     print_config: bool,
-    /// Log lines on standard error as text or as JSON (one object a line, for log shippers).
-    /// RUST_LOG filters them (default: info; debug adds a line per request).
-    #[arg(long, env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-    /// A store, NAME=URL (repeat for more; replaces the file's stores): embedded[:PATH],
-    /// memory, redis://..., postgres://..., mysql://..., etcd://..., zk://..., or snowflake
-    /// (WEAK IDs from the server's Snowflake generator). Default: default=embedded.
-    #[arg(long = "store", value_name = "NAME=URL")]
-    stores: Vec<String>,
     /// gRPC address (Layotto's Runtime, floe.v1, health, reflection), or "off" [default:
     /// 127.0.0.1:34904].
-    #[arg(long, env = "FLOE_GRPC")]
+    #[arg(long, help_heading = "Listeners", env = "FLOE_GRPC")]
     grpc: Option<String>,
     /// HTTP address, or "off" [default: 127.0.0.1:34903].
-    #[arg(long, env = "FLOE_HTTP")]
+    #[arg(long, help_heading = "Listeners", env = "FLOE_HTTP")]
     http: Option<String>,
+    /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
+    #[arg(long = "allow-host", help_heading = "Listeners", value_name = "NAME")]
+    allow_host: Vec<String>,
     /// Directory of the embedded store, file registry, cache and time bounds [default: .floe].
-    #[arg(long, env = "FLOE_STATE_DIR")]
+    #[arg(long, help_heading = "Identity and registry", env = "FLOE_STATE_DIR")]
     state_dir: Option<PathBuf>,
-    /// Every ID of KEY is greater than N: [STORE:]KEY=N (all stores when STORE is not named).
-    #[arg(long = "bigger-than", value_name = "[STORE:]KEY=N")]
-    bigger_than: Vec<String>,
-    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths [default:
-    /// leaf].
-    #[arg(long, env = "FLOE_LAYOUT")]
-    layout: Option<String>,
-    /// Epoch of the Snowflake layout, Unix milliseconds [default: the layout's].
-    #[arg(long)]
-    epoch_ms: Option<u64>,
-    /// The most IDs one request may ask for (count) [default: 10000].
-    #[arg(long, env = "FLOE_MAX_BATCH")]
-    max_batch: Option<u32>,
     /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix,
     /// static:ID [default: a file registry in the state directory].
-    #[arg(long, env = "FLOE_REGISTRY")]
+    #[arg(long, help_heading = "Identity and registry", env = "FLOE_REGISTRY")]
     registry: Option<String>,
     /// Service name of this server's identity [default: floe].
-    #[arg(long, env = "FLOE_SERVICE")]
+    #[arg(long, help_heading = "Identity and registry", env = "FLOE_SERVICE")]
     service: Option<String>,
     /// Host of the identity [default: this machine's host name].
-    #[arg(long, env = "FLOE_HOST")]
+    #[arg(long, help_heading = "Identity and registry", env = "FLOE_HOST")]
     host: Option<String>,
     /// Port of the identity [default: the gRPC port, else the HTTP port].
-    #[arg(long, env = "FLOE_PORT")]
+    #[arg(long, help_heading = "Identity and registry", env = "FLOE_PORT")]
     port: Option<u16>,
     /// When neither registry nor cache answers, use worker ID = port % IDs.
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Identity and registry",
+        env = "FLOE_PORT_FALLBACK"
+    )]
     port_fallback: bool,
     /// When the registry (ZooKeeper, etcd) is unreachable at start-up, start from the local
     /// cache anyway, as Leaf does: the IDs then have no lease, and a replacement started
     /// during the same partition may hold the same worker ID. Off: refused (exit 69).
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Identity and registry",
+        env = "FLOE_START_FROM_CACHE"
+    )]
     start_from_cache: bool,
     /// Take over a worker ID whose holder has not been alive this many seconds.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(
+        long,
+        help_heading = "Identity and registry",
+        env = "FLOE_RECLAIM_AFTER",
+        value_name = "SECONDS"
+    )]
     reclaim_after: Option<u64>,
     /// At start-up, wait at most this long for a clock behind the last recorded time
     /// [default: 5000].
-    #[arg(long, value_name = "MS")]
+    #[arg(
+        long,
+        help_heading = "Identity and registry",
+        env = "FLOE_MAX_CLOCK_WAIT_MS",
+        value_name = "MS"
+    )]
     max_clock_wait_ms: Option<u64>,
+    /// A store, NAME=URL (repeat for more; replaces the file's stores): embedded[:PATH],
+    /// memory, redis://..., postgres://..., mysql://..., etcd://..., zk://..., or snowflake
+    /// (WEAK IDs from the server's Snowflake generator). Default: default=embedded.
+    #[arg(
+        long = "store",
+        help_heading = "Stores and sequences",
+        value_name = "NAME=URL"
+    )]
+    stores: Vec<String>,
+    /// Every ID of KEY is greater than N: [STORE:]KEY=N (all stores when STORE is not named).
+    #[arg(
+        long = "bigger-than",
+        help_heading = "Stores and sequences",
+        value_name = "[STORE:]KEY=N"
+    )]
+    bigger_than: Vec<String>,
     /// WEAK: the smallest (and first) segment a key reserves [default: 1000].
-    #[arg(long)]
+    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MIN")]
     step_min: Option<u32>,
     /// WEAK: the largest segment [default: 1000000].
-    #[arg(long)]
+    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MAX")]
     step_max: Option<u32>,
     /// WEAK: how long a segment should last, in seconds [default: 60].
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Stores and sequences",
+        env = "FLOE_STEP_TARGET_SECS"
+    )]
     step_target_secs: Option<u64>,
     /// The longest a store call may take, in milliseconds [default: 2000].
-    #[arg(long)]
+    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_TIMEOUT_MS")]
     timeout_ms: Option<u64>,
     /// The most keys a store holds in memory [default: 100000].
-    #[arg(long)]
+    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_MAX_KEYS")]
     max_keys: Option<usize>,
     /// A key unused this many seconds is dropped from memory [default: 60].
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Stores and sequences",
+        env = "FLOE_KEY_IDLE_SECS"
+    )]
     key_idle_secs: Option<u64>,
-    /// Connections open at once on each listener [default: 1024].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    max_connections: Option<u64>,
-    /// Requests under way at once on one gRPC (HTTP/2) connection [default: 100].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    max_streams: Option<u32>,
-    /// Seconds a connection may take to send its first request (HTTP/1: each request's
-    /// headers) [default: 10].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    header_timeout_secs: Option<u64>,
-    /// Seconds a connection may stay open with no request under way [default: 60].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    idle_timeout_secs: Option<u64>,
-    /// Seconds a request may take (longer than --timeout-ms) [default: 10].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    request_timeout_secs: Option<u64>,
-    /// Seconds shutdown waits for open connections before dropping them [default: 10].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
-    shutdown_timeout_secs: Option<u64>,
-    /// Seconds to go on serving, not ready (/readyz 503, gRPC health NOT_SERVING), after
-    /// SIGTERM before the listeners close, so that load balancers take the server out first
-    /// [default: 0].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600))]
-    shutdown_delay_secs: Option<u64>,
-    /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
-    #[arg(long = "allow-host", value_name = "NAME")]
-    allow_host: Vec<String>,
-    /// TLS on both listeners: the certificate chain, PEM (with --tls-key).
-    #[arg(long, env = "FLOE_TLS_CERT", value_name = "FILE")]
-    tls_cert: Option<PathBuf>,
-    /// TLS on both listeners: the certificate's private key, PEM (with --tls-cert).
-    #[arg(long, env = "FLOE_TLS_KEY", value_name = "FILE")]
-    tls_key: Option<PathBuf>,
-    /// Accepted bearer tokens, one a line (blank lines and # comments left out): every request
-    /// then needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata).
-    #[arg(long, env = "FLOE_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// With --token-file: health (/healthz, /readyz, /metrics, gRPC health) needs a token too
-    /// [default: open].
-    #[arg(long)]
-    health_needs_token: bool,
+    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths [default:
+    /// leaf].
+    #[arg(long, help_heading = "IDs and templates", env = "FLOE_LAYOUT")]
+    layout: Option<String>,
+    /// Epoch of the Snowflake layout, Unix milliseconds [default: the layout's].
+    #[arg(long, help_heading = "IDs and templates", env = "FLOE_EPOCH_MS")]
+    epoch_ms: Option<u64>,
     /// A named ID template, NAME=TEMPLATE (repeat for more), e.g.
     /// 'orders=ORD-{date:%Y%m%d}-{seq:06}': asked for with ?template=NAME (HTTP sequencer,
     /// /v1/ids/snowflake and Leaf's segment routes) or `template` (gRPC NextSequence). See
     /// `floe seq --help` for the placeholders.
-    #[arg(long = "template", value_name = "NAME=TEMPLATE")]
+    #[arg(
+        long = "template",
+        help_heading = "IDs and templates",
+        value_name = "NAME=TEMPLATE"
+    )]
     templates: Vec<String>,
     /// The scramble keys of {seq:scrambled} and ?scramble=true (see `floe scramble --help`)
     /// [default: $FLOE_SCRAMBLE_KEY].
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        help_heading = "IDs and templates",
+        env = "FLOE_SCRAMBLE_KEY_FILE",
+        value_name = "FILE"
+    )]
     scramble_key_file: Option<PathBuf>,
     /// The scramble domain: int63 or digits:N [default: int63].
-    #[arg(long, value_name = "DOMAIN")]
+    #[arg(
+        long,
+        help_heading = "IDs and templates",
+        env = "FLOE_SCRAMBLE_DOMAIN",
+        value_name = "DOMAIN"
+    )]
     scramble_domain: Option<String>,
+    /// The most IDs one request may ask for (count) [default: 10000].
+    #[arg(long, help_heading = "Limits", env = "FLOE_MAX_BATCH")]
+    max_batch: Option<u32>,
+    /// Connections open at once on each listener [default: 1024].
+    #[arg(long, help_heading = "Limits", env = "FLOE_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: Option<u64>,
+    /// Requests under way at once on one gRPC (HTTP/2) connection [default: 100].
+    #[arg(long, help_heading = "Limits", env = "FLOE_MAX_STREAMS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_streams: Option<u32>,
+    /// Seconds a connection may take to send its first request (HTTP/1: each request's
+    /// headers) [default: 10].
+    #[arg(long, help_heading = "Limits", env = "FLOE_HEADER_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    header_timeout_secs: Option<u64>,
+    /// Seconds a connection may stay open with no request under way [default: 60].
+    #[arg(long, help_heading = "Limits", env = "FLOE_IDLE_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    idle_timeout_secs: Option<u64>,
+    /// Seconds a request may take (longer than --timeout-ms) [default: 10].
+    #[arg(long, help_heading = "Limits", env = "FLOE_REQUEST_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    request_timeout_secs: Option<u64>,
+    /// Seconds shutdown waits for open connections before dropping them [default: 10].
+    #[arg(long, help_heading = "Limits", env = "FLOE_SHUTDOWN_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    shutdown_timeout_secs: Option<u64>,
+    /// Seconds to go on serving, not ready (/readyz 503, gRPC health NOT_SERVING), after
+    /// SIGTERM before the listeners close, so that load balancers take the server out first
+    /// [default: 0].
+    #[arg(long, help_heading = "Limits", env = "FLOE_SHUTDOWN_DELAY_SECS", value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    shutdown_delay_secs: Option<u64>,
+    /// TLS on both listeners: the certificate chain, PEM (with --tls-key).
+    #[arg(
+        long,
+        help_heading = "Security",
+        env = "FLOE_TLS_CERT",
+        value_name = "FILE"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// TLS on both listeners: the certificate's private key, PEM (with --tls-cert).
+    #[arg(
+        long,
+        help_heading = "Security",
+        env = "FLOE_TLS_KEY",
+        value_name = "FILE"
+    )]
+    tls_key: Option<PathBuf>,
+    /// Accepted bearer tokens, one a line (blank lines and # comments left out): every request
+    /// then needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata).
+    #[arg(
+        long,
+        help_heading = "Security",
+        env = "FLOE_TOKEN_FILE",
+        value_name = "FILE"
+    )]
+    token_file: Option<PathBuf>,
+    /// With --token-file: health (/healthz, /readyz, /metrics, gRPC health) needs a token too
+    /// [default: open].
+    #[arg(long, help_heading = "Security", env = "FLOE_HEALTH_NEEDS_TOKEN")]
+    health_needs_token: bool,
+    /// Log lines on standard error as text or as JSON (one object a line, for log shippers).
+    /// RUST_LOG filters them (default: info; debug adds a line per request).
+    #[arg(long, help_heading = "Observability", env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 impl ServeArgs {

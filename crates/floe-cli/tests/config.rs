@@ -169,3 +169,62 @@ fn a_sequences_only_server_starts_on_a_new_state_directory() {
     assert!(status.success());
     assert!(std::path::Path::new(&state).is_dir());
 }
+
+/// Every setting of `floe serve` with a flag has its `FLOE_*` variable (the flag's name in
+/// capitals), but the repeatable ones (`--store`, `--bigger-than`, `--allow-host`,
+/// `--template`: a list in one variable would need a separator that URLs and templates hold),
+/// which packaging/floe.env names; and the variables are read: a number, a switch and a path.
+#[test]
+fn every_serve_setting_with_a_flag_has_its_variable() {
+    let help = run(&["serve", "--help"]);
+    let help = String::from_utf8(help.stdout).unwrap();
+    let repeatable = ["--store", "--bigger-than", "--allow-host", "--template"];
+    let mut flags = 0;
+    // One entry per flag: its line and the lines of its text up to the next flag.
+    let entries: Vec<String> = help
+        .split("\n      --")
+        .skip(1)
+        .map(|e| format!("--{e}"))
+        .collect();
+    for entry in &entries {
+        let flag = entry.split([' ', '\n']).next().unwrap();
+        if ["--print-config", "--help", "--version"].contains(&flag) {
+            continue;
+        }
+        flags += 1;
+        let variable = format!(
+            "[env: FLOE_{}",
+            flag.trim_start_matches("--")
+                .replace('-', "_")
+                .to_uppercase()
+        );
+        let has = entry.contains(&variable);
+        if repeatable.contains(&flag) {
+            assert!(!has, "{flag} is repeatable: no variable, as floe.env says");
+        } else {
+            assert!(has, "{flag}: no {variable}] in its help:\n{entry}");
+        }
+    }
+    assert!(flags > 35, "{flags} flags read from the help:\n{help}");
+    let env = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../packaging/floe.env"
+    ))
+    .unwrap();
+    for flag in repeatable {
+        assert!(env.contains(flag), "packaging/floe.env names {flag}");
+    }
+    let out = cmd()
+        .args(["serve", "--print-config"])
+        .env("FLOE_MAX_KEYS", "5")
+        .env("FLOE_START_FROM_CACHE", "true")
+        .env("FLOE_SCRAMBLE_DOMAIN", "digits:8")
+        .env("FLOE_SHUTDOWN_DELAY_SECS", "3")
+        .output()
+        .unwrap();
+    let t = printed(out);
+    assert_eq!(t["sequencer"]["max_keys"].as_integer(), Some(5));
+    assert_eq!(t["registry"]["start_from_cache"].as_bool(), Some(true));
+    assert_eq!(t["scramble"]["domain"].as_str(), Some("digits:8"));
+    assert_eq!(t["limits"]["shutdown_delay_secs"].as_integer(), Some(3));
+}
