@@ -11,8 +11,9 @@ use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_core::ulid::{Ulid, UlidGenerator};
 use floe_core::uuid7::{Uuid, Uuid7Generator};
 use floe_registry::IdSpace;
-use floe_server::proto_floe::NextIdsResponse;
+use floe_server::proto_floe::{self as pb, NextIdsRequest, NextIdsResponse, StreamIdsRequest};
 
+use crate::connect::{finished, status, take, Client};
 use crate::describe::{hex, Described};
 use crate::progress::Progress;
 use crate::{host_name, parse_partition, worker, Failure, GenArgs, Kind, Output};
@@ -39,7 +40,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<ExitCode, Failure> {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     if let Some(url) = &args.server {
-        crate::client::gen(url, args, &mut out)?;
+        remote(url, args, &mut out)?;
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -409,4 +410,77 @@ fn ulid<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         })?;
     }
     Ok(())
+}
+
+fn proto_kind(kind: Kind) -> pb::Kind {
+    match kind {
+        Kind::Snowflake => pb::Kind::Snowflake,
+        Kind::Sno => pb::Kind::Sno,
+        Kind::Lexical => pb::Kind::Lexical,
+        Kind::Uuid7 => pb::Kind::Uuid7,
+        Kind::Ulid => pb::Kind::Ulid,
+    }
+}
+
+/// `floe gen --server URL`: `args.count` IDs from the server, written by `gen::write_answer`.
+fn remote<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<(), Failure> {
+    check_answerable(args.kind, args.output)?;
+    let layout = if args.layout_given {
+        args.snowflake.layout.clone()
+    } else {
+        String::new()
+    };
+    let meta = args.meta.map(u32::from);
+    let kind = proto_kind(args.kind) as i32;
+    let mut client = Client::connect(url, &args.client)?;
+    let count = args.count;
+    let mut got = 0u64;
+    let mut progress = Progress::new(count);
+    let mut write = |answer: &NextIdsResponse, out: &mut W| -> Result<(), Failure> {
+        let n = answer.numbers.len().max(answer.binary.len());
+        take(&mut got, count, n)?;
+        progress.add(n as u64);
+        write_answer(out, args.kind, args.output, answer)?;
+        // Each message as it comes: a slow stream shows its progress, and a closed output
+        // (`| head`) is noticed at the next message.
+        out.flush()?;
+        Ok(())
+    };
+    match count {
+        0 => {}
+        1 => {
+            let request = NextIdsRequest {
+                kind,
+                count: 1,
+                layout,
+                meta,
+                with_text: false,
+            };
+            let answer = client
+                .rt
+                .block_on(client.floe.next_ids(request))
+                .map_err(status)?
+                .into_inner();
+            write(&answer, out)?;
+        }
+        total => {
+            let request = StreamIdsRequest {
+                kind,
+                total,
+                batch: 0,
+                layout,
+                meta,
+                with_text: false,
+            };
+            let mut stream = client
+                .rt
+                .block_on(client.floe.stream_ids(request))
+                .map_err(status)?
+                .into_inner();
+            while let Some(answer) = client.next(&mut stream)? {
+                write(&answer, out)?;
+            }
+        }
+    }
+    finished(got, count)
 }

@@ -6,13 +6,14 @@
 // syntax, not links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-mod client;
+mod connect;
 mod describe;
 mod failure;
 mod gen;
 mod inspect;
 mod present;
 mod progress;
+mod seq;
 mod serve;
 mod worker;
 
@@ -62,7 +63,7 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Print a key's sequence IDs (or segments) from a store, or from a `floe serve` with
     /// --server.
-    Seq(serve::SeqArgs),
+    Seq(seq::SeqArgs),
     /// Scramble numbers (sequence IDs) into non-guessable public IDs: FF1 format-preserving
     /// encryption (AES-256), a keyed permutation, so no two numbers give the same ID. Prints
     /// the key ID, then the scrambled number zero-padded (--raw: the number alone).
@@ -199,7 +200,7 @@ struct GenArgs {
     )]
     server: Option<String>,
     #[command(flatten)]
-    client: client::ClientArgs,
+    client: connect::ClientArgs,
     #[command(flatten)]
     present: present::TemplateArgs,
     /// Whether --layout was given (its default, leaf, is not a generator name on a server).
@@ -236,7 +237,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect_all(&args),
         Command::Worker(args) => worker::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::serve(&args).map(|()| ExitCode::SUCCESS),
-        Command::Seq(args) => serve::seq(&args).map(|()| ExitCode::SUCCESS),
+        Command::Seq(args) => seq::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Scramble(args) => present::scramble(&args, true).map(|()| ExitCode::SUCCESS),
         Command::Unscramble(args) => present::scramble(&args, false).map(|()| ExitCode::SUCCESS),
         Command::Completions { shell } => completions(shell).map(|()| ExitCode::SUCCESS),
@@ -342,6 +343,14 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
             inspect::shown(text)
         )
     })
+}
+
+/// The async runtime of `serve` and `seq`.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
 pub(crate) fn host_name() -> String {

@@ -1,7 +1,6 @@
 //! `floe serve` (the ID server, assembled by floe-server from its configuration) and `floe seq`
 //! (sequence IDs on standard output).
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,68 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 use floe_core::clock::Clock;
-use floe_sequencer::{Key, Mode, ServeOptions, StepPolicy, StoreHandle};
+
 use floe_server::ServerConfig;
-
-/// How stores are served (shared by `serve` and `seq`).
-#[derive(Debug, Args)]
-pub struct TuningArgs {
-    /// WEAK: the smallest (and first) segment a key reserves.
-    #[arg(long, default_value_t = 1000)]
-    step_min: u32,
-    /// WEAK: the largest segment.
-    #[arg(long, default_value_t = 1_000_000)]
-    step_max: u32,
-    /// WEAK: how long a segment should last, in seconds (shorter doubles the step, more than
-    /// twice as long halves it).
-    #[arg(long, default_value_t = 60)]
-    step_target_secs: u64,
-    /// The longest a store call may take, in milliseconds, before it fails as unavailable.
-    #[arg(long, default_value_t = 2000)]
-    timeout_ms: u64,
-    /// The most keys a store holds in memory (each key's WEAK buffer and STRONG queue, about
-    /// 0.5 KB). When full, the least recently used keys with no request under way are
-    /// dropped; their buffered IDs become gaps, never reissued.
-    #[arg(long, default_value_t = 100_000)]
-    max_keys: usize,
-    /// A key unused for this many seconds is dropped from memory; its next request reserves a
-    /// fresh segment.
-    #[arg(long, default_value_t = 60)]
-    key_idle_secs: u64,
-}
-
-impl TuningArgs {
-    fn options(&self) -> Result<ServeOptions, String> {
-        let step = StepPolicy {
-            min: self.step_min,
-            max: self.step_max,
-            target: Duration::from_secs(self.step_target_secs),
-        };
-        step.validate().map_err(|e| e.to_string())?;
-        if self.timeout_ms == 0 {
-            return Err("timeout-ms: expected a positive number of milliseconds, found 0".into());
-        }
-        Ok(ServeOptions {
-            step,
-            timeout: Duration::from_millis(self.timeout_ms),
-        })
-    }
-
-    /// A store's handle with these key limits.
-    fn handle(
-        &self,
-        name: impl Into<String>,
-        store: Arc<dyn floe_sequencer::Store>,
-        options: ServeOptions,
-    ) -> Result<StoreHandle, String> {
-        StoreHandle::new(name, store, options)
-            .key_limits(floe_sequencer::KeyLimits {
-                idle: Duration::from_secs(self.key_idle_secs),
-                max_keys: self.max_keys,
-            })
-            .map_err(|e| format!("--max-keys / --key-idle-secs: {e}"))
-    }
-}
 
 /// `floe serve`: every setting of the configuration file can also be given here; a flag wins
 /// over its `FLOE_*` variable, which wins over the file.
@@ -163,32 +102,8 @@ pub struct ServeArgs {
         value_name = "[STORE:]KEY=N"
     )]
     bigger_than: Vec<String>,
-    /// WEAK: the smallest (and first) segment a key reserves [default: 1000].
-    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MIN")]
-    step_min: Option<u32>,
-    /// WEAK: the largest segment [default: 1000000].
-    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MAX")]
-    step_max: Option<u32>,
-    /// WEAK: how long a segment should last, in seconds [default: 60].
-    #[arg(
-        long,
-        help_heading = "Stores and sequences",
-        env = "FLOE_STEP_TARGET_SECS"
-    )]
-    step_target_secs: Option<u64>,
-    /// The longest a store call may take, in milliseconds [default: 2000].
-    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_TIMEOUT_MS")]
-    timeout_ms: Option<u64>,
-    /// The most keys a store holds in memory [default: 100000].
-    #[arg(long, help_heading = "Stores and sequences", env = "FLOE_MAX_KEYS")]
-    max_keys: Option<usize>,
-    /// A key unused this many seconds is dropped from memory [default: 60].
-    #[arg(
-        long,
-        help_heading = "Stores and sequences",
-        env = "FLOE_KEY_IDLE_SECS"
-    )]
-    key_idle_secs: Option<u64>,
+    #[command(flatten)]
+    sequencer: crate::seq::SequencerArgs,
     /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths [default:
     /// leaf].
     #[arg(long, help_heading = "IDs and templates", env = "FLOE_LAYOUT")]
@@ -322,12 +237,7 @@ impl ServeArgs {
             c.registry.reclaim_after_secs = self.reclaim_after;
         }
         set(&mut c.registry.max_clock_wait_ms, &self.max_clock_wait_ms);
-        set(&mut c.sequencer.step_min, &self.step_min);
-        set(&mut c.sequencer.step_max, &self.step_max);
-        set(&mut c.sequencer.step_target_secs, &self.step_target_secs);
-        set(&mut c.sequencer.timeout_ms, &self.timeout_ms);
-        set(&mut c.sequencer.max_keys, &self.max_keys);
-        set(&mut c.sequencer.key_idle_secs, &self.key_idle_secs);
+        self.sequencer.apply(&mut c.sequencer);
         set(&mut c.limits.max_connections, &self.max_connections);
         set(&mut c.limits.max_streams, &self.max_streams);
         set(&mut c.limits.header_timeout_secs, &self.header_timeout_secs);
@@ -390,58 +300,6 @@ impl ServeArgs {
         }
         Ok(c)
     }
-}
-
-/// `floe seq`.
-#[derive(Debug, Args)]
-pub struct SeqArgs {
-    /// The sequence key.
-    pub(crate) key: String,
-    /// How many IDs. With --server: more than one are streamed in messages of the server's
-    /// --max-batch, at most 1,000,000,000 in all.
-    #[arg(short = 'n', long = "count", default_value_t = 1)]
-    pub(crate) count: u64,
-    /// weak (from cached segments) or strong (one store increment per ID).
-    #[arg(long, default_value = "weak")]
-    pub(crate) increment: String,
-    /// Store URL (see `floe serve --help`) [default: embedded, a file in --state-dir]. With
-    /// --server: the name of one of the server's stores [default: its only store].
-    #[arg(long)]
-    pub(crate) store: Option<String>,
-    /// Every ID is greater than N.
-    #[arg(long)]
-    bigger_than: Option<i64>,
-    /// Reserve segments of this size and print each as START END instead of single IDs.
-    #[arg(long, conflicts_with = "template")]
-    segment: Option<u32>,
-    /// Directory of the embedded store.
-    #[arg(long, default_value = ".floe")]
-    state_dir: std::path::PathBuf,
-    #[command(flatten)]
-    tuning: TuningArgs,
-    /// Ask a running `floe serve` for the IDs over gRPC instead of opening the store here:
-    /// http://HOST:PORT, https://HOST:PORT (TLS) or HOST:PORT, its gRPC address. The options that open or
-    /// tune a local store are refused with it.
-    #[arg(
-        long,
-        value_name = "URL",
-        conflicts_with_all = [
-            "bigger_than", "segment", "state_dir", "step_min", "step_max", "step_target_secs",
-            "timeout_ms", "max_keys", "key_idle_secs", "template",
-        ]
-    )]
-    pub(crate) server: Option<String>,
-    #[command(flatten)]
-    pub(crate) client: crate::client::ClientArgs,
-    #[command(flatten)]
-    pub(crate) present: crate::present::TemplateArgs,
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
 fn parse_store(spec: &str) -> Result<(String, String), String> {
@@ -524,7 +382,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
     let plan = config.check(now_ms).map_err(|e| format!("{origin}{e}"))?;
     init_logs(args.log_format)?;
-    let rt = runtime().map_err(crate::Failure::Other)?;
+    let rt = crate::runtime().map_err(crate::Failure::Other)?;
     let result = rt.block_on(async {
         let mut shutdown = Box::pin(shutdown_signal().map_err(crate::Failure::Other)?);
         // A stop while starting (a lease waiting out its previous holder, a clock catching up)
@@ -596,73 +454,5 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
             _ = hup.recv() => "SIGHUP",
         };
         tracing::info!("shutting down ({name})");
-    })
-}
-
-/// Prints a key's IDs (or segments), from a store opened here or from a server (`--server`).
-pub fn seq(args: &SeqArgs) -> Result<(), crate::Failure> {
-    if let Some(url) = &args.server {
-        return crate::client::seq(url, args);
-    }
-    let options = args.tuning.options()?;
-    let mode: Mode = args.increment.parse()?;
-    let key = Key::new(args.key.as_str()).map_err(|e| e.to_string())?;
-    let presenter = args.present.presenter()?;
-    // The date of a dated template: this machine's clock, never back within the run.
-    let now_ms = || floe_core::clock::SystemClock.now_nanos() / 1_000_000;
-    // The key an ID is numbered under: KEY@DATE with a dated template.
-    let key_at = |at_ms: u64| -> Result<Key, crate::Failure> {
-        match &presenter {
-            Some(p) if p.template.has_date() => p
-                .template
-                .dated_key(key.as_str(), at_ms)
-                .map_err(crate::Failure::Usage),
-            _ => Ok(key.clone()),
-        }
-    };
-    let rt = runtime().map_err(crate::Failure::Other)?;
-    let stdout = std::io::stdout();
-    rt.block_on(async {
-        let store =
-            floe_sequencer::open(args.store.as_deref().unwrap_or("embedded"), &args.state_dir)
-                .await?;
-        let handle = args.tuning.handle("cli", store, options)?;
-        if let Some(n) = args.bigger_than {
-            // With a dated template: this period's key.
-            handle
-                .init(&BTreeMap::from([(key_at(now_ms())?, n)]))
-                .await?;
-        }
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        let mut buf = String::new();
-        let mut progress = crate::progress::Progress::new(args.count);
-        for _ in 0..args.count {
-            progress.add(1);
-            match (args.segment, &presenter) {
-                (Some(size), _) => {
-                    let s = handle.segment(key.as_str(), size).await?;
-                    writeln!(out, "{} {}", s.start, s.end)?;
-                }
-                (None, None) => {
-                    let id = handle.next_id(key.as_str(), mode).await?;
-                    writeln!(out, "{id}")?;
-                }
-                (None, Some(p)) => {
-                    let at = p.template.moment(now_ms());
-                    let id = handle.next_id(key_at(at)?.as_str(), mode).await?;
-                    // A key may be below zero (`--bigger-than` is any int64): a template writes
-                    // numbers from 0 up, never -1 as 1.
-                    let value = u64::try_from(id).map_err(|_| {
-                        crate::Failure::Other(format!(
-                            "--template: ID {id} is below 0, and a template writes numbers from 0 up"
-                        ))
-                    })?;
-                    p.write(&mut out, &mut buf, value, at)?;
-                }
-            }
-        }
-        out.flush()?;
-        handle.store().close().await;
-        Ok(())
     })
 }

@@ -188,7 +188,10 @@ fn seq_reports_bad_input_clearly() {
             vec!["seq", "k", "--store", "cassandra://x"],
             "store: expected embedded",
         ),
-        (vec!["seq", "k", "--step-min", "0"], "step.min"),
+        (
+            vec!["seq", "k", "--step-min", "0"],
+            "--step-min: expected at least 1",
+        ),
         (vec!["serve", "--store", "a b=memory"], "store: a name is"),
         (
             vec!["serve", "--store", "x=memory", "--bigger-than", "k"],

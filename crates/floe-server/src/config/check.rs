@@ -181,7 +181,7 @@ impl ServerConfig {
     ///
     /// # Errors
     /// The field that is out of range.
-    fn key_limits(&self) -> Result<KeyLimits, ConfigError> {
+    pub fn key_limits(&self) -> Result<KeyLimits, ConfigError> {
         let limits = KeyLimits {
             idle: Duration::from_secs(self.sequencer.key_idle_secs),
             max_keys: self.sequencer.max_keys,

@@ -1,5 +1,6 @@
-//! `floe gen --server` and `floe seq --server`: the IDs of a running `floe serve`, asked for over
-//! gRPC (`floe.v1.Floe`) and written as the local commands write theirs.
+//! The connection to a running `floe serve` (`gen --server`, `seq --server`): its endpoint,
+//! TLS and bearer token, and a gRPC status as a failure with its exit code. The commands ask
+//! for their IDs through it ([`crate::gen`], [`crate::seq`]).
 //!
 //! One ID is asked for with `NextIds` / `NextSequence`; more with `StreamIds` /
 //! `StreamSequence` and a batch of 0, so that the server cuts the stream into messages of its
@@ -12,24 +13,16 @@
 //! output (`| head`) ends the command quietly at the next message; dropping the stream and the
 //! connection cancels it on the server.
 
-use std::io::{self, BufWriter, Write};
 use std::time::Duration;
 
-use floe_sequencer::Mode;
 use floe_server::proto_floe::floe_client::FloeClient;
-use floe_server::proto_floe::{
-    self as pb, NextIdsRequest, NextIdsResponse, NextSequenceRequest, NextSequenceResponse,
-    StreamIdsRequest, StreamSequenceRequest,
-};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Uri};
 use tonic::{Code, Status, Streaming};
 
-use crate::progress::Progress;
-use crate::serve::SeqArgs;
-use crate::{gen, inspect, Failure, GenArgs, Kind};
+use crate::{inspect, Failure};
 
 /// How long connecting (TCP and the HTTP/2 handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -94,7 +87,7 @@ impl ClientArgs {
 
 /// Adds the bearer token, if any, to every request.
 #[derive(Clone)]
-struct Bearer(Option<MetadataValue<Ascii>>);
+pub(crate) struct Bearer(Option<MetadataValue<Ascii>>);
 
 impl Interceptor for Bearer {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
@@ -205,7 +198,7 @@ fn code_name(code: Code) -> &'static str {
 
 /// A status as one line: `server: CODE: message` (its exit code by the code), with its cause when the status was
 /// made on this side (a connection that broke, an answer that is not gRPC).
-fn status(s: Status) -> Failure {
+pub(crate) fn status(s: Status) -> Failure {
     let message = if s.message().is_empty() {
         s.code().description().to_string()
     } else {
@@ -226,13 +219,13 @@ fn status(s: Status) -> Failure {
 }
 
 /// A connection to a server, and the runtime that drives it.
-struct Client {
-    rt: tokio::runtime::Runtime,
-    floe: FloeClient<InterceptedService<Channel, Bearer>>,
+pub(crate) struct Client {
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) floe: FloeClient<InterceptedService<Channel, Bearer>>,
 }
 
 impl Client {
-    fn connect(url: &str, client: &ClientArgs) -> Result<Client, Failure> {
+    pub(crate) fn connect(url: &str, client: &ClientArgs) -> Result<Client, Failure> {
         let endpoint = endpoint_with(url, client)?;
         let token = client.token()?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -255,13 +248,13 @@ impl Client {
     }
 
     /// The next message of `stream`, or `None` at its end.
-    fn next<T>(&self, stream: &mut Streaming<T>) -> Result<Option<T>, Failure> {
+    pub(crate) fn next<T>(&self, stream: &mut Streaming<T>) -> Result<Option<T>, Failure> {
         self.rt.block_on(stream.message()).map_err(status)
     }
 }
 
 /// How many more IDs a message brings, checked against what is still missing.
-fn take(got: &mut u64, count: u64, n: usize) -> Result<(), Failure> {
+pub(crate) fn take(got: &mut u64, count: u64, n: usize) -> Result<(), Failure> {
     let total = u64::try_from(n)
         .ok()
         .and_then(|n| got.checked_add(n))
@@ -271,149 +264,13 @@ fn take(got: &mut u64, count: u64, n: usize) -> Result<(), Failure> {
     Ok(())
 }
 
-fn finished(got: u64, count: u64) -> Result<(), Failure> {
+/// Whether every ID asked for came.
+pub(crate) fn finished(got: u64, count: u64) -> Result<(), Failure> {
     if got == count {
         Ok(())
     } else {
         Err(format!("server: answered {got} of the {count} IDs asked for").into())
     }
-}
-
-fn proto_kind(kind: Kind) -> pb::Kind {
-    match kind {
-        Kind::Snowflake => pb::Kind::Snowflake,
-        Kind::Sno => pb::Kind::Sno,
-        Kind::Lexical => pb::Kind::Lexical,
-        Kind::Uuid7 => pb::Kind::Uuid7,
-        Kind::Ulid => pb::Kind::Ulid,
-    }
-}
-
-/// `floe gen --server URL`: `args.count` IDs from the server, written by `gen::write_answer`.
-pub(crate) fn gen<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<(), Failure> {
-    gen::check_answerable(args.kind, args.output)?;
-    let layout = if args.layout_given {
-        args.snowflake.layout.clone()
-    } else {
-        String::new()
-    };
-    let meta = args.meta.map(u32::from);
-    let kind = proto_kind(args.kind) as i32;
-    let mut client = Client::connect(url, &args.client)?;
-    let count = args.count;
-    let mut got = 0u64;
-    let mut progress = Progress::new(count);
-    let mut write = |answer: &NextIdsResponse, out: &mut W| -> Result<(), Failure> {
-        let n = answer.numbers.len().max(answer.binary.len());
-        take(&mut got, count, n)?;
-        progress.add(n as u64);
-        gen::write_answer(out, args.kind, args.output, answer)?;
-        // Each message as it comes: a slow stream shows its progress, and a closed output
-        // (`| head`) is noticed at the next message.
-        out.flush()?;
-        Ok(())
-    };
-    match count {
-        0 => {}
-        1 => {
-            let request = NextIdsRequest {
-                kind,
-                count: 1,
-                layout,
-                meta,
-                with_text: false,
-            };
-            let answer = client
-                .rt
-                .block_on(client.floe.next_ids(request))
-                .map_err(status)?
-                .into_inner();
-            write(&answer, out)?;
-        }
-        total => {
-            let request = StreamIdsRequest {
-                kind,
-                total,
-                batch: 0,
-                layout,
-                meta,
-                with_text: false,
-            };
-            let mut stream = client
-                .rt
-                .block_on(client.floe.stream_ids(request))
-                .map_err(status)?
-                .into_inner();
-            while let Some(answer) = client.next(&mut stream)? {
-                write(&answer, out)?;
-            }
-        }
-    }
-    finished(got, count)
-}
-
-/// `floe seq KEY --server URL`: `args.count` IDs of the key from the server, one a line.
-pub(crate) fn seq(url: &str, args: &SeqArgs) -> Result<(), Failure> {
-    let mode: Mode = args.increment.parse()?;
-    let increment = match mode {
-        Mode::Weak => pb::Increment::Weak,
-        Mode::Strong => pb::Increment::Strong,
-    } as i32;
-    let store = args.store.clone().unwrap_or_default();
-    let key = args.key.clone();
-    let mut client = Client::connect(url, &args.client)?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    let count = args.count;
-    let mut got = 0u64;
-    let mut progress = Progress::new(count);
-    let mut write =
-        |answer: &NextSequenceResponse, out: &mut BufWriter<_>| -> Result<(), Failure> {
-            take(&mut got, count, answer.ids.len())?;
-            progress.add(answer.ids.len() as u64);
-            for id in &answer.ids {
-                writeln!(out, "{id}")?;
-            }
-            out.flush()?;
-            Ok(())
-        };
-    match count {
-        0 => {}
-        1 => {
-            let request = NextSequenceRequest {
-                store,
-                key,
-                increment,
-                count: 1,
-                ..Default::default()
-            };
-            let answer = client
-                .rt
-                .block_on(client.floe.next_sequence(request))
-                .map_err(status)?
-                .into_inner();
-            write(&answer, &mut out)?;
-        }
-        total => {
-            let request = StreamSequenceRequest {
-                store,
-                key,
-                increment,
-                total,
-                batch: 0,
-            };
-            let mut stream = client
-                .rt
-                .block_on(client.floe.stream_sequence(request))
-                .map_err(status)?
-                .into_inner();
-            while let Some(answer) = client.next(&mut stream)? {
-                write(&answer, &mut out)?;
-            }
-        }
-    }
-    out.flush()?;
-    finished(got, count)
 }
 
 #[cfg(test)]
