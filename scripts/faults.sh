@@ -9,7 +9,7 @@
 # servers, the release binary, each pause and partition row 20 runs or more. Prints one
 # table: scenario, IDs issued, repeats, order (and ownership) violations, outcome
 # (docs/reliability.md shows it as measured). The test suite runs a short version of the same
-# scenarios (crates/floe-cli/tests/faults.rs and crash.rs).
+# scenarios (crates/floe-cli/tests/faults.rs and tests/suite/crash.rs).
 #
 #   scripts/faults.sh                         # every row, 20 or 21 runs each (about two hours)
 #   FLOE_FAULTS_RUNS=9 scripts/faults.sh pauses_and_partitions   # some rows, fewer runs

@@ -14,13 +14,13 @@ source scripts/lib/services.sh
 step() { printf '\n==> %s\n' "$*"; }
 
 step "build tools"
-# libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/crash.rs).
+# libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/suite/crash.rs).
 ensure_package faketime /usr/bin/faketime
-# promtool, Prometheus's own parser of /metrics (crates/floe-cli/tests/operate.rs), and a
-# headless browser for the status page (crates/floe-cli/tests/status_page.rs).
+# promtool, Prometheus's own parser of /metrics (crates/floe-cli/tests/suite/operate.rs), and a
+# headless browser for the status page (crates/floe-cli/tests/suite/status_page.rs).
 ensure_package prometheus /usr/bin/promtool
 ensure_package chromium /usr/bin/chromium
-# Packaging tests (crates/floe-cli/tests/packaging.rs): man pages rendered with man -l, the
+# Packaging tests (crates/floe-cli/tests/suite/packaging.rs): man pages rendered with man -l, the
 # systemd unit checked by systemd-analyze verify.
 ensure_package man-db /usr/bin/man
 ensure_package systemd /usr/bin/systemd-analyze

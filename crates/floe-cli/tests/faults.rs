@@ -7,6 +7,7 @@
 //! The scenarios run one at a time: the pause and partition rows measure windows of a second
 //! or two, which a machine busy with another scenario's servers would blur.
 
+#[path = "suite/common/mod.rs"]
 mod common;
 mod pauses;
 

@@ -3,8 +3,8 @@
 //! under a live holder) stops issuing that generator's IDs (fenced: 503): Snowflake, then
 //! LexicalUUID, each on its own lease, while the other kinds go on.
 
-mod common;
-mod serving;
+use crate::common;
+use crate::serving;
 
 use std::time::{Duration, Instant};
 

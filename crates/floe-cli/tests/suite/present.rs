@@ -1,6 +1,6 @@
 //! `--template`, `floe scramble` and `floe unscramble`, on the real binary.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::Write;

@@ -3,7 +3,7 @@
 //! (its shape only: no container engine here builds it) and the systemd unit (checked by
 //! `systemd-analyze verify`, which scripts/test.sh installs with man-db).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -24,7 +24,7 @@
 //! (a restart gave up before the previous etcd lease ended) and
 //! `a_restarting_node_does_not_hold_requests_while_it_waits_for_its_lease`.
 
-mod serving;
+use crate::serving;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,7 @@
 //! Issue 9 §4, measured on the real server: how many WEAK IDs a graceful restart under load
 //! skips, without the tails kept (`sequencer.keep_tails = false`, as before) and with them.
 
-mod serving;
+use crate::serving;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

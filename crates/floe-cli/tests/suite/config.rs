@@ -2,8 +2,8 @@
 //! precedence; unknown keys and bad values refuse to start naming the file and the key; the
 //! shipped example (docs/floe.toml) is valid and starts a server.
 
-mod common;
-mod serving;
+use crate::common;
+use crate::serving;
 
 use common::{cmd, ok, run};
 use serving::Serve;

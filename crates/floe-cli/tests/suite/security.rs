@@ -3,8 +3,8 @@
 //! fail at start-up naming the file; a listener beyond loopback without TLS or tokens is
 //! warned about on standard error.
 
-mod common;
-mod serving;
+use crate::common;
+use crate::serving;
 
 use std::path::Path;
 use std::process::Output;

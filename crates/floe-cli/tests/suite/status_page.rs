@@ -4,8 +4,8 @@
 //! buffer, layout horizons, rates) and, in the screenshot's pixels, the readiness badge: green
 //! while ready, red once the worker lease is lost.
 
-mod common;
-mod serving;
+use crate::common;
+use crate::serving;
 
 use std::path::Path;
 use std::process::Command;

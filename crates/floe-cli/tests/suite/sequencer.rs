@@ -3,7 +3,7 @@
 //! never reissues one. Server stores use the servers scripts/test.sh starts; `embedded` a
 //! temporary state directory. Also `floe serve` as a whole process.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};

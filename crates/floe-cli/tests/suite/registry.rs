@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::{Output, Stdio};
 
-mod common;
+use crate::common;
 
 use common::{ok, run as floe};
 

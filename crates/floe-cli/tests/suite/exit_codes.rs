@@ -3,7 +3,7 @@
 //! (The store and --server cases are in sequencer.rs and client.rs, with the tests they
 //! belong to; the clock-behind cases in registry.rs and crash.rs.)
 
-mod common;
+use crate::common;
 
 use common::{cmd, run};
 

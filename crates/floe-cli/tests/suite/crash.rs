@@ -7,7 +7,7 @@
 //!
 //! libfaketime comes from Debian's `faketime` package (scripts/test.sh installs it).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! --max-connections, the rest wait in the backlog, idle ones are closed by the header timeout,
 //! and a real client is served once places free up.
 
-mod serving;
+use crate::serving;
 
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

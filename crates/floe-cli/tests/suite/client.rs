@@ -3,8 +3,8 @@
 //! commands, sequences WEAK and STRONG, the server's errors, an unreachable server, and an
 //! output closed early (`| head -1`).
 
-mod common;
-mod serving;
+use crate::common;
+use crate::serving;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};

@@ -2,8 +2,8 @@
 //! `promtool`, and counted here), readiness that follows the stores, gRPC health per service,
 //! logs as JSON with one start-up line and per-request lines at debug level.
 
-mod common;
-mod serving;
+use crate::common;
+use crate::serving;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};

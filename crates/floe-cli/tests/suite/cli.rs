@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use assert_cmd::Command;
 
-mod common;
+use crate::common;
 use serde_json::Value;
 
 fn floe() -> Command {

@@ -2,8 +2,8 @@
 //! Leaf's), gRPC NextSequence with `floe-meta-*` metadata, and Layotto's GetNextId unchanged.
 //! The server's clock is pinned by libfaketime, so the dated keys are known.
 
-mod common;
-mod serving;
+use crate::common;
+use crate::serving;
 
 use floe_server::proto::runtime_client::RuntimeClient;
 use floe_server::proto::sequencer_options::AutoIncrement;

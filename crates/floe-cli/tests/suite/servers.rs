@@ -3,7 +3,7 @@
 //! against each.
 
 use std::collections::HashSet;
-mod common;
+use crate::common;
 
 use common::{cmd as floe, ok};
 

@@ -3,7 +3,7 @@
 //! a restart succeeds at once, and never reissues an ID across the restart, even under load.
 //! Also the options that cannot be served.
 
-mod serving;
+use crate::serving;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
