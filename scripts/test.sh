@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, each crate's features, and every test of the
+# The whole test suite: formatting, lints, each crate's features, docs, and every test of the
 # workspace.
 #
 # The tests that prove a backend talk to a real server: this script installs it (Debian
@@ -52,6 +52,10 @@ check_quietly -p floe-registry --no-default-features --features zookeeper --all-
 check_quietly -p floe-registry --no-default-features --features etcd --all-targets
 check_quietly -p floe-cli --no-default-features --all-targets # its one feature is on by default
 check_quietly -p floe-server --all-targets # floe-sequencer with no store of its own
+
+step "cargo doc (warnings are errors)"
+# A broken or ambiguous intra-doc link, or one to a private item, fails here.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
 
 step "real servers"
 log=$(mktemp)
