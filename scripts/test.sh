@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, and every test of the workspace.
+# The whole test suite: formatting, lints, each crate's features, docs, and every test of the
+# workspace.
 #
 # The tests that prove a backend talk to a real server: this script installs it (Debian
 # packages), starts it on a throw-away directory and a non-default loopback port, and stops
@@ -12,6 +13,14 @@ cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
 
 step() { printf '\n==> %s\n' "$*"; }
+# cargo check, any warning an error: --quiet prints only warnings and errors (RUSTFLAGS=-D
+# warnings would check every dependency again).
+check_quietly() {
+    local out
+    out=$(cargo check --locked --quiet "$@" 2>&1) && [[ -z $out ]] && return
+    printf '%s\n' "$out"
+    return 1
+}
 
 step "build tools"
 # libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/suite/crash.rs).
@@ -30,6 +39,23 @@ cargo fmt --all -- --check
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+
+step "cargo check: each crate alone, its features off and on"
+# Not the workspace's union of features: cfg(not(feature)) code compiles here for real.
+check_quietly -p floe-core --no-default-features # its tests use the default formats
+check_quietly -p floe-core --all-features --all-targets
+for crate in floe-registry floe-sequencer; do
+    check_quietly -p "$crate" --no-default-features --all-targets
+    check_quietly -p "$crate" --all-features --all-targets
+done
+check_quietly -p floe-registry --no-default-features --features zookeeper --all-targets
+check_quietly -p floe-registry --no-default-features --features etcd --all-targets
+check_quietly -p floe-cli --no-default-features --all-targets # its one feature is on by default
+check_quietly -p floe-server --all-targets # floe-sequencer with no store of its own
+
+step "cargo doc (warnings are errors)"
+# A broken or ambiguous intra-doc link, or one to a private item, fails here.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
 
 step "real servers"
 log=$(mktemp)

@@ -15,12 +15,11 @@
 //! passed before its first ID, whatever its keeper has or has not noticed, and issues nothing
 //! until the registry confirms the lease again.
 //!
-//! **Two clocks.** The deadline is kept on the monotonic clock
-//! ([`Clock::monotonic_nanos`](crate::clock::Clock::monotonic_nanos)), which a step of the
-//! wall clock cannot move, and on the wall clock too: a machine that was suspended finds its
-//! monotonic clock stood still while its wall clock moved on, so either reading past its
-//! deadline closes the fence. A step of the wall clock forwards closes it early (until the next
-//! confirmation), never late.
+//! **Two clocks.** The deadline is kept on the monotonic clock ([`Clock::monotonic_nanos`]),
+//! which a step of the wall clock cannot move, and on the wall clock too: a machine that was
+//! suspended finds its monotonic clock stood still while its wall clock moved on, so either
+//! reading past its deadline closes the fence. A step of the wall clock forwards closes it
+//! early (until the next confirmation), never late.
 //!
 //! **Cost:** a generator whose fence has no deadline reads two atomics; with a deadline, three
 //! and the coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`, about 5 ns).

@@ -1,7 +1,7 @@
 //! # floe-core
 //!
 //! The ID formats and generators of floe, with no I/O and no async runtime: everything here
-//! is pure computation over an injected [`Clock`](clock::Clock).
+//! is pure computation over an injected [`Clock`].
 //!
 //! ## Quick start
 //!

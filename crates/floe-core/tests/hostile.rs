@@ -6,7 +6,8 @@
 //!
 //! The cheap parsers run [`MANY`] cases each (a few million in all): the whole file stays
 //! within about a minute in a debug build on two cores. Inputs that once failed are kept at
-//! the end as ordinary named tests.
+//! the end as ordinary named tests, and the fuzz targets' inputs (`fuzz/regressions/`) are
+//! replayed through the targets' own bodies.
 
 use floe_core::endpoint::{check_addresses, check_root, servers_and_root, take_options};
 use floe_core::lexical::LexicalUuid;
@@ -17,6 +18,12 @@ use floe_core::ulid::{self, Ulid, UlidParseError};
 use floe_core::uuid7::{self, Uuid};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
+
+/// The fuzz targets' bodies (fuzz/README.md), shared with `cargo fuzz`.
+#[path = "../../../fuzz/src/formats.rs"]
+mod fuzz_formats;
+#[path = "../../../fuzz/src/replay.rs"]
+mod fuzz_replay;
 
 /// Cases for each cheap parser.
 const MANY: u32 = 200_000;
@@ -555,4 +562,13 @@ fn regression_ulid_first_character_above_7() {
         Err(UlidParseError::Overflow { found: '8' })
     );
     assert!(ulid::parse("7ZZZZZZZZZZZZZZZZZZZZZZZZZ").is_ok());
+}
+
+/// Every input kept under `fuzz/regressions/` for floe-core's fuzz targets (crashes they
+/// found, and seeds), through the same function `cargo fuzz run TARGET` calls.
+#[test]
+fn fuzz_regressions_replay() {
+    let regressions =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    fuzz_replay::replay(&regressions, fuzz_formats::TARGETS);
 }

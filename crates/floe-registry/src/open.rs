@@ -11,7 +11,7 @@ use crate::blocking::off_executor;
 use crate::{ErrorKind, Registry, RegistryError, Unreachable};
 
 /// The servers and root of a server registry URL (root `/floe` by default), naming the field.
-#[allow(dead_code)] // used by the server registries, each behind a feature
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
 fn servers_and_root<'a>(kind: &str, url: &'a str) -> Result<(&'a str, &'a str), RegistryError> {
     floe_core::endpoint::servers_and_root(kind, url, "/floe")
         .map_err(|e| RegistryError::config(format!("registry: {e}")))
@@ -37,7 +37,7 @@ enum Target {
 }
 
 /// Refuses an option given twice (which one was meant?).
-#[allow(dead_code)] // used by the server registries, each behind a feature
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
 fn once(options: &[(&str, String)]) -> Result<(), RegistryError> {
     for (i, (name, _)) in options.iter().enumerate() {
         if options[..i].iter().any(|(n, _)| n == name) {
@@ -125,6 +125,10 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                 ttl,
             })
         }
+        #[cfg(not(feature = "zookeeper"))]
+        "zk" | "zookeeper" => Err(RegistryError::config(
+            "registry: ZooKeeper is not in this build: build floe with the cargo feature zookeeper (on by default)",
+        )),
         #[cfg(not(feature = "etcd"))]
         "etcd" => Err(RegistryError::config(
             "registry: etcd is not in this build: build floe with the cargo feature etcd (on by default)",
@@ -251,5 +255,30 @@ pub fn location_of(url: &str) -> String {
             Some(path) => format!("file://{}", path.strip_prefix("//").unwrap_or(path)),
             None => base.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server registry of this build parses; one whose feature is off is refused as a
+    /// configuration error naming the feature (not as an unknown scheme).
+    #[test]
+    fn a_registry_left_out_of_the_build_names_its_feature() {
+        for (url, built) in [
+            ("zk://127.0.0.1:2181/floe", cfg!(feature = "zookeeper")),
+            ("zookeeper://127.0.0.1:2181", cfg!(feature = "zookeeper")),
+            ("etcd://127.0.0.1:2379/floe", cfg!(feature = "etcd")),
+        ] {
+            match check_url(url) {
+                Ok(()) => assert!(built, "{url}"),
+                Err(e) => {
+                    assert!(!built, "{url}: {}", e.message);
+                    assert_eq!(e.kind, ErrorKind::Config);
+                    assert!(e.message.contains("cargo feature"), "{}", e.message);
+                }
+            }
+        }
     }
 }

@@ -4,6 +4,11 @@
 //! sequence does not move.
 
 mod common;
+/// The config fuzz target's body (fuzz/README.md), shared with `cargo fuzz`.
+#[path = "../../../fuzz/src/config.rs"]
+mod fuzz_config;
+#[path = "../../../fuzz/src/replay.rs"]
+mod fuzz_replay;
 
 use std::sync::Arc;
 
@@ -366,4 +371,13 @@ async fn a_host_name_that_is_not_ours_is_refused() {
         );
     }
     server.stop().await;
+}
+
+/// Every configuration kept under `fuzz/regressions/config/` (crashes the fuzz target found,
+/// and seeds), through the same function `cargo fuzz run config` calls.
+#[test]
+fn fuzz_regressions_replay() {
+    let regressions =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    fuzz_replay::replay(&regressions, fuzz_config::TARGETS);
 }
