@@ -107,7 +107,7 @@ fn endpoint(url: &str) -> Result<Endpoint, String> {
     endpoint_with(url, &ClientArgs::default())
 }
 
-/// [`endpoint`], with TLS for `https://` from `client`.
+/// `endpoint`, with TLS for `https://` from `client`.
 fn endpoint_with(url: &str, client: &ClientArgs) -> Result<Endpoint, String> {
     let bad = |why: &str| {
         format!(

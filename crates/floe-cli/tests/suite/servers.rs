@@ -2,8 +2,8 @@
 //! FLOE_TEST_ZOOKEEPER and FLOE_TEST_ETCD), across real `floe` processes. The same tests run
 //! against each.
 
-use std::collections::HashSet;
 use crate::common;
+use std::collections::HashSet;
 
 use common::{cmd as floe, ok};
 
