@@ -86,23 +86,32 @@ pub(crate) static ROUTE_LABELS: LazyLock<Vec<String>> = LazyLock::new(|| {
         .collect()
 });
 
+/// [`ROUTES`], each cut at its slashes once.
+static ROUTE_PARTS: LazyLock<Vec<Vec<&'static str>>> =
+    LazyLock::new(|| ROUTES.iter().map(|r| r.split('/').collect()).collect());
+
 /// The index in [`ROUTE_LABELS`] of the route `path` takes (no allocation): a `{name}` of a
 /// template stands for any one segment.
 pub(crate) fn route_index(path: &str) -> usize {
-    let matches = |template: &str| {
-        let mut asked = path.split('/');
-        let mut want = template.split('/');
-        loop {
-            match (asked.next(), want.next()) {
-                (None, None) => return true,
-                (Some(a), Some(w)) if w.starts_with('{') || a == w => {}
-                _ => return false,
-            }
-        }
-    };
-    ROUTES
+    let mut parts = [""; 8];
+    let mut n = 0;
+    for part in path.split('/') {
+        let Some(slot) = parts.get_mut(n) else {
+            return ROUTES.len();
+        };
+        *slot = part;
+        n += 1;
+    }
+    let asked = &parts[..n];
+    ROUTE_PARTS
         .iter()
-        .position(|t| matches(t))
+        .position(|template| {
+            template.len() == n
+                && template
+                    .iter()
+                    .zip(asked)
+                    .all(|(want, got)| want.starts_with('{') || want == got)
+        })
         .unwrap_or(ROUTES.len())
 }
 
