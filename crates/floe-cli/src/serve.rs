@@ -57,7 +57,8 @@ pub struct ServeArgs {
     #[arg(
         long,
         help_heading = "Identity and registry",
-        env = "FLOE_PORT_FALLBACK"
+        env = "FLOE_PORT_FALLBACK",
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
     port_fallback: bool,
     /// When the registry (ZooKeeper, etcd) is unreachable at start-up, start from the local
@@ -66,7 +67,8 @@ pub struct ServeArgs {
     #[arg(
         long,
         help_heading = "Identity and registry",
-        env = "FLOE_START_FROM_CACHE"
+        env = "FLOE_START_FROM_CACHE",
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
     start_from_cache: bool,
     /// Take over a worker ID whose holder has not been alive this many seconds.
@@ -192,7 +194,12 @@ pub struct ServeArgs {
     token_file: Option<PathBuf>,
     /// With --token-file: health (/healthz, /readyz, /metrics, gRPC health) needs a token too
     /// [default: open].
-    #[arg(long, help_heading = "Security", env = "FLOE_HEALTH_NEEDS_TOKEN")]
+    #[arg(
+        long,
+        help_heading = "Security",
+        env = "FLOE_HEALTH_NEEDS_TOKEN",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     health_needs_token: bool,
     /// Log lines on standard error as text or as JSON (one object a line, for log shippers).
     /// RUST_LOG filters them (default: info; debug adds a line per request).

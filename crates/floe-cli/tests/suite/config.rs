@@ -217,7 +217,7 @@ fn every_serve_setting_with_a_flag_has_its_variable() {
     let out = cmd()
         .args(["serve", "--print-config"])
         .env("FLOE_MAX_KEYS", "5")
-        .env("FLOE_START_FROM_CACHE", "true")
+        .env("FLOE_START_FROM_CACHE", "1")
         .env("FLOE_SCRAMBLE_DOMAIN", "digits:8")
         .env("FLOE_SHUTDOWN_DELAY_SECS", "3")
         .output()
@@ -227,4 +227,17 @@ fn every_serve_setting_with_a_flag_has_its_variable() {
     assert_eq!(t["registry"]["start_from_cache"].as_bool(), Some(true));
     assert_eq!(t["scramble"]["domain"].as_str(), Some("digits:8"));
     assert_eq!(t["limits"]["shutdown_delay_secs"].as_integer(), Some(3));
+    // A switch's variable reads as people write it: 1, yes, on, true; 0, no, off, false.
+    for (text, on) in [("yes", true), ("on", true), ("0", false), ("off", false)] {
+        let out = cmd()
+            .args(["serve", "--print-config"])
+            .env("FLOE_PORT_FALLBACK", text)
+            .output()
+            .unwrap();
+        assert_eq!(
+            printed(out)["registry"]["port_fallback"].as_bool(),
+            Some(on),
+            "{text}"
+        );
+    }
 }
