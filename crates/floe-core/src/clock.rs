@@ -243,9 +243,9 @@ impl Clock for ManualClock {
 
 /// The system's clock with its wall reading moved by an offset that can be changed while it
 /// runs (libfaketime's `FAKETIME_TIMESTAMP_FILE` with `DONT_FAKE_MONOTONIC`, in-process): the
-/// wall clock stepped back or forward under a running server, or started at a chosen date and
-/// running from there. The monotonic reading stays the system's, so that worker leases, whose
-/// registries measure their windows on it, keep their meaning.
+/// wall clock stepped back or forward under a running server. The monotonic reading stays the
+/// system's, so that worker leases, whose registries measure their windows on it, keep their
+/// meaning.
 ///
 /// ```
 /// use floe_core::clock::{Clock, OffsetClock, SystemClock};
@@ -260,15 +260,6 @@ pub struct OffsetClock {
 }
 
 impl OffsetClock {
-    /// A clock whose wall reading starts at `start_ms` (Unix ms) now and runs from there.
-    pub fn starting_at_ms(start_ms: u64) -> OffsetClock {
-        let clock = OffsetClock::default();
-        let now_ms = SystemClock.now_nanos() / 1_000_000;
-        let offset = i128::from(start_ms) - i128::from(now_ms);
-        clock.set_offset_ms(offset.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
-        clock
-    }
-
     /// Moves the wall reading to the system's plus `offset_ms` (negative: behind).
     pub fn set_offset_ms(&self, offset_ms: i64) {
         self.offset_ms.store(offset_ms, Ordering::SeqCst);

@@ -55,15 +55,6 @@ impl IdKind {
         }
     }
 
-    /// The size of its IDs in bytes.
-    pub const fn size(self) -> usize {
-        match self {
-            IdKind::Snowflake => 8,
-            IdKind::Sno => crate::sno::SIZE_BINARY,
-            IdKind::Lexical | IdKind::Uuid7 | IdKind::Ulid => 16,
-        }
-    }
-
     /// The kind a name names.
     ///
     /// # Errors
@@ -126,30 +117,18 @@ impl std::error::Error for UnknownKind {}
 /// An ID of a kind, as text and as bytes: what every kind's ID type gives the server's answers
 /// and the CLI's output.
 pub trait IdText {
-    /// Its kind.
-    const KIND: IdKind;
-
     /// Appends its usual text (decimal for Snowflake; base32 or hex for the others: ASCII, no
     /// character JSON would escape).
     fn write_text(&self, out: &mut String);
 
-    /// Its big-endian bytes ([`IdKind::size`] of them).
+    /// Its big-endian bytes.
     fn to_be_vec(&self) -> Vec<u8>;
-
-    /// Its text, in a `String` of its own.
-    fn text(&self) -> String {
-        let mut s = String::new();
-        self.write_text(&mut s);
-        s
-    }
 }
 
 /// A Snowflake ID (its layout aside: the text and bytes are the number's).
 impl IdText for u64 {
-    const KIND: IdKind = IdKind::Snowflake;
-
     fn write_text(&self, out: &mut String) {
-        out.push_str(digits(*self).as_str());
+        out.push_str(itoa::Buffer::new().format(*self));
     }
 
     fn to_be_vec(&self) -> Vec<u8> {
@@ -157,38 +136,7 @@ impl IdText for u64 {
     }
 }
 
-/// The decimal digits of `n` (no allocation beyond the caller's push).
-fn digits(n: u64) -> Digits {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    Digits { buf, at }
-}
-
-/// Decimal digits, right-aligned in a buffer.
-struct Digits {
-    buf: [u8; 20],
-    at: usize,
-}
-
-impl Digits {
-    fn as_str(&self) -> &str {
-        // Only ASCII digits were written.
-        std::str::from_utf8(&self.buf[self.at..]).unwrap_or("0")
-    }
-}
-
 impl IdText for crate::sno::SnoId {
-    const KIND: IdKind = IdKind::Sno;
-
     fn write_text(&self, out: &mut String) {
         out.push_str(std::str::from_utf8(&self.encode()).unwrap_or_default());
     }
@@ -199,8 +147,6 @@ impl IdText for crate::sno::SnoId {
 }
 
 impl IdText for crate::lexical::LexicalUuid {
-    const KIND: IdKind = IdKind::Lexical;
-
     fn write_text(&self, out: &mut String) {
         out.push_str(std::str::from_utf8(&self.encode()).unwrap_or_default());
     }
@@ -212,8 +158,6 @@ impl IdText for crate::lexical::LexicalUuid {
 
 #[cfg(feature = "uuid")]
 impl IdText for uuid::Uuid {
-    const KIND: IdKind = IdKind::Uuid7;
-
     fn write_text(&self, out: &mut String) {
         out.push_str(
             self.as_hyphenated()
@@ -228,8 +172,6 @@ impl IdText for uuid::Uuid {
 
 #[cfg(feature = "ulid")]
 impl IdText for ulid::Ulid {
-    const KIND: IdKind = IdKind::Ulid;
-
     fn write_text(&self, out: &mut String) {
         out.push_str(self.array_to_str(&mut [0u8; 26]));
     }
@@ -259,7 +201,9 @@ mod tests {
     #[test]
     fn snowflake_text_is_the_decimal_number() {
         for n in [0u64, 7, 10, 1_234_567_890_123, u64::MAX] {
-            assert_eq!(n.text(), n.to_string());
+            let mut text = String::new();
+            n.write_text(&mut text);
+            assert_eq!(text, n.to_string());
             assert_eq!(n.to_be_vec(), n.to_be_bytes());
         }
     }

@@ -96,7 +96,7 @@ impl Ids {
             .collect()
     }
 
-    /// The big-endian bytes of every ID ([`IdKind::size`] each).
+    /// The big-endian bytes of every ID (8 for Snowflake, 10 for sno, 16 for the others).
     pub fn bytes(&self) -> Vec<Vec<u8>> {
         fn all<T: IdText>(v: &[T]) -> Vec<Vec<u8>> {
             v.iter().map(IdText::to_be_vec).collect()
