@@ -12,7 +12,7 @@ use crate::error::{ErrorKind, ServerError};
 use floe_core::scramble::{Domain, Keyring, ScrambleError, Scrambler};
 use floe_core::template::{Lookup, RenderError, Template};
 
-use crate::config::{ServerConfig, SCRAMBLE_KEY_ENV};
+use crate::config::SCRAMBLE_KEY_ENV;
 use crate::{echo, MAX_ECHO};
 
 /// The server's templates and keys.
@@ -55,18 +55,17 @@ impl<'a> Shown<'a> {
 }
 
 impl Presentation {
-    /// The checked templates ([`crate::config::Plan::templates`]), with the scramble keys read
-    /// (blocking: a file).
+    /// The checked templates and scramble domain ([`crate::config::Plan`]), with the scramble
+    /// keys read from `key_file` or the environment (blocking: a file).
     ///
     /// # Errors
-    /// A message naming the field (`scramble.key_file`, `scramble.domain`), never a key.
+    /// A message naming the field (`scramble.key_file`), never a key.
     pub fn load(
         templates: BTreeMap<String, Template>,
-        config: &ServerConfig,
+        domain: Domain,
+        key_file: Option<&std::path::Path>,
     ) -> Result<Presentation, String> {
-        let domain =
-            Domain::parse(&config.scramble.domain).map_err(|e| format!("scramble.domain: {e}"))?;
-        let text = match &config.scramble.key_file {
+        let text = match key_file {
             Some(path) => {
                 Some(read_key_file(path).map_err(|e| format!("scramble.key_file: {}", e.message))?)
             }
@@ -74,7 +73,7 @@ impl Presentation {
         };
         let scrambler = match text {
             Some(text) => {
-                let source = match &config.scramble.key_file {
+                let source = match key_file {
                     Some(p) => format!("scramble.key_file: {}", shown_path(p)),
                     None => format!("${SCRAMBLE_KEY_ENV}"),
                 };

@@ -72,8 +72,6 @@ impl ServerConfig {
             }
             out.insert(name.clone(), template);
         }
-        floe_core::scramble::Domain::parse(&self.scramble.domain)
-            .map_err(|e| bad("scramble.domain", e.to_string()))?;
         Ok(out)
     }
 
@@ -196,37 +194,6 @@ impl ServerConfig {
         Ok(limits)
     }
 
-    /// Checks what the server checks at start-up before it opens anything: every Snowflake
-    /// layout can issue IDs at `now_ms` (its epoch not in the future, its timestamp field not
-    /// run out), the registry URL parses, each store URL names a store of this build. For a
-    /// caller that tells a bad configuration from a failure to start (the CLI's exit codes).
-    ///
-    /// # Errors
-    /// The first that cannot, named by its key.
-    pub fn validate_now(&self, now_ms: u64) -> Result<(), ConfigError> {
-        let check = |config: &LayoutConfig, key: &str| {
-            config
-                .layout()
-                .and_then(|l| l.validate_now(now_ms).map_err(|e| e.to_string()))
-                .map_err(|e| bad(key, e))
-        };
-        check(&self.snowflake.default, "snowflake.layout")?;
-        for (name, l) in &self.snowflake.named {
-            check(l, &named("snowflake.named", name))?;
-        }
-        // The URLs, parsed as they will be opened (nothing is opened here).
-        if let Some(url) = &self.registry.url {
-            floe_registry::check_url(url).map_err(|e| bad("registry", e.message))?;
-        }
-        for (name, url) in &self.stores {
-            if url != "snowflake" {
-                floe_sequencer::check_scheme(url)
-                    .map_err(|e| bad(&named("stores", name), e.message))?;
-            }
-        }
-        Ok(())
-    }
-
     /// Checks everything that can be checked without opening anything and without the clock
     /// (what `--print-config` checks): [`check`](Self::check) without its moment.
     ///
@@ -319,6 +286,8 @@ impl ServerConfig {
         }
         let floors = self.floors()?;
         let templates = self.templates()?;
+        let scramble_domain = floe_core::scramble::Domain::parse(&self.scramble.domain)
+            .map_err(|e| bad("scramble.domain", e.to_string()))?;
         let mut kinds = BTreeSet::new();
         for kind in &self.ids.kinds {
             IdKind::parse(kind).map_err(|_| {
@@ -408,7 +377,7 @@ impl ServerConfig {
             floors,
             leaf_store: self.leaf_store(),
             templates,
-            notes: Vec::new(),
+            scramble_domain,
         })
     }
 }

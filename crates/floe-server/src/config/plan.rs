@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use floe_core::scramble::Domain;
 use floe_core::snowflake::Layout;
 use floe_core::template::Template;
 use floe_sequencer::{Key, KeyLimits, ServeOptions};
@@ -46,8 +47,8 @@ pub struct Plan {
     pub leaf_store: Option<String>,
     /// Named templates, parsed.
     pub templates: BTreeMap<String, Template>,
-    /// What the check found worth saying (not an error).
-    pub notes: Vec<Note>,
+    /// The numbers `{seq:scrambled}` and `?scramble=true` scramble.
+    pub scramble_domain: Domain,
 }
 
 impl Plan {
@@ -82,13 +83,4 @@ pub enum Note {
     Info(String),
     /// Worth an operator's look (a node's own store in a fleet).
     Warning(String),
-}
-
-impl Note {
-    /// The line, without its level.
-    pub fn text(&self) -> &str {
-        match self {
-            Note::Info(t) | Note::Warning(t) => t,
-        }
-    }
 }

@@ -165,10 +165,12 @@ impl Server {
         let (security, presentation) = {
             let config = plan.config.clone();
             let templates = plan.templates.clone();
+            let domain = plan.scramble_domain;
             tokio::task::spawn_blocking(move || {
                 let security = crate::Security::load(&config).map_err(StartError::config)?;
+                let key_file = config.scramble.key_file.as_deref();
                 let presentation =
-                    Presentation::load(templates, &config).map_err(StartError::config)?;
+                    Presentation::load(templates, domain, key_file).map_err(StartError::config)?;
                 Ok::<_, StartError>((security, Arc::new(presentation)))
             })
             .await
@@ -178,7 +180,7 @@ impl Server {
         let mut telemetry = Telemetry::new(plan.config.metrics.enabled, Arc::clone(&clock));
         telemetry.registry = lease::registry_url(&plan.config.registry, &plan.state_dir);
         let mut taken = Taken::new(Arc::clone(&clock));
-        let mut notes = plan.notes.clone();
+        let mut notes = Vec::new();
         let mut described = Vec::new();
         let assembled =
             Self::assemble(&plan, &mut taken, &mut notes, &mut described, &presentation).await;
