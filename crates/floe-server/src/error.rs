@@ -194,8 +194,8 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Ser
                 echo(key, MAX_ECHO)
             )
         }
-        other => {
-            unexpected(other);
+        // A kind this server does not map: `ServerError::from` below says so.
+        _ => {
             warn(Topic::Store, format_args!("store {store}: {}", e.message));
             format!("store {store}: internal error: see the server's log")
         }

@@ -90,14 +90,13 @@ fn wanted(plan: &Plan) -> Vec<Wanted> {
 }
 
 /// Every worker lease `plan` needs, at once: a takeover waits out its previous holder's window
-/// (floe_registry::terms), and the waits then overlap instead of adding up. When one fails,
-/// the others are released (those already held too) before the error is returned.
-async fn lease_all(
-    plan: &Plan,
-    clock: &ServerClock,
-) -> Result<Vec<(String, WorkerLease)>, StartError> {
+/// (floe_registry::terms), and the waits then overlap instead of adding up. Each lease granted
+/// waits in `taken` for its generator, so that a start failing at any later step releases it;
+/// when one is refused, those granted are still there to be released.
+async fn lease_all(plan: &Plan, taken: &mut Taken) -> Result<(), StartError> {
     let registry = &plan.config.registry;
     let state_dir = plan.state_dir.as_path();
+    let clock = &taken.clock;
     let asked = wanted(plan).into_iter().map(|w| async move {
         let got = WorkerLease::try_acquire(
             registry,
@@ -110,35 +109,21 @@ async fn lease_all(
         .await;
         (w, got)
     });
-    let mut held = Vec::new();
     let mut failed: Option<StartError> = None;
     for (w, got) in futures_util::future::join_all(asked).await {
         match got {
-            Ok(lease) => held.push((w.generator, lease)),
+            Ok(lease) => taken.pending.push((w.generator, lease)),
             Err(e) if failed.is_none() => failed = Some(StartError::registry(&w.what(), &e)),
             Err(_) => {}
         }
     }
-    match failed {
-        None => Ok(held),
-        Some(e) => {
-            let mut taken = Taken::new(Arc::clone(clock));
-            taken.unused.extend(held.into_iter().map(|(_, l)| l));
-            if let Err(release) = taken.release().await {
-                tracing::warn!("after a failed start, releasing what it took: {release}");
-            }
-            Err(e)
-        }
-    }
+    failed.map_or(Ok(()), Err)
 }
 
-/// Takes `generator`'s lease from `leases`.
-fn take(
-    leases: &mut Vec<(String, WorkerLease)>,
-    generator: &str,
-) -> Result<WorkerLease, StartError> {
-    let at = leases.iter().position(|(g, _)| g == generator);
-    at.map(|i| leases.swap_remove(i).1).ok_or_else(|| {
+/// Takes `generator`'s lease from those waiting in `taken`.
+fn take(taken: &mut Taken, generator: &str) -> Result<WorkerLease, StartError> {
+    let at = taken.pending.iter().position(|(g, _)| g == generator);
+    at.map(|i| taken.pending.swap_remove(i).1).ok_or_else(|| {
         let e = RegistryError::new(
             floe_registry::ErrorKind::Corrupt,
             format!("internal: no lease was asked for {generator}"),
@@ -150,7 +135,7 @@ fn take(
 /// One generator on its lease: the lease's notes said as the generator's, the generator built
 /// by `build` (with the line that describes it), the lease's heartbeats started with the
 /// generator's last time (`last`), and the lease kept in `taken` for the stop. A generator
-/// that cannot be built leaves its lease in `taken`, to be released.
+/// that cannot be built puts its lease back among those waiting, to be released.
 fn lease_and_build<G>(
     taken: &mut Taken,
     notes: &mut Vec<Note>,
@@ -170,7 +155,7 @@ fn lease_and_build<G>(
     let (g, line) = match build(&lease.lease) {
         Ok(built) => built,
         Err(e) => {
-            taken.unused.push(lease);
+            taken.pending.push((generator.to_string(), lease));
             return Err(StartError::from(format!("{generator}: {e}")));
         }
     };
@@ -273,13 +258,13 @@ pub(super) async fn build(
     described: &mut Vec<String>,
 ) -> Result<Arc<Generators>, StartError> {
     let clock = Arc::clone(&taken.clock);
-    let mut leases = lease_all(plan, &clock).await?;
+    lease_all(plan, taken).await?;
     let mut generators = Generators::new(Arc::clone(&clock));
     if plan.serves(IdKind::Snowflake) {
         let mut snowflakes: Vec<(String, Snowflake)> = Vec::new();
         for (name, layout) in &plan.layouts {
             let generator = format!("snowflake {name}");
-            let lease = take(&mut leases, &generator)?;
+            let lease = take(taken, &generator)?;
             let layout = *layout;
             let g = lease_and_build(
                 taken,
@@ -295,7 +280,7 @@ pub(super) async fn build(
         generators = generators.with_snowflake(snowflakes);
     }
     if plan.serves(IdKind::Sno) {
-        let lease = take(&mut leases, "sno")?;
+        let lease = take(taken, "sno")?;
         let config = &plan.config.sno;
         let g = lease_and_build(
             taken,
@@ -312,9 +297,11 @@ pub(super) async fn build(
     let built: Arc<OnceLock<Arc<Generators>>> = Arc::default();
     if plan.serves(IdKind::Lexical) {
         let lexical = match plan.config.lexical.worker_id {
-            Some(worker) => lexical_configured(plan, worker, taken, notes, &built).await?,
+            Some(worker) => {
+                lexical_configured(plan, worker, taken, notes, described, &built).await?
+            }
             None => {
-                let lease = take(&mut leases, "lexical")?;
+                let lease = take(taken, "lexical")?;
                 let from = Arc::clone(&built);
                 let (g, horizon, fence) = lease_and_build(
                     taken,
@@ -342,9 +329,6 @@ pub(super) async fn build(
             }
         };
         let (g, horizon, fence) = lexical;
-        if plan.config.lexical.worker_id.is_some() {
-            described.push(format!("lexical: worker {}", g.worker_id()));
-        }
         generators = generators.with_lexical(g, Some(horizon), fence);
     }
     if plan.serves(IdKind::Uuid7) {
@@ -380,6 +364,7 @@ async fn lexical_configured(
     worker: i64,
     taken: &mut Taken,
     notes: &mut Vec<Note>,
+    described: &mut Vec<String>,
     built: &Arc<OnceLock<Arc<Generators>>>,
 ) -> Result<Lexical, StartError> {
     let slot = format!("lexical-{:016x}", worker as u64);
@@ -411,5 +396,6 @@ async fn lexical_configured(
     let g = LexicalGenerator::new(Arc::clone(&taken.clock), worker)
         .not_before_ms(started.not_before_ms)
         .horizon(Arc::clone(&horizon));
+    described.push(format!("lexical: worker {worker}"));
     Ok((g, horizon, None))
 }

@@ -42,7 +42,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Held<T> {
 }
 
 /// What a start has taken so far: worker leases (with their generators' times), durable time
-/// bounds, and leases taken for a generator that was not built. A start that fails releases
+/// bounds, and leases granted that no generator was built on (yet). A start that fails releases
 /// it all ([`Taken::release`]), as a stop would: no worker ID stays held under this server's
 /// identity, no time bound stays pushed ahead.
 #[derive(Debug)]
@@ -51,7 +51,8 @@ struct Taken {
     clock: ServerClock,
     leases: Vec<Held<WorkerLease>>,
     bounds: Vec<Held<DurableHorizon>>,
-    unused: Vec<WorkerLease>,
+    /// Leases granted, by generator, waiting for it to be built.
+    pending: Vec<(String, WorkerLease)>,
     /// The leases as the status page and metrics show them.
     views: Vec<LeaseView>,
 }
@@ -63,7 +64,7 @@ impl Taken {
             clock,
             leases: Vec::new(),
             bounds: Vec::new(),
-            unused: Vec::new(),
+            pending: Vec::new(),
             views: Vec::new(),
         }
     }
@@ -78,7 +79,7 @@ impl Taken {
                 result = finished;
             }
         }
-        for lease in self.unused {
+        for (_, lease) in self.pending {
             let finished = lease.finish(now_ms(&self.clock)).await;
             if result.is_ok() {
                 result = finished;
@@ -250,14 +251,14 @@ impl Server {
         let sequencer = stores::open(plan, &generators, &mut saved, notes, described).await?;
         // Last: nothing listens until the server can answer (a restart waiting for its lease
         // is refused, not held, by load balancers and health checks).
-        let grpc = bind(plan.listen.grpc.as_deref(), "listen.grpc").await;
-        let http = match &grpc {
-            Ok(_) => bind(plan.listen.http.as_deref(), "listen.http").await,
-            Err(_) => Ok(None),
+        let listeners = async {
+            let grpc = bind(plan.listen.grpc.as_deref(), "listen.grpc").await?;
+            let http = bind(plan.listen.http.as_deref(), "listen.http").await?;
+            Ok::<_, String>((grpc, http))
         };
-        match (grpc, http) {
-            (Ok(grpc), Ok(http)) => Ok((sequencer, generators, tails, grpc, http)),
-            (Err(e), _) | (_, Err(e)) => {
+        match listeners.await {
+            Ok((grpc, http)) => Ok((sequencer, generators, tails, grpc, http)),
+            Err(e) => {
                 sequencer.close().await;
                 Err(StartError::from(e))
             }
