@@ -73,7 +73,7 @@ pub use backends::zookeeper;
 pub use backends::{file, static_id};
 pub use error::{ErrorKind, RegistryError};
 pub use identity::{IdSpace, Identity, WorkerRecord};
-pub use open::{check_url, location_of, open, open_or_unreachable};
+pub use open::{check_url, leases, location_of, open, open_or_unreachable};
 pub use registry::{Registration, Registry};
 pub use unreachable::Unreachable;
 

@@ -149,6 +149,13 @@ pub fn check_url(url: &str) -> Result<(), RegistryError> {
     parse(url).map(drop)
 }
 
+/// Whether the registry a URL names leases its IDs (ZooKeeper, etcd: shared by a fleet, with
+/// terms), as opposed to a file or a static ID of one machine; `false` for a URL that does not
+/// parse.
+pub fn leases(url: &str) -> bool {
+    parse(url).is_ok_and(|t| t.lease_terms().is_some())
+}
+
 /// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
 /// `zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (root `/floe` and a 6 s
 /// session by default; the server may grant another within its own bounds), or
@@ -261,6 +268,23 @@ pub fn location_of(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every spelling of a leasing registry leases; a file or a static ID does not.
+    #[test]
+    fn leasing_registries_are_known_by_their_parsed_url() {
+        assert_eq!(
+            leases("zk://127.0.0.1:2181/floe"),
+            cfg!(feature = "zookeeper")
+        );
+        assert_eq!(
+            leases("zookeeper://127.0.0.1:2181"),
+            cfg!(feature = "zookeeper")
+        );
+        assert_eq!(leases("etcd://127.0.0.1:2379"), cfg!(feature = "etcd"));
+        assert!(!leases("file:///tmp/x"));
+        assert!(!leases("static:3"));
+        assert!(!leases("nosuch://x"));
+    }
 
     /// A server registry of this build parses; one whose feature is off is refused as a
     /// configuration error naming the feature (not as an unknown scheme).

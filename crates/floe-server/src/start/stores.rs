@@ -56,7 +56,7 @@ pub(super) async fn open(
         .registry
         .url
         .as_deref()
-        .is_some_and(|u| u.starts_with("zk://") || u.starts_with("etcd://"));
+        .is_some_and(floe_registry::leases);
     let mut sequencer = Sequencer::new();
     for (name, url) in &plan.stores {
         let key = format!("stores.{}", crate::echo(name, crate::MAX_ECHO));
