@@ -1,5 +1,6 @@
 //! One ID of any format, read into its parts and printed as text or JSON.
 
+use floe_core::kind::{IdKind, IdText};
 use floe_core::lexical::LexicalUuid;
 use floe_core::sno::SnoId;
 use floe_core::snowflake::{Layout, SnowflakeParts};
@@ -77,24 +78,37 @@ impl Described {
         Described::Uuid7 { id, parts }
     }
 
-    /// The ID in its usual text.
-    pub fn id_text(&self) -> String {
+    /// The kind of the ID.
+    pub fn kind(&self) -> IdKind {
         match self {
-            Described::Snowflake { id, .. } => id.to_string(),
-            Described::Sno(id) => id.to_string(),
-            Described::Lexical(id) => id.to_string(),
-            Described::Uuid7 { id, .. } => id.to_string(),
-            Described::Ulid(id) => id.to_string(),
+            Described::Snowflake { .. } => IdKind::Snowflake,
+            Described::Sno(_) => IdKind::Sno,
+            Described::Lexical(_) => IdKind::Lexical,
+            Described::Uuid7 { .. } => IdKind::Uuid7,
+            Described::Ulid(_) => IdKind::Ulid,
         }
+    }
+
+    /// The ID in its usual text ([`IdText`]).
+    pub fn id_text(&self) -> String {
+        let mut out = String::new();
+        match self {
+            Described::Snowflake { id, .. } => id.write_text(&mut out),
+            Described::Sno(id) => id.write_text(&mut out),
+            Described::Lexical(id) => id.write_text(&mut out),
+            Described::Uuid7 { id, .. } => id.write_text(&mut out),
+            Described::Ulid(id) => id.write_text(&mut out),
+        }
+        out
     }
 
     /// The fields, in display order. IDs are strings (a Snowflake ID can pass 2^53 and 2^63).
     pub fn fields(&self) -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("id".into(), Value::String(self.id_text()));
+        m.insert("format".into(), json!(self.kind().name()));
         match self {
             Described::Snowflake { parts, .. } => {
-                m.insert("format".into(), json!("snowflake"));
                 m.insert(
                     "time".into(),
                     time_value(nanos(parts.timestamp_ms, 1_000_000)),
@@ -105,7 +119,6 @@ impl Described {
                 m.insert("sequence".into(), json!(parts.sequence));
             }
             Described::Sno(id) => {
-                m.insert("format".into(), json!("sno"));
                 m.insert("time".into(), time_value(nanos(id.timestamp_unix_ns(), 1)));
                 // Nanoseconds pass 2^53 since 1970-04-15: a string.
                 m.insert("timestamp_unix_ns".into(), wide(id.timestamp_unix_ns()));
@@ -116,14 +129,12 @@ impl Described {
                 m.insert("bytes_hex".into(), json!(hex(id.as_bytes())));
             }
             Described::Lexical(id) => {
-                m.insert("format".into(), json!("lexical"));
                 m.insert("time".into(), time_value(nanos(id.timestamp, 1_000)));
                 // Both are any i64 (the worker ID a 64-bit hash): strings.
                 m.insert("timestamp".into(), wide(id.timestamp));
                 m.insert("worker_id".into(), wide(id.worker_id));
             }
             Described::Uuid7 { parts, .. } => {
-                m.insert("format".into(), json!("uuid7"));
                 m.insert(
                     "time".into(),
                     time_value(nanos(parts.timestamp_ms, 1_000_000)),
@@ -132,7 +143,6 @@ impl Described {
                 m.insert("rand_hex".into(), json!(format!("{:019x}", parts.rand)));
             }
             Described::Ulid(id) => {
-                m.insert("format".into(), json!("ulid"));
                 m.insert(
                     "time".into(),
                     time_value(nanos(id.timestamp_ms(), 1_000_000)),

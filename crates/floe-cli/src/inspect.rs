@@ -2,31 +2,31 @@
 
 use std::io::{self, BufRead};
 
+use floe_core::kind::{IdKind, IdText, Undetected, EXPECTED_TEXT};
 use floe_core::lexical::LexicalUuid;
 use floe_core::sno::SnoId;
-use floe_core::snowflake::{self, Layout};
+use floe_core::snowflake::Layout;
+use floe_core::ulid::Ulid;
 use floe_core::uuid7::{self, Uuid};
 
 use crate::describe::Described;
 
-/// The formats `inspect` reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Detect from the text.
-    Auto,
-    /// A 64-bit Snowflake ID, decimal or 0x and hex digits (read with --layout and --epoch).
-    Snowflake,
-    /// A 16-character sno.
-    Sno,
-    /// A LexicalUUID: 8-4-4-16 hex, or 32 hex digits.
-    Lexical,
-    /// A UUIDv7.
-    Uuid7,
-    /// A 26-character ULID.
-    Ulid,
-}
+/// The format `inspect` reads: a kind, or `None` to tell it from the text ([`IdKind::detect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Format(pub Option<IdKind>);
 
-const EXPECTED: &str = "expected a decimal Snowflake ID (or 0x and hex digits), a 16-character sno, an 8-4-4-16 LexicalUUID, a 36-character UUIDv7 or a 26-character ULID";
+/// `--format`: `auto` or a kind's name, floe-core's list and summaries the help's.
+pub fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let auto = PossibleValue::new("auto").help("Tell the format from the text");
+    let kinds = IdKind::ALL.map(|k| PossibleValue::new(k.name()).help(k.summary()));
+    PossibleValuesParser::new(std::iter::once(auto).chain(kinds)).try_map(|name| {
+        match name.as_str() {
+            "auto" => Ok(Format(None)),
+            kind => IdKind::parse(kind).map(|k| Format(Some(k))),
+        }
+    })
+}
 
 /// The longest line `floe inspect -` reads from standard input, in bytes (the longest ID's
 /// text is 36 characters; the room left is for spaces around it).
@@ -46,34 +46,43 @@ pub fn shown(text: &str) -> String {
 
 /// Decodes one ID (the caller trims it). An empty text is an error naming what was expected.
 pub fn inspect(text: &str, format: Format, layout: &Layout) -> Result<Described, String> {
-    let text_q = || shown(text);
-    match format {
-        // `detect` never answers Auto.
-        Format::Auto => inspect(text, detect(text)?, layout),
-        Format::Snowflake => snowflake(text, layout),
-        Format::Sno => text
-            .parse::<SnoId>()
+    let kind = match format.0 {
+        Some(kind) => kind,
+        None => IdKind::detect(text).map_err(|e| match e {
+            Undetected::Empty => e.to_string(),
+            Undetected::Ambiguous => format!(
+                "{}: {e}; pass --format lexical or --format uuid7",
+                shown(text)
+            ),
+            Undetected::Unrecognised => {
+                format!("unrecognised ID {}: {EXPECTED_TEXT}", shown(text))
+            }
+        })?,
+    };
+    let parsed = |e: &dyn std::fmt::Display| format!("{}: {e}", shown(text));
+    match kind {
+        IdKind::Snowflake => snowflake(text, layout),
+        IdKind::Sno => SnoId::parse_text(text)
             .map(Described::Sno)
-            .map_err(|e| format!("{}: {e}", text_q())),
-        Format::Lexical => LexicalUuid::parse(text)
+            .map_err(|e| parsed(&e)),
+        IdKind::Lexical => LexicalUuid::parse_text(text)
             .map(Described::Lexical)
-            .map_err(|e| format!("{}: {e}", text_q())),
-        Format::Uuid7 => {
-            let id = Uuid::try_parse(text).map_err(|e| {
+            .map_err(|e| parsed(&e)),
+        IdKind::Uuid7 => {
+            let id = Uuid::parse_text(text).map_err(|e| {
                 // The uuid crate's message can be as bare as "failed to parse a UUID": say
                 // what was expected too.
-                format!(
-                    "{}: invalid UUID ({}): expected 32 hex digits as 8-4-4-4-12",
-                    text_q(),
+                parsed(&format!(
+                    "invalid UUID ({}): expected 32 hex digits as 8-4-4-4-12",
                     shown_error(&e.to_string())
-                )
+                ))
             })?;
-            let parts = uuid7::inspect(&id).map_err(|e| format!("{}: {e}", text_q()))?;
+            let parts = uuid7::inspect(&id).map_err(|e| parsed(&e))?;
             Ok(Described::Uuid7 { id, parts })
         }
-        Format::Ulid => floe_core::ulid::parse(text)
+        IdKind::Ulid => Ulid::parse_text(text)
             .map(Described::Ulid)
-            .map_err(|e| format!("{}: {e}", text_q())),
+            .map_err(|e| parsed(&e)),
     }
 }
 
@@ -90,41 +99,8 @@ fn shown_error(msg: &str) -> String {
     }
 }
 
-fn detect(text: &str) -> Result<Format, String> {
-    let b = text.as_bytes();
-    if b.is_empty() {
-        return Err(format!("empty ID: {EXPECTED}"));
-    }
-    // 0x and hex digits: a Snowflake ID (no other format starts 0x, but a ULID may: a ULID's
-    // Crockford base32 reads x as X, so 26 characters stay a ULID).
-    let hex_prefix = b.len() >= 2 && b[0] == b'0' && (b[1] == b'x' || b[1] == b'X');
-    let all_digits = b.iter().all(u8::is_ascii_digit);
-    let dashes_at = |at: &[usize]| {
-        b.iter()
-            .enumerate()
-            .all(|(i, &c)| (c == b'-') == at.contains(&i))
-    };
-    // Characters, not bytes: 16 characters with one outside ASCII are a bad sno, said so.
-    match text.chars().count() {
-        // 16 characters of 2-9 are sno text (sno's zero ID is 2222222222222222); as a
-        // Snowflake ID of the usual 22-bit shift it would lie within 28 days of its epoch.
-        // --format snowflake reads it as a number.
-        16 if b.iter().all(|c| (b'2'..=b'9').contains(c)) => Ok(Format::Sno),
-        _ if all_digits => Ok(Format::Snowflake),
-        26 => Ok(Format::Ulid),
-        _ if hex_prefix => Ok(Format::Snowflake),
-        16 => Ok(Format::Sno),
-        35 if dashes_at(&[8, 13, 18]) => Ok(Format::Lexical),
-        36 if dashes_at(&[8, 13, 18, 23]) => Ok(Format::Uuid7),
-        32 if b.iter().all(u8::is_ascii_hexdigit) => Err(format!(
-            "{text:?} is ambiguous: 32 hex digits are a LexicalUUID or a UUID without dashes; pass --format lexical or --format uuid7"
-        )),
-        _ => Err(format!("unrecognised ID {}: {EXPECTED}", shown(text))),
-    }
-}
-
 fn snowflake(text: &str, layout: &Layout) -> Result<Described, String> {
-    let id = snowflake::parse_id(text).map_err(|e| format!("{}: {e}", shown(text)))?;
+    let id = u64::parse_text(text).map_err(|e| format!("{}: {e}", shown(text)))?;
     if layout.has_stray_bits(id) {
         return Err(format!(
             "{}: has bits above the {} bits of layout {layout}; pass the layout it was made with (--layout)",
@@ -204,42 +180,42 @@ mod tests {
     fn detection() {
         let l = Layout::LEAF;
         assert!(matches!(
-            inspect("12345", Format::Auto, &l),
+            inspect("12345", Format(None), &l),
             Ok(Described::Snowflake { .. })
         ));
         assert!(matches!(
-            inspect("brpk4q72xwf2m63l", Format::Auto, &l),
+            inspect("brpk4q72xwf2m63l", Format(None), &l),
             Ok(Described::Sno(_))
         ));
         assert!(matches!(
-            inspect("00000000-00ff-9281-ffffffffa0091991", Format::Auto, &l),
+            inspect("00000000-00ff-9281-ffffffffa0091991", Format(None), &l),
             Ok(Described::Lexical(_))
         ));
         assert!(matches!(
-            inspect("01ARZ3NDEKTSV4RRFFQ69G5FAV", Format::Auto, &l),
+            inspect("01ARZ3NDEKTSV4RRFFQ69G5FAV", Format(None), &l),
             Ok(Described::Ulid(_))
         ));
         assert!(matches!(
-            inspect("2345678923456789", Format::Auto, &l),
+            inspect("2345678923456789", Format(None), &l),
             Ok(Described::Sno(_))
         ));
         assert!(matches!(
-            inspect("2345678923456789", Format::Snowflake, &l),
+            inspect("2345678923456789", Format(Some(IdKind::Snowflake)), &l),
             Ok(Described::Snowflake { .. })
         ));
         assert!(matches!(
-            inspect("1345678923456789", Format::Auto, &l),
+            inspect("1345678923456789", Format(None), &l),
             Ok(Described::Snowflake { .. })
         ));
-        let e = inspect("0123456789abcdef0123456789abcdef", Format::Auto, &l).unwrap_err();
+        let e = inspect("0123456789abcdef0123456789abcdef", Format(None), &l).unwrap_err();
         assert!(e.contains("ambiguous"), "{e}");
-        let e = inspect("hello", Format::Auto, &l).unwrap_err();
+        let e = inspect("hello", Format(None), &l).unwrap_err();
         assert!(e.contains("expected a decimal Snowflake ID"), "{e}");
-        let e = inspect("18446744073709551615", Format::Auto, &l).unwrap_err();
+        let e = inspect("18446744073709551615", Format(None), &l).unwrap_err();
         assert!(e.contains("bits above"), "{e}");
-        let e = inspect("99999999999999999999", Format::Auto, &l).unwrap_err();
+        let e = inspect("99999999999999999999", Format(None), &l).unwrap_err();
         assert!(e.contains("decimal number"), "{e}");
-        let e = inspect("brpk4q72xwF2m63l", Format::Auto, &l).unwrap_err();
+        let e = inspect("brpk4q72xwF2m63l", Format(None), &l).unwrap_err();
         assert!(e.contains("index 10"), "{e}");
     }
 }
@@ -329,14 +305,12 @@ mod hostile {
     }
 
     fn all_formats() -> impl Strategy<Value = Format> {
-        proptest::sample::select(vec![
-            Format::Auto,
-            Format::Snowflake,
-            Format::Sno,
-            Format::Lexical,
-            Format::Uuid7,
-            Format::Ulid,
-        ])
+        let kinds = IdKind::ALL.map(|k| Format(Some(k)));
+        proptest::sample::select(
+            std::iter::once(Format(None))
+                .chain(kinds)
+                .collect::<Vec<_>>(),
+        )
     }
 
     proptest! {
@@ -408,15 +382,15 @@ mod hostile {
                 Ok(l) => {
                     prop_assert!(l.last_time_ms().is_some_and(|t| t <= MAX_TIME_MS));
                     let id = if l.total_bits() < 64 { id & ((1 << l.total_bits()) - 1) } else { id };
-                    let d = inspect(&id.to_string(), Format::Auto, &l);
+                    let d = inspect(&id.to_string(), Format(None), &l);
                     let d = match d {
                         Ok(d) => d,
                         // 16 digits of 2-9 are a sno, as the detection says.
-                        Err(_) => inspect(&id.to_string(), Format::Snowflake, &l).unwrap(),
+                        Err(_) => inspect(&id.to_string(), Format(Some(IdKind::Snowflake)), &l).unwrap(),
                     };
                     prop_assert!(d.fields()["time"].is_string(), "{}", d.json_line());
-                    let hex = inspect(&format!("{id:#x}"), Format::Auto, &l).unwrap();
-                    prop_assert_eq!(hex.json_line(), inspect(&id.to_string(), Format::Snowflake, &l).unwrap().json_line());
+                    let hex = inspect(&format!("{id:#x}"), Format(None), &l).unwrap();
+                    prop_assert_eq!(hex.json_line(), inspect(&id.to_string(), Format(Some(IdKind::Snowflake)), &l).unwrap().json_line());
                 }
                 Err(e) => one_short_line(&e)?,
             }
@@ -498,7 +472,7 @@ mod hostile {
     #[test]
     fn regression_empty_and_blank_ids_are_errors() {
         for text in ["", "   "] {
-            let e = inspect(text.trim(), Format::Auto, &Layout::LEAF).unwrap_err();
+            let e = inspect(text.trim(), Format(None), &Layout::LEAF).unwrap_err();
             assert!(
                 e.starts_with("empty ID: expected a decimal Snowflake ID"),
                 "{e}"
@@ -552,15 +526,15 @@ mod hostile {
     #[test]
     fn regression_hex_snowflake_ids() {
         let l = Layout::LEAF;
-        let dec = inspect("515033464970412032", Format::Auto, &l).unwrap();
-        let hex = inspect("0x0725C43527000000", Format::Auto, &l).unwrap();
+        let dec = inspect("515033464970412032", Format(None), &l).unwrap();
+        let hex = inspect("0x0725C43527000000", Format(None), &l).unwrap();
         assert_eq!(hex.json_line(), dec.json_line());
         // A ULID may start 0x (Crockford base32 reads x as X): 26 characters stay a ULID.
         assert!(matches!(
-            inspect("0x000000000000000000000000", Format::Auto, &l),
+            inspect("0x000000000000000000000000", Format(None), &l),
             Ok(Described::Ulid(_))
         ));
-        let e = inspect("0x", Format::Auto, &l).unwrap_err();
+        let e = inspect("0x", Format(None), &l).unwrap_err();
         assert!(e.contains("no digits"), "{e}");
     }
 
@@ -568,18 +542,18 @@ mod hostile {
     /// by hand against the release binary).
     #[test]
     fn regression_ulid_past_128_bits() {
-        let e = inspect("8ZZZZZZZZZZZZZZZZZZZZZZZZZ", Format::Auto, &Layout::LEAF).unwrap_err();
+        let e = inspect("8ZZZZZZZZZZZZZZZZZZZZZZZZZ", Format(None), &Layout::LEAF).unwrap_err();
         assert!(e.contains("above 7"), "{e}");
     }
 
     #[test]
     fn regression_long_and_odd_text_is_quoted_short() {
         let long = "z".repeat(100_000);
-        let e = inspect(&long, Format::Auto, &Layout::LEAF).unwrap_err();
+        let e = inspect(&long, Format(None), &Layout::LEAF).unwrap_err();
         assert!(e.len() < 400 && e.contains("(100000 bytes)"), "{e}");
-        let e = inspect(&"1".repeat(5_000), Format::Auto, &Layout::LEAF).unwrap_err();
+        let e = inspect(&"1".repeat(5_000), Format(None), &Layout::LEAF).unwrap_err();
         assert!(e.len() < 400 && e.contains("more than 64 bits"), "{e}");
-        let e = inspect("a\u{202e}b\n", Format::Uuid7, &Layout::LEAF).unwrap_err();
+        let e = inspect("a\u{202e}b\n", Format(Some(IdKind::Uuid7)), &Layout::LEAF).unwrap_err();
         assert!(!e.contains(['\n', '\u{202e}']), "{e:?}");
     }
 }

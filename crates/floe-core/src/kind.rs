@@ -83,6 +83,77 @@ impl FromStr for IdKind {
     }
 }
 
+/// The text of every kind, as [`IdKind::detect`] tells them apart: what an error says it
+/// expected.
+pub const EXPECTED_TEXT: &str = "expected a decimal Snowflake ID (or 0x and hex digits), a 16-character sno, an 8-4-4-16 LexicalUUID, a 36-character UUIDv7 or a 26-character ULID";
+
+impl IdKind {
+    /// The kind an ID's text is written in, told from its length and alphabet alone (the text
+    /// is not checked further: the kind's parser says what is wrong with it).
+    ///
+    /// - digits: Snowflake, except 16 characters of `2`-`9`, which are sno text (sno's zero
+    ///   ID is `2222222222222222`; as a Snowflake ID of the usual 22-bit shift it would lie
+    ///   within 28 days of its epoch);
+    /// - 26 characters: ULID (Crockford base32 reads `x` as `X`, so a ULID may start `0x`);
+    /// - `0x` and more: Snowflake in hex;
+    /// - 16 characters: sno; 8-4-4-16 with dashes: LexicalUUID; 8-4-4-4-12: UUID.
+    ///
+    /// Characters are counted, not bytes: 16 characters with one outside ASCII are a bad sno.
+    ///
+    /// # Errors
+    /// [`Undetected`]: an empty text, 32 hex digits (a LexicalUUID or a UUID without dashes),
+    /// or none of the above.
+    pub fn detect(text: &str) -> Result<IdKind, Undetected> {
+        let b = text.as_bytes();
+        if b.is_empty() {
+            return Err(Undetected::Empty);
+        }
+        let hex_prefix = b.len() >= 2 && b[0] == b'0' && (b[1] == b'x' || b[1] == b'X');
+        let all_digits = b.iter().all(u8::is_ascii_digit);
+        let dashes_at = |at: &[usize]| {
+            b.iter()
+                .enumerate()
+                .all(|(i, &c)| (c == b'-') == at.contains(&i))
+        };
+        match text.chars().count() {
+            16 if b.iter().all(|c| (b'2'..=b'9').contains(c)) => Ok(IdKind::Sno),
+            _ if all_digits => Ok(IdKind::Snowflake),
+            26 => Ok(IdKind::Ulid),
+            _ if hex_prefix => Ok(IdKind::Snowflake),
+            16 => Ok(IdKind::Sno),
+            35 if dashes_at(&[8, 13, 18]) => Ok(IdKind::Lexical),
+            36 if dashes_at(&[8, 13, 18, 23]) => Ok(IdKind::Uuid7),
+            32 if b.iter().all(u8::is_ascii_hexdigit) => Err(Undetected::Ambiguous),
+            _ => Err(Undetected::Unrecognised),
+        }
+    }
+}
+
+/// Why [`IdKind::detect`] could not tell a text's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undetected {
+    /// No text.
+    Empty,
+    /// 32 hex digits: a LexicalUUID or a UUID without dashes.
+    Ambiguous,
+    /// The text of no kind.
+    Unrecognised,
+}
+
+impl fmt::Display for Undetected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Undetected::Empty => write!(f, "empty ID: {EXPECTED_TEXT}"),
+            Undetected::Ambiguous => {
+                f.write_str("ambiguous: 32 hex digits are a LexicalUUID or a UUID without dashes")
+            }
+            Undetected::Unrecognised => write!(f, "unrecognised ID: {EXPECTED_TEXT}"),
+        }
+    }
+}
+
+impl std::error::Error for Undetected {}
+
 /// A name that is no kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownKind {
@@ -123,6 +194,18 @@ pub trait IdText {
 
     /// Its big-endian bytes.
     fn to_be_vec(&self) -> Vec<u8>;
+
+    /// Why a text is not such an ID.
+    type ParseError: std::error::Error;
+
+    /// The ID a text writes: [`write_text`](Self::write_text)'s text, and the other texts the
+    /// kind's parser takes (hex for Snowflake, upper case, a LexicalUUID without dashes).
+    ///
+    /// # Errors
+    /// The kind's parse error, saying what was expected.
+    fn parse_text(text: &str) -> Result<Self, Self::ParseError>
+    where
+        Self: Sized;
 }
 
 /// A Snowflake ID (its layout aside: the text and bytes are the number's).
@@ -134,6 +217,12 @@ impl IdText for u64 {
     fn to_be_vec(&self) -> Vec<u8> {
         self.to_be_bytes().to_vec()
     }
+
+    type ParseError = crate::snowflake::ParseIdError;
+
+    fn parse_text(text: &str) -> Result<Self, Self::ParseError> {
+        crate::snowflake::parse_id(text)
+    }
 }
 
 impl IdText for crate::sno::SnoId {
@@ -144,6 +233,12 @@ impl IdText for crate::sno::SnoId {
     fn to_be_vec(&self) -> Vec<u8> {
         self.to_bytes().to_vec()
     }
+
+    type ParseError = crate::sno::SnoParseError;
+
+    fn parse_text(text: &str) -> Result<Self, Self::ParseError> {
+        text.parse()
+    }
 }
 
 impl IdText for crate::lexical::LexicalUuid {
@@ -153,6 +248,12 @@ impl IdText for crate::lexical::LexicalUuid {
 
     fn to_be_vec(&self) -> Vec<u8> {
         self.to_bytes().to_vec()
+    }
+
+    type ParseError = crate::lexical::LexicalParseError;
+
+    fn parse_text(text: &str) -> Result<Self, Self::ParseError> {
+        crate::lexical::LexicalUuid::parse(text)
     }
 }
 
@@ -168,6 +269,12 @@ impl IdText for uuid::Uuid {
     fn to_be_vec(&self) -> Vec<u8> {
         self.as_bytes().to_vec()
     }
+
+    type ParseError = uuid::Error;
+
+    fn parse_text(text: &str) -> Result<Self, Self::ParseError> {
+        uuid::Uuid::try_parse(text)
+    }
 }
 
 #[cfg(feature = "ulid")]
@@ -178,6 +285,12 @@ impl IdText for ulid::Ulid {
 
     fn to_be_vec(&self) -> Vec<u8> {
         self.to_bytes().to_vec()
+    }
+
+    type ParseError = crate::ulid::UlidParseError;
+
+    fn parse_text(text: &str) -> Result<Self, Self::ParseError> {
+        crate::ulid::parse(text)
     }
 }
 
