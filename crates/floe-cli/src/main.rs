@@ -7,6 +7,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod connect;
+mod defaults;
 mod describe;
 mod failure;
 mod gen;
@@ -217,14 +218,19 @@ struct InspectArgs {
     #[arg(long)]
     json: bool,
     /// The format, when the text is ambiguous.
-    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    #[arg(long, value_parser = inspect::format_parser(), default_value = "auto")]
     format: Format,
     #[command(flatten)]
     snowflake: SnowflakeArgs,
 }
 
+/// floe's command line, its help showing the configuration's defaults ([`defaults`]).
+fn command() -> clap::Command {
+    defaults::with_defaults(Cli::command())
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Command::Gen(args) = &mut cli.command {
         args.layout_given = matches
@@ -251,7 +257,7 @@ fn main() -> ExitCode {
 /// `floe completions SHELL`.
 fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "floe", &mut out);
+    clap_complete::generate(shell, &mut command(), "floe", &mut out);
     let mut stdout = io::stdout().lock();
     stdout.write_all(&out)?;
     stdout.flush()?;
@@ -259,8 +265,8 @@ fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
 }
 
 /// `floe man [COMMAND...]` / `floe man --out-dir DIR`.
-fn man(command: &[String], out_dir: Option<&std::path::Path>) -> Result<(), Failure> {
-    let cmd = Cli::command();
+fn man(page_of: &[String], out_dir: Option<&std::path::Path>) -> Result<(), Failure> {
+    let cmd = command();
     if let Some(dir) = out_dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| io::Error::new(e.kind(), format!("--out-dir {}: {e}", dir.display())))?;
@@ -275,7 +281,7 @@ fn man(command: &[String], out_dir: Option<&std::path::Path>) -> Result<(), Fail
     let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();
     let mut page = &cmd;
-    for name in command {
+    for name in page_of {
         page = page.find_subcommand(name).ok_or_else(|| {
             let known: Vec<&str> = page.get_subcommands().map(|c| c.get_name()).collect();
             Failure::Usage(format!(

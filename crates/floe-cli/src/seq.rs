@@ -21,31 +21,30 @@ use crate::Failure;
 /// the configuration's `[sequencer]` section (its defaults: [`SequencerConfig::default`]).
 #[derive(Debug, Args)]
 pub struct SequencerArgs {
-    /// WEAK: the smallest (and first) segment a key reserves [default: 1000].
+    /// WEAK: the smallest (and first) segment a key reserves.
     #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MIN")]
     step_min: Option<u32>,
-    /// WEAK: the largest segment [default: 1000000].
+    /// WEAK: the largest segment.
     #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MAX")]
     step_max: Option<u32>,
     /// WEAK: how long a segment should last, in seconds (shorter doubles the step, more than
-    /// twice as long halves it) [default: 60].
+    /// twice as long halves it).
     #[arg(
         long,
         help_heading = "Stores and sequences",
         env = "FLOE_STEP_TARGET_SECS"
     )]
     step_target_secs: Option<u64>,
-    /// The longest a store call may take, in milliseconds, before it fails as unavailable
-    /// [default: 2000].
+    /// The longest a store call may take, in milliseconds, before it fails as unavailable.
     #[arg(long, help_heading = "Stores and sequences", env = "FLOE_TIMEOUT_MS")]
     timeout_ms: Option<u64>,
     /// The most keys a store holds in memory (each key's WEAK buffer and STRONG queue, about
     /// 0.5 KB). When full, the least recently used keys with no request under way are
-    /// dropped; their buffered IDs become gaps, never reissued [default: 100000].
+    /// dropped; their buffered IDs become gaps, never reissued.
     #[arg(long, help_heading = "Stores and sequences", env = "FLOE_MAX_KEYS")]
     max_keys: Option<usize>,
     /// A key unused for this many seconds is dropped from memory; its next request reserves a
-    /// fresh segment [default: 60].
+    /// fresh segment.
     #[arg(
         long,
         help_heading = "Stores and sequences",

@@ -27,24 +27,23 @@ pub struct ServeArgs {
     /// (passwords in store and registry URLs shown as ****).
     #[arg(long, help_heading = "Configuration")]
     print_config: bool,
-    /// gRPC address (Layotto's Runtime, floe.v1, health, reflection), or "off" [default:
-    /// 127.0.0.1:34904].
+    /// gRPC address (Layotto's Runtime, floe.v1, health, reflection), or "off".
     #[arg(long, help_heading = "Listeners", env = "FLOE_GRPC")]
     grpc: Option<String>,
-    /// HTTP address, or "off" [default: 127.0.0.1:34903].
+    /// HTTP address, or "off".
     #[arg(long, help_heading = "Listeners", env = "FLOE_HTTP")]
     http: Option<String>,
     /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
     #[arg(long = "allow-host", help_heading = "Listeners", value_name = "NAME")]
     allow_host: Vec<String>,
-    /// Directory of the embedded store, file registry, cache and time bounds [default: .floe].
+    /// Directory of the embedded store, file registry, cache and time bounds.
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_STATE_DIR")]
     state_dir: Option<PathBuf>,
     /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix,
     /// static:ID [default: a file registry in the state directory].
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_REGISTRY")]
     registry: Option<String>,
-    /// Service name of this server's identity [default: floe].
+    /// Service name of this server's identity.
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_SERVICE")]
     service: Option<String>,
     /// Host of the identity [default: this machine's host name].
@@ -79,8 +78,7 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     reclaim_after: Option<u64>,
-    /// At start-up, wait at most this long for a clock behind the last recorded time
-    /// [default: 5000].
+    /// At start-up, wait at most this long for a clock behind the last recorded time.
     #[arg(
         long,
         help_heading = "Identity and registry",
@@ -106,8 +104,7 @@ pub struct ServeArgs {
     bigger_than: Vec<String>,
     #[command(flatten)]
     sequencer: crate::seq::SequencerArgs,
-    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths [default:
-    /// leaf].
+    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths.
     #[arg(long, help_heading = "IDs and templates", env = "FLOE_LAYOUT")]
     layout: Option<String>,
     /// Epoch of the Snowflake layout, Unix milliseconds [default: the layout's].
@@ -132,7 +129,7 @@ pub struct ServeArgs {
         value_name = "FILE"
     )]
     scramble_key_file: Option<PathBuf>,
-    /// The scramble domain: int63 or digits:N [default: int63].
+    /// The scramble domain: int63 or digits:N.
     #[arg(
         long,
         help_heading = "IDs and templates",
@@ -140,31 +137,30 @@ pub struct ServeArgs {
         value_name = "DOMAIN"
     )]
     scramble_domain: Option<String>,
-    /// The most IDs one request may ask for (count) [default: 10000].
+    /// The most IDs one request may ask for (count).
     #[arg(long, help_heading = "Limits", env = "FLOE_MAX_BATCH")]
     max_batch: Option<u32>,
-    /// Connections open at once on each listener [default: 1024].
+    /// Connections open at once on each listener.
     #[arg(long, help_heading = "Limits", env = "FLOE_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: Option<u64>,
-    /// Requests under way at once on one gRPC (HTTP/2) connection [default: 100].
+    /// Requests under way at once on one gRPC (HTTP/2) connection.
     #[arg(long, help_heading = "Limits", env = "FLOE_MAX_STREAMS", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_streams: Option<u32>,
     /// Seconds a connection may take to send its first request (HTTP/1: each request's
-    /// headers) [default: 10].
+    /// headers).
     #[arg(long, help_heading = "Limits", env = "FLOE_HEADER_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     header_timeout_secs: Option<u64>,
-    /// Seconds a connection may stay open with no request under way [default: 60].
+    /// Seconds a connection may stay open with no request under way.
     #[arg(long, help_heading = "Limits", env = "FLOE_IDLE_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout_secs: Option<u64>,
-    /// Seconds a request may take (longer than --timeout-ms) [default: 10].
+    /// Seconds a request may take (longer than --timeout-ms).
     #[arg(long, help_heading = "Limits", env = "FLOE_REQUEST_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     request_timeout_secs: Option<u64>,
-    /// Seconds shutdown waits for open connections before dropping them [default: 10].
+    /// Seconds shutdown waits for open connections before dropping them.
     #[arg(long, help_heading = "Limits", env = "FLOE_SHUTDOWN_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(0..=86_400))]
     shutdown_timeout_secs: Option<u64>,
     /// Seconds to go on serving, not ready (/readyz 503, gRPC health NOT_SERVING), after
-    /// SIGTERM before the listeners close, so that load balancers take the server out first
-    /// [default: 0].
+    /// SIGTERM before the listeners close, so that load balancers take the server out first.
     #[arg(long, help_heading = "Limits", env = "FLOE_SHUTDOWN_DELAY_SECS", value_parser = clap::value_parser!(u64).range(0..=3_600))]
     shutdown_delay_secs: Option<u64>,
     /// TLS on both listeners: the certificate chain, PEM (with --tls-key).
