@@ -7,7 +7,6 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod connect;
-mod defaults;
 mod describe;
 mod failure;
 mod gen;
@@ -16,6 +15,7 @@ mod present;
 mod progress;
 mod seq;
 mod serve;
+mod settings;
 mod worker;
 
 use std::io::{self, BufWriter, Write};
@@ -224,9 +224,9 @@ struct InspectArgs {
     snowflake: SnowflakeArgs,
 }
 
-/// floe's command line, its help showing the configuration's defaults ([`defaults`]).
+/// floe's command line, its help showing the configuration's defaults ([`settings`]).
 fn command() -> clap::Command {
-    defaults::with_defaults(Cli::command())
+    settings::with_defaults(Cli::command())
 }
 
 fn main() -> ExitCode {

@@ -8,7 +8,6 @@ use std::io::{self, BufWriter, Write};
 use clap::Args;
 use floe_core::clock::Clock;
 use floe_sequencer::{Key, Mode, StoreHandle};
-use floe_server::config::SequencerConfig;
 use floe_server::proto_floe::{
     self as pb, NextSequenceRequest, NextSequenceResponse, StreamSequenceRequest,
 };
@@ -18,8 +17,8 @@ use crate::progress::Progress;
 use crate::Failure;
 
 /// How stores serve sequences: `floe serve` and `floe seq` take the same flags, each applied over
-/// the configuration's `[sequencer]` section (its defaults: [`SequencerConfig::default`]).
-#[derive(Debug, Args)]
+/// the configuration's `[sequencer]` section (its defaults: [`floe_server::config::SequencerConfig::default`]).
+#[derive(Debug, Args, serde::Serialize)]
 pub struct SequencerArgs {
     /// WEAK: the smallest (and first) segment a key reserves.
     #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MIN")]
@@ -54,29 +53,13 @@ pub struct SequencerArgs {
 }
 
 impl SequencerArgs {
-    /// The flags given, over `config`.
-    pub(crate) fn apply(&self, config: &mut SequencerConfig) {
-        fn set<T: Copy>(to: &mut T, from: Option<T>) {
-            if let Some(v) = from {
-                *to = v;
-            }
-        }
-        set(&mut config.step_min, self.step_min);
-        set(&mut config.step_max, self.step_max);
-        set(&mut config.step_target_secs, self.step_target_secs);
-        set(&mut config.timeout_ms, self.timeout_ms);
-        set(&mut config.max_keys, self.max_keys);
-        set(&mut config.key_idle_secs, self.key_idle_secs);
-    }
-
     /// A handle on `store` served as these flags (over the defaults) say, checked as the server
     /// checks its configuration; an error names the flag.
     fn handle(
         &self,
         store: std::sync::Arc<dyn floe_sequencer::Store>,
     ) -> Result<StoreHandle, String> {
-        let mut config = floe_server::ServerConfig::default();
-        self.apply(&mut config.sequencer);
+        let config = crate::settings::overlay(&floe_server::ServerConfig::default(), self)?;
         let flag = |e: floe_server::config::ConfigError| {
             let name = e.key.strip_prefix("sequencer.").unwrap_or(&e.key);
             format!("--{}: {}", name.replace('_', "-"), e.message)

@@ -13,7 +13,10 @@ use floe_server::ServerConfig;
 
 /// `floe serve`: every setting of the configuration file can also be given here; a flag wins
 /// over its `FLOE_*` variable, which wins over the file.
-#[derive(Debug, Args)]
+///
+/// Each flag sets the key of floe.toml that [`FLAG_KEYS`](crate::settings::FLAG_KEYS) names
+/// ([`crate::settings::overlay`]); the lists and tables are parsed here (`#[serde(skip)]`).
+#[derive(Debug, Args, serde::Serialize)]
 pub struct ServeArgs {
     /// The configuration file (TOML; see docs/floe.toml). Unknown keys refuse to start.
     #[arg(
@@ -22,10 +25,12 @@ pub struct ServeArgs {
         env = "FLOE_CONFIG",
         value_name = "FILE"
     )]
+    #[serde(skip)]
     config: Option<PathBuf>,
     /// Print the effective configuration (file, variables and flags) as TOML and exit
     /// (passwords in store and registry URLs shown as ****).
     #[arg(long, help_heading = "Configuration")]
+    #[serde(skip)]
     print_config: bool,
     /// gRPC address (Layotto's Runtime, floe.v1, health, reflection), or "off".
     #[arg(long, help_heading = "Listeners", env = "FLOE_GRPC")]
@@ -35,6 +40,7 @@ pub struct ServeArgs {
     http: Option<String>,
     /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
     #[arg(long = "allow-host", help_heading = "Listeners", value_name = "NAME")]
+    #[serde(skip)]
     allow_host: Vec<String>,
     /// Directory of the embedded store, file registry, cache and time bounds.
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_STATE_DIR")]
@@ -94,6 +100,7 @@ pub struct ServeArgs {
         help_heading = "Stores and sequences",
         value_name = "NAME=URL"
     )]
+    #[serde(skip)]
     stores: Vec<String>,
     /// Every ID of KEY is greater than N: [STORE:]KEY=N (all stores when STORE is not named).
     #[arg(
@@ -101,8 +108,10 @@ pub struct ServeArgs {
         help_heading = "Stores and sequences",
         value_name = "[STORE:]KEY=N"
     )]
+    #[serde(skip)]
     bigger_than: Vec<String>,
     #[command(flatten)]
+    #[serde(flatten)]
     sequencer: crate::seq::SequencerArgs,
     /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths.
     #[arg(long, help_heading = "IDs and templates", env = "FLOE_LAYOUT")]
@@ -119,6 +128,7 @@ pub struct ServeArgs {
         help_heading = "IDs and templates",
         value_name = "NAME=TEMPLATE"
     )]
+    #[serde(skip)]
     templates: Vec<String>,
     /// The scramble keys of {seq:scrambled} and ?scramble=true (see `floe scramble --help`)
     /// [default: $FLOE_SCRAMBLE_KEY].
@@ -200,71 +210,20 @@ pub struct ServeArgs {
     /// Log lines on standard error as text or as JSON (one object a line, for log shippers).
     /// RUST_LOG filters them (default: info; debug adds a line per request).
     #[arg(long, help_heading = "Observability", env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[serde(skip)]
     log_format: LogFormat,
 }
 
 impl ServeArgs {
     /// The effective configuration: the file's (or the defaults), then the flags and their
     /// variables.
-    fn config(&self) -> Result<ServerConfig, String> {
-        let mut c = match &self.config {
+    pub(crate) fn config(&self) -> Result<ServerConfig, String> {
+        let c = match &self.config {
             Some(path) => ServerConfig::from_file(path)?,
             None => ServerConfig::default(),
         };
-        fn set<T: Clone>(to: &mut T, from: &Option<T>) {
-            if let Some(v) = from {
-                *to = v.clone();
-            }
-        }
-        set(&mut c.listen.grpc, &self.grpc);
-        set(&mut c.listen.http, &self.http);
-        set(&mut c.state_dir, &self.state_dir);
-        set(&mut c.snowflake.default.layout, &self.layout);
-        if self.epoch_ms.is_some() {
-            c.snowflake.default.epoch_ms = self.epoch_ms;
-        }
-        set(&mut c.limits.max_batch, &self.max_batch);
-        if self.registry.is_some() {
-            c.registry.url = self.registry.clone();
-        }
-        set(&mut c.registry.service, &self.service);
-        if self.host.is_some() {
-            c.registry.host = self.host.clone();
-        }
-        if self.port.is_some() {
-            c.registry.port = self.port;
-        }
-        c.registry.port_fallback |= self.port_fallback;
-        c.registry.start_from_cache |= self.start_from_cache;
-        if self.reclaim_after.is_some() {
-            c.registry.reclaim_after_secs = self.reclaim_after;
-        }
-        set(&mut c.registry.max_clock_wait_ms, &self.max_clock_wait_ms);
-        self.sequencer.apply(&mut c.sequencer);
-        set(&mut c.limits.max_connections, &self.max_connections);
-        set(&mut c.limits.max_streams, &self.max_streams);
-        set(&mut c.limits.header_timeout_secs, &self.header_timeout_secs);
-        set(&mut c.limits.idle_timeout_secs, &self.idle_timeout_secs);
-        set(
-            &mut c.limits.request_timeout_secs,
-            &self.request_timeout_secs,
-        );
-        set(
-            &mut c.limits.shutdown_timeout_secs,
-            &self.shutdown_timeout_secs,
-        );
-        set(&mut c.limits.shutdown_delay_secs, &self.shutdown_delay_secs);
+        let mut c = crate::settings::overlay(&c, self)?;
         c.listen.allow_hosts.extend(self.allow_host.iter().cloned());
-        if self.tls_cert.is_some() {
-            c.tls.cert = self.tls_cert.clone();
-        }
-        if self.tls_key.is_some() {
-            c.tls.key = self.tls_key.clone();
-        }
-        if self.token_file.is_some() {
-            c.auth.token_file = self.token_file.clone();
-        }
-        c.auth.health_needs_token |= self.health_needs_token;
         let mut named = std::collections::BTreeSet::new();
         for spec in &self.templates {
             let (name, pattern) = spec.split_once('=').ok_or_else(|| {
@@ -282,10 +241,6 @@ impl ServeArgs {
             }
             c.templates.insert(name.to_string(), t);
         }
-        if self.scramble_key_file.is_some() {
-            c.scramble.key_file = self.scramble_key_file.clone();
-        }
-        set(&mut c.scramble.domain, &self.scramble_domain);
         if !self.stores.is_empty() {
             c.stores.clear();
             for spec in &self.stores {

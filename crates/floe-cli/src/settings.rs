@@ -1,12 +1,17 @@
-//! The defaults `floe serve -h`, `floe seq -h` and their man pages show, read from floe-server's
-//! configuration ([`ServerConfig::default`]): each default is written once, there. A flag is
-//! `None` when not given and the configuration's value stands, so clap's own `default_value`
-//! (which would hide the file's value) is not used; the help says "[default: VALUE]" from the
-//! key the flag sets ([`FLAG_KEYS`]). docs/floe.toml is checked against the same defaults (the
-//! tests below).
+//! The settings of `floe serve` and `floe seq` as flags: the key of floe.toml each flag sets
+//! ([`FLAG_KEYS`]), written once, and from it
+//!
+//! - the flags given, written over the configuration ([`overlay`]): no hand mapping a flag;
+//! - the defaults the help and the man pages show, read from floe-server's configuration
+//!   ([`ServerConfig::default`]), where each default is written once. A flag is `None` when not
+//!   given, so that the file's value stands: clap's own `default_value` would hide it. The
+//!   help says "[default: VALUE]" from the flag's key instead ([`with_defaults`]).
+//!
+//! docs/floe.toml is checked against the same defaults (the tests below).
 
 use clap::Command;
 use floe_server::ServerConfig;
+use serde::Serialize;
 
 /// The key of floe.toml that each flag of `floe serve` sets (by the flag's id, its field's
 /// name). `floe seq`'s sequencer flags are the same (`[sequencer]`).
@@ -53,6 +58,52 @@ pub(crate) const FLAG_KEYS: &[(&str, &str)] = &[
 /// The flags of `floe serve` that set no key of floe.toml.
 #[cfg(test)]
 const SERVE_ONLY: &[&str] = &["config", "print_config", "log_format", "help"];
+
+/// `given` (flags, by their ids: a struct deriving `Serialize`, its unset flags `None`) written
+/// over `config`, each at its key ([`FLAG_KEYS`]). A switch that is off leaves its key as the
+/// file says: a switch turns a setting on. Lists and tables (`--store`, `--template`, ...) are
+/// the caller's (`#[serde(skip)]`): they are parsed and checked first.
+///
+/// # Errors
+/// A flag with no key in [`FLAG_KEYS`] (a bug, named), or a value the configuration refuses.
+pub(crate) fn overlay<T: Serialize>(
+    config: &ServerConfig,
+    given: &T,
+) -> Result<ServerConfig, String> {
+    let internal =
+        |e: &dyn std::fmt::Display| format!("internal error: the flags as settings: {e}");
+    let given = toml::Table::try_from(given).map_err(|e| internal(&e))?;
+    let mut table = toml::Table::try_from(config).map_err(|e| internal(&e))?;
+    let mut result = config.clone();
+    for (id, value) in given {
+        if value == toml::Value::Boolean(false) {
+            continue;
+        }
+        let key = FLAG_KEYS
+            .iter()
+            .find(|(flag, _)| *flag == id)
+            .map(|(_, key)| *key)
+            .ok_or_else(|| internal(&format!("--{id} sets no key")))?;
+        let (path, last) = key
+            .rsplit_once('.')
+            .map_or((None, key), |(p, l)| (Some(p), l));
+        let mut at = &mut table;
+        for part in path.into_iter().flat_map(|p| p.split('.')) {
+            at = at
+                .entry(part)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                .as_table_mut()
+                .ok_or_else(|| internal(&format!("{key} is not under a table")))?;
+        }
+        at.insert(last.to_string(), value);
+        // Read after each flag, so that an error names the flag.
+        let flag = id.replace('_', "-");
+        result = toml::Value::Table(table.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("--{flag} ({key}): {}", e.message().trim()))?;
+    }
+    Ok(result)
+}
 
 /// The default of a key as the help writes it: a number or a text; `None` for a key with no
 /// value by default (its help says in words what stands instead), a list, a table, or a
@@ -127,6 +178,73 @@ mod tests {
                 serve().get_arguments().any(|a| a.get_id() == flag),
                 "FLAG_KEYS names {flag}, which serve has no more"
             );
+        }
+    }
+
+    /// Flags with values, as `floe serve` would parse them.
+    fn given(args: &[&str]) -> ServerConfig {
+        let mut argv = vec!["floe", "serve"];
+        argv.extend_from_slice(args);
+        let cli = <crate::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::Command::Serve(serve) = cli.command else {
+            unreachable!("serve parses as serve")
+        };
+        serve.config().unwrap()
+    }
+
+    #[test]
+    fn each_flag_given_writes_its_key_and_nothing_else() {
+        let d = ServerConfig::default();
+        assert_eq!(given(&[]).to_toml(), d.to_toml());
+        let c = given(&[
+            "--grpc",
+            "off",
+            "--max-batch",
+            "7",
+            "--step-min",
+            "9",
+            "--port",
+            "4000",
+            "--epoch-ms",
+            "1288834974657",
+            "--layout",
+            "twitter",
+            "--port-fallback",
+            "--token-file",
+            "/t",
+        ]);
+        assert_eq!(c.listen.grpc, "off");
+        assert_eq!(c.listen.http, d.listen.http);
+        assert_eq!(c.limits.max_batch, 7);
+        assert_eq!(c.sequencer.step_min, 9);
+        assert_eq!(c.sequencer.step_max, d.sequencer.step_max);
+        assert_eq!(c.registry.port, Some(4000));
+        assert_eq!(c.snowflake.default.epoch_ms, Some(1_288_834_974_657));
+        assert_eq!(c.snowflake.default.layout, "twitter");
+        assert!(c.registry.port_fallback);
+        assert_eq!(c.auth.token_file, Some("/t".into()));
+        // A file's other settings (stores, templates, named layouts) come through whole.
+        let mut file = ServerConfig::from_toml(include_str!("../../../docs/floe.toml")).unwrap();
+        file.snowflake
+            .named
+            .insert("old".into(), file.snowflake.default.clone());
+        let flagged = overlay(&file, &serde_json::json!({ "max_batch": 7 })).unwrap();
+        file.limits.max_batch = 7;
+        assert_eq!(flagged.to_toml(), file.to_toml());
+        // A switch left off keeps the file's value.
+        let mut on = ServerConfig::default();
+        on.registry.start_from_cache = true;
+        let off = overlay(&on, &serde_json::json!({ "start_from_cache": false })).unwrap();
+        assert!(off.registry.start_from_cache);
+        // Every flag of FLAG_KEYS lands where the configuration reads it.
+        for (flag, key) in FLAG_KEYS {
+            // A text where a number or a list is read is refused naming the key; a key
+            // the configuration does not have would be "unknown field".
+            if let Err(e) = overlay(&d, &serde_json::json!({ *flag: "x" })) {
+                assert!(!e.contains("unknown field"), "--{flag} ({key}): {e}");
+                let named = format!("--{} ({key}): ", flag.replace('_', "-"));
+                assert!(e.starts_with(&named), "--{flag}: {e}");
+            }
         }
     }
 
