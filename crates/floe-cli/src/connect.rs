@@ -33,7 +33,7 @@ const MAX_MESSAGE: usize = 64 << 20;
 
 /// How `gen --server` and `seq --server` reach a server that asks for TLS or tokens.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct ClientArgs {
+pub(crate) struct ClientArgs {
     /// With --server https://...: trust this CA certificate (PEM) besides the system's roots.
     #[arg(long, env = "FLOE_CA_CERT", value_name = "FILE")]
     pub(crate) ca_cert: Option<std::path::PathBuf>,

@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 
 /// An ID and what it decodes to.
 #[derive(Debug, Clone, Copy)]
-pub enum Described {
+pub(crate) enum Described {
     /// (Its datacenter, worker and sequence fields are at most 16, 31 and 32 bits: JSON
     /// numbers, exact in JavaScript.)
     Snowflake {
@@ -30,7 +30,7 @@ pub enum Described {
 
 /// RFC 3339 in UTC of a time in nanoseconds since the Unix epoch; `None` outside the years
 /// 0000 to 9999 (all RFC 3339 can write: `time` refuses the rest, it never wraps or panics).
-pub fn rfc3339(unix_nanos: i128) -> Option<String> {
+pub(crate) fn rfc3339(unix_nanos: i128) -> Option<String> {
     OffsetDateTime::from_unix_timestamp_nanos(unix_nanos)
         .ok()?
         .format(&Rfc3339)
@@ -38,7 +38,7 @@ pub fn rfc3339(unix_nanos: i128) -> Option<String> {
 }
 
 /// What the text output prints for a time RFC 3339 cannot write (JSON has `null`).
-pub const OUT_OF_RANGE: &str = "(outside RFC 3339's years 0000 to 9999)";
+pub(crate) const OUT_OF_RANGE: &str = "(outside RFC 3339's years 0000 to 9999)";
 
 fn time_value(unix_nanos: Option<i128>) -> Value {
     unix_nanos
@@ -60,7 +60,7 @@ fn wide(n: impl std::fmt::Display) -> Value {
 
 impl Described {
     /// A Snowflake ID of a validated layout (whose times all fit: see `Layout::validate`).
-    pub fn snowflake(layout: &Layout, id: u64) -> Self {
+    pub(crate) fn snowflake(layout: &Layout, id: u64) -> Self {
         Described::Snowflake {
             id,
             parts: layout.decode(id),
@@ -69,7 +69,7 @@ impl Described {
 
     /// A UUID as floe's generator makes it (version 7). Should another version ever come
     /// through, its parts read as zero rather than panic.
-    pub fn uuid7(id: Uuid) -> Self {
+    pub(crate) fn uuid7(id: Uuid) -> Self {
         let parts = uuid7::inspect(&id).unwrap_or(uuid7::Uuid7Parts {
             version: id.get_version_num(),
             timestamp_ms: 0,
@@ -79,7 +79,7 @@ impl Described {
     }
 
     /// The kind of the ID.
-    pub fn kind(&self) -> IdKind {
+    pub(crate) fn kind(&self) -> IdKind {
         match self {
             Described::Snowflake { .. } => IdKind::Snowflake,
             Described::Sno(_) => IdKind::Sno,
@@ -90,7 +90,7 @@ impl Described {
     }
 
     /// The ID in its usual text ([`IdText`]).
-    pub fn id_text(&self) -> String {
+    pub(crate) fn id_text(&self) -> String {
         let mut out = String::new();
         match self {
             Described::Snowflake { id, .. } => id.write_text(&mut out),
@@ -103,7 +103,7 @@ impl Described {
     }
 
     /// The fields, in display order. IDs are strings (a Snowflake ID can pass 2^53 and 2^63).
-    pub fn fields(&self) -> Map<String, Value> {
+    pub(crate) fn fields(&self) -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("id".into(), Value::String(self.id_text()));
         m.insert("format".into(), json!(self.kind().name()));
@@ -155,12 +155,12 @@ impl Described {
     }
 
     /// One JSON object on one line.
-    pub fn json_line(&self) -> String {
+    pub(crate) fn json_line(&self) -> String {
         Value::Object(self.fields()).to_string()
     }
 
     /// Aligned `key  value` lines.
-    pub fn text_block(&self) -> String {
+    pub(crate) fn text_block(&self) -> String {
         let mut out = String::new();
         for (k, v) in self.fields() {
             let v = match v {
@@ -174,7 +174,7 @@ impl Described {
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -14,21 +14,21 @@ use floe_sequencer::SeqError;
 use tonic::Code;
 
 /// The exit codes, documented in `floe --help` ([`EXIT_CODES_HELP`]).
-pub mod code {
+pub(crate) mod code {
     /// Bad usage, input or configuration (clap's own code for a bad command line too).
-    pub const USAGE: u8 = 2;
+    pub(crate) const USAGE: u8 = 2;
     /// EX_UNAVAILABLE: a registry, store or `--server` that cannot be reached.
-    pub const UNAVAILABLE: u8 = 69;
+    pub(crate) const UNAVAILABLE: u8 = 69;
     /// EX_IOERR: reading or writing a local file, standard input or output failed.
-    pub const IO: u8 = 74;
+    pub(crate) const IO: u8 = 74;
     /// EX_TEMPFAIL: refused for now, the same command may succeed later.
-    pub const TEMPFAIL: u8 = 75;
+    pub(crate) const TEMPFAIL: u8 = 75;
     /// Anything else.
-    pub const OTHER: u8 = 1;
+    pub(crate) const OTHER: u8 = 1;
 }
 
 /// The exit codes, as `floe --help` ends.
-pub const EXIT_CODES_HELP: &str = "\
+pub(crate) const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0   success
   1   any other failure (e.g. a store holding something floe did not write)
@@ -41,7 +41,7 @@ Exit codes:
 
 /// A failed command: its message (printed as `floe: error: ...`) and its kind.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Bad input or configuration: exit 2.
     Usage(String),
     /// A registry, store or server that cannot be reached: exit 69.
@@ -56,7 +56,7 @@ pub enum Failure {
 
 impl Failure {
     /// The exit code of this failure.
-    pub fn code(&self) -> u8 {
+    pub(crate) fn code(&self) -> u8 {
         match self {
             Failure::Usage(_) => code::USAGE,
             Failure::Unavailable(_) => code::UNAVAILABLE,
@@ -67,7 +67,7 @@ impl Failure {
     }
 
     /// Prints the message to standard error and gives the exit code.
-    pub fn report(self) -> ExitCode {
+    pub(crate) fn report(self) -> ExitCode {
         match self {
             Failure::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
             other => {
@@ -79,7 +79,7 @@ impl Failure {
     }
 
     /// The message, without the kind.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             Failure::Usage(m)
             | Failure::Unavailable(m)
@@ -90,7 +90,7 @@ impl Failure {
     }
 
     /// A gRPC status from a `--server`, as `server: CODE: message`.
-    pub fn from_status(code: Code, message: String) -> Failure {
+    pub(crate) fn from_status(code: Code, message: String) -> Failure {
         match code {
             // The server, or the store behind it, cannot serve now.
             Code::Unavailable | Code::DeadlineExceeded => Failure::Unavailable(message),

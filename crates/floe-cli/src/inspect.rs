@@ -13,10 +13,10 @@ use crate::describe::Described;
 
 /// The format `inspect` reads: a kind, or `None` to tell it from the text ([`IdKind::detect`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Format(pub Option<IdKind>);
+pub(crate) struct Format(pub Option<IdKind>);
 
 /// `--format`: `auto` or a kind's name, floe-core's list and summaries the help's.
-pub fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
+pub(crate) fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
     let auto = PossibleValue::new("auto").help("Tell the format from the text");
     let kinds = IdKind::ALL.map(|k| PossibleValue::new(k.name()).help(k.summary()));
@@ -30,14 +30,14 @@ pub fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
 
 /// The longest line `floe inspect -` reads from standard input, in bytes (the longest ID's
 /// text is 36 characters; the room left is for spaces around it).
-pub const MAX_LINE: usize = 1024;
+pub(crate) const MAX_LINE: usize = 1024;
 
 /// How much of a bad input an error message quotes, in characters.
 const SHOWN_CHARS: usize = 64;
 
 /// `text` quoted for an error message: all of it when short, else its first characters and
 /// its length (a megabyte of garbage stays a short line).
-pub fn shown(text: &str) -> String {
+pub(crate) fn shown(text: &str) -> String {
     match text.char_indices().nth(SHOWN_CHARS) {
         None => format!("{text:?}"),
         Some((end, _)) => format!("{:?}... ({} bytes)", &text[..end], text.len()),
@@ -45,7 +45,7 @@ pub fn shown(text: &str) -> String {
 }
 
 /// Decodes one ID (the caller trims it). An empty text is an error naming what was expected.
-pub fn inspect(text: &str, format: Format, layout: &Layout) -> Result<Described, String> {
+pub(crate) fn inspect(text: &str, format: Format, layout: &Layout) -> Result<Described, String> {
     let kind = match format.0 {
         Some(kind) => kind,
         None => IdKind::detect(text).map_err(|e| match e {
@@ -118,7 +118,7 @@ fn snowflake(text: &str, layout: &Layout) -> Result<Described, String> {
 /// Reads one line of at most `cap` bytes (without its `\n`) into `buf`, whatever the bytes:
 /// `None` at the end of the input, else whether the line was longer than `cap` (its rest is
 /// read and dropped, so a line of garbage never fills memory).
-pub fn read_line<R: BufRead>(
+pub(crate) fn read_line<R: BufRead>(
     input: &mut R,
     buf: &mut Vec<u8>,
     cap: usize,
@@ -155,7 +155,7 @@ pub fn read_line<R: BufRead>(
 
 /// The ID on line `number` of standard input (as [`read_line`] read it): `None` for a blank
 /// line (skipped), an error naming the line for one too long or not UTF-8.
-pub fn stdin_line(number: u64, line: &[u8], too_long: bool) -> Result<Option<&str>, String> {
+pub(crate) fn stdin_line(number: u64, line: &[u8], too_long: bool) -> Result<Option<&str>, String> {
     if too_long {
         return Err(format!(
             "standard input line {number}: longer than {MAX_LINE} bytes; expected one ID a line"

@@ -5,6 +5,7 @@
 // The doc comments of arguments are clap's help texts: `[:PATH]`, `[STORE:]` are their
 // syntax, not links.
 #![allow(rustdoc::broken_intra_doc_links)]
+#![warn(unreachable_pub)]
 
 mod connect;
 mod describe;

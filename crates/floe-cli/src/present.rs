@@ -14,7 +14,7 @@ use crate::Failure;
 
 /// Where scramble keys come from, and the domain they permute.
 #[derive(Debug, Args, Clone)]
-pub struct KeyArgs {
+pub(crate) struct KeyArgs {
     /// File of scramble keys: `ID:HEX` lines (a key ID 0-9, then 64 hex digits of AES-256
     /// key; `openssl rand -hex 32` makes one), the current key first, old keys after it to
     /// decode what they made; or one bare HEX line (key ID 0). Without it, the keys are read
@@ -31,7 +31,7 @@ pub struct KeyArgs {
 
 impl KeyArgs {
     /// The keys: from --key-file, else from $FLOE_SCRAMBLE_KEY; `None` when neither is given.
-    pub fn keyring(&self) -> Result<Option<Keyring>, Failure> {
+    pub(crate) fn keyring(&self) -> Result<Option<Keyring>, Failure> {
         let failure = |e: KeyReadError, prefix: &str| {
             let message = format!("{prefix}{}", e.message);
             if e.io {
@@ -57,13 +57,13 @@ impl KeyArgs {
     }
 
     /// --domain, checked (int63 when not given).
-    pub fn domain(&self) -> Result<Domain, Failure> {
+    pub(crate) fn domain(&self) -> Result<Domain, Failure> {
         Domain::parse(self.domain.as_deref().unwrap_or("int63"))
             .map_err(|e| Failure::Usage(format!("--domain: {e}")))
     }
 
     /// A scrambler of --domain with the keys, or an error saying where to put them.
-    pub fn scrambler(&self) -> Result<Scrambler, Failure> {
+    pub(crate) fn scrambler(&self) -> Result<Scrambler, Failure> {
         let domain = self.domain()?;
         let keys = self.keyring()?.ok_or_else(|| {
             Failure::Usage(format!(
@@ -76,7 +76,7 @@ impl KeyArgs {
 
 /// `--template` and what it reads: shared by `floe gen` and `floe seq`.
 #[derive(Debug, Args, Clone)]
-pub struct TemplateArgs {
+pub(crate) struct TemplateArgs {
     /// Write each ID through a template, e.g. 'ORD-{date:%Y%m%d}-{seq:06}': {seq} (or {id})
     /// the number, {seq:06} zero-padded to exactly 6 digits (a wider number is an error, never
     /// cut), {seq:scrambled} scrambled (see `floe scramble`), {date:FORMAT} (%Y %y %m %d %H %M
@@ -102,7 +102,7 @@ pub struct TemplateArgs {
 
 /// A loaded template, with its meta values and scrambler.
 #[derive(Debug)]
-pub struct Presenter {
+pub(crate) struct Presenter {
     pub template: Template,
     pub meta: Vec<(String, String)>,
     pub scrambler: Option<Scrambler>,
@@ -110,7 +110,7 @@ pub struct Presenter {
 
 impl TemplateArgs {
     /// The template, checked, or `None` without --template.
-    pub fn presenter(&self) -> Result<Option<Presenter>, Failure> {
+    pub(crate) fn presenter(&self) -> Result<Option<Presenter>, Failure> {
         let Some(pattern) = &self.template else {
             // Options of a template, given without one, would be ignored.
             if self.keys.key_file.is_some() || self.keys.domain.is_some() {
@@ -176,7 +176,7 @@ impl TemplateArgs {
 
 impl Presenter {
     /// Writes `value`, dated `at_ms`, through the template (`buf`: reused between IDs).
-    pub fn write<W: Write>(
+    pub(crate) fn write<W: Write>(
         &self,
         out: &mut W,
         buf: &mut String,
@@ -195,7 +195,7 @@ impl Presenter {
 
 /// `floe scramble` and `floe unscramble`.
 #[derive(Debug, Args)]
-pub struct ScrambleArgs {
+pub(crate) struct ScrambleArgs {
     /// The numbers (scramble) or scrambled IDs (unscramble); `-` reads one per line from
     /// standard input.
     #[arg(required = true, allow_negative_numbers = true)]
@@ -213,7 +213,7 @@ pub struct ScrambleArgs {
 
 /// Runs `floe scramble` (`forward`) or `floe unscramble`: one line out for each ID in; the
 /// first ID that cannot be read stops it with exit 2, after the lines before it.
-pub fn scramble(args: &ScrambleArgs, forward: bool) -> Result<(), Failure> {
+pub(crate) fn scramble(args: &ScrambleArgs, forward: bool) -> Result<(), Failure> {
     let s = args.keys.scrambler()?;
     let key_id = args.key_id.unwrap_or(s.key_id());
     let stdout = io::stdout();

@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The smallest `-n` that may show progress.
-pub const MIN_COUNT: u64 = 100_000;
+pub(crate) const MIN_COUNT: u64 = 100_000;
 /// How long a run goes before its progress shows.
-pub const AFTER: Duration = Duration::from_secs(1);
+pub(crate) const AFTER: Duration = Duration::from_secs(1);
 /// How many IDs between two looks at the clock (a power of two).
 const CHECK_EVERY: u64 = 1 << 14;
 
 /// The progress of one run of `total` IDs.
 #[derive(Debug)]
-pub struct Progress {
+pub(crate) struct Progress {
     total: u64,
     done: u64,
     /// The next count at which the clock is looked at (`u64::MAX`: never, it is off).
@@ -29,7 +29,7 @@ pub struct Progress {
 impl Progress {
     /// Progress for `total` IDs: off unless standard error is a terminal and `total` is at
     /// least [`MIN_COUNT`].
-    pub fn new(total: u64) -> Progress {
+    pub(crate) fn new(total: u64) -> Progress {
         let on = total >= MIN_COUNT && std::io::stderr().is_terminal();
         Progress {
             total,
@@ -42,7 +42,7 @@ impl Progress {
 
     /// `n` more IDs written.
     #[inline]
-    pub fn add(&mut self, n: u64) {
+    pub(crate) fn add(&mut self, n: u64) {
         self.done = self.done.saturating_add(n);
         if self.done >= self.next_check {
             self.check();
@@ -74,7 +74,7 @@ impl Progress {
     }
 
     /// The run ended (done or failed): the bar, if shown, is cleared.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }

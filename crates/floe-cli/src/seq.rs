@@ -19,7 +19,7 @@ use crate::Failure;
 /// How stores serve sequences: `floe serve` and `floe seq` take the same flags, each applied over
 /// the configuration's `[sequencer]` section (its defaults: [`floe_server::config::SequencerConfig::default`]).
 #[derive(Debug, Args, serde::Serialize)]
-pub struct SequencerArgs {
+pub(crate) struct SequencerArgs {
     /// WEAK: the smallest (and first) segment a key reserves.
     #[arg(long, help_heading = "Stores and sequences", env = "FLOE_STEP_MIN")]
     step_min: Option<u32>,
@@ -74,7 +74,7 @@ impl SequencerArgs {
 
 /// `floe seq`.
 #[derive(Debug, Args)]
-pub struct SeqArgs {
+pub(crate) struct SeqArgs {
     /// The sequence key.
     pub(crate) key: String,
     /// How many IDs. With --server: more than one are streamed in messages of the server's
@@ -118,7 +118,7 @@ pub struct SeqArgs {
 }
 
 /// Prints a key's IDs (or segments), from a store opened here or from a server (`--server`).
-pub fn run(args: &SeqArgs) -> Result<(), crate::Failure> {
+pub(crate) fn run(args: &SeqArgs) -> Result<(), crate::Failure> {
     if let Some(url) = &args.server {
         return remote(url, args);
     }

@@ -17,7 +17,7 @@ use floe_server::ServerConfig;
 /// Each flag sets the key of floe.toml that [`FLAG_KEYS`](crate::settings::FLAG_KEYS) names
 /// ([`crate::settings::overlay`]); the lists and tables are parsed here (`#[serde(skip)]`).
 #[derive(Debug, Args, serde::Serialize)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The configuration file (TOML; see docs/floe.toml). Unknown keys refuse to start.
     #[arg(
         long,
@@ -285,7 +285,7 @@ fn parse_bigger_than(spec: &str) -> Result<(&str, i64), String> {
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object a line.
@@ -324,7 +324,7 @@ fn init_logs(format: LogFormat) -> Result<(), String> {
 /// start follows [`floe_server::StartErrorKind`]: a registry or store unreachable 69, a clock
 /// behind or a worker ID held elsewhere 75, the state directory 74, anything else (a port
 /// taken) 1. A service manager restarts on all but 2.
-pub fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
+pub(crate) fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     let config = args.config()?;
     let origin = args
         .config

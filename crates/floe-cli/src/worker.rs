@@ -18,7 +18,7 @@ use crate::Failure;
 
 /// Where worker IDs come from (shared by `floe worker` and `floe gen`).
 #[derive(Debug, Clone, Args)]
-pub struct RegistryArgs {
+pub(crate) struct RegistryArgs {
     /// Registry URL: file:///state/dir (the embedded default), static:ID,
     /// zk://HOST:PORT[,HOST:PORT...][/ROOT][?session_timeout=SECONDS] or
     /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS].
@@ -64,7 +64,7 @@ impl RegistryArgs {
 
 /// A durable time bound for a generator whose node number was given by hand (no registry):
 /// slot `slot` in the state directory. Prints what happened on the way to stderr.
-pub fn standalone_horizon(args: &RegistryArgs, slot: &str) -> Result<Started, Failure> {
+pub(crate) fn standalone_horizon(args: &RegistryArgs, slot: &str) -> Result<Started, Failure> {
     let file = HorizonFile::open(&args.state_dir, slot)?;
     let started = floe_registry::horizon::start(file, &[], args.horizon_config(), SystemClock)?;
     for note in &started.notes {
@@ -75,7 +75,7 @@ pub fn standalone_horizon(args: &RegistryArgs, slot: &str) -> Result<Started, Fa
 
 /// `floe worker`.
 #[derive(Debug, Args)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     #[command(subcommand)]
     command: WorkerCommand,
     #[command(flatten)]
@@ -104,7 +104,7 @@ enum WorkerCommand {
 /// Runs `f` on the process's runtime. One runtime for the whole process, with a worker
 /// thread of its own: a registry's session (ZooKeeper's pings) runs on it in the background
 /// while IDs are generated, between these calls.
-pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, Failure> {
+pub(crate) fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, Failure> {
     Ok(runtime().map_err(Failure::Other)?.block_on(f))
 }
 
@@ -145,7 +145,7 @@ fn identity(args: &RegistryArgs, host: &Option<String>) -> Identity {
 
 /// A worker lease for `floe gen`, heartbeating in the background while IDs are generated: the
 /// server's lease ([`WorkerLease`]) on this process's runtime.
-pub struct GenLease {
+pub(crate) struct GenLease {
     /// The lease (ID, not-before time, fence, time bound).
     pub lease: Arc<Lease>,
     inner: WorkerLease,
@@ -155,7 +155,7 @@ impl GenLease {
     /// Acquires a lease, printing what happened on the way to stderr.
     /// `kind` names the generator (`snowflake`, `sno`): the lease keeps the durable time
     /// bound of `{kind}-{id}` in the state directory.
-    pub fn acquire(
+    pub(crate) fn acquire(
         args: &RegistryArgs,
         host: &Option<String>,
         space: IdSpace,
@@ -190,7 +190,10 @@ impl GenLease {
 
     /// Heartbeats every 3 s (as Leaf) with the time `last_time_ms` gives, until `finish`, so
     /// that a run that dies leaves a recent last time behind.
-    pub fn start_heartbeats(&mut self, last_time_ms: impl Fn() -> u64 + Send + Sync + 'static) {
+    pub(crate) fn start_heartbeats(
+        &mut self,
+        last_time_ms: impl Fn() -> u64 + Send + Sync + 'static,
+    ) {
         if let Ok(rt) = runtime() {
             let _on = rt.enter();
             self.inner.start_heartbeats(last_time_ms);
@@ -199,7 +202,7 @@ impl GenLease {
 
     /// Stops the heartbeats, records the last issued time in the registry and the cache, and
     /// ends this process's hold on the ID so that the next run finds it free at once.
-    pub fn finish(self, last_time_ms: u64) -> Result<(), Failure> {
+    pub(crate) fn finish(self, last_time_ms: u64) -> Result<(), Failure> {
         let GenLease { lease, inner } = self;
         drop(lease);
         Ok(block_on(inner.try_finish(last_time_ms))??)
@@ -207,7 +210,7 @@ impl GenLease {
 }
 
 /// `floe worker ...`.
-pub fn run(args: &WorkerArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
     let registry = open(&args.registry)?;
     let layout = Layout::preset(&args.layout).map_err(|e| e.to_string())?;
     let who = identity(&args.registry, &args.host);

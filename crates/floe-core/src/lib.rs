@@ -30,6 +30,7 @@
 //! [`clock::SystemClock`]; tests pass a [`clock::ManualClock`] and move it forwards and
 //! backwards to exercise every rule without sleeping.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod clock;
 pub mod endpoint;

@@ -15,6 +15,7 @@
 //! `api/mvccpb/kv.proto`) with protox and tonic-prost-build: building this crate needs no
 //! `protoc`. Replies are the generated messages as they are ([`RangeResponse`],
 //! [`TxnResponse`], ...), with their fields public.
+#![warn(unreachable_pub)]
 
 use std::fmt;
 use std::future::Future;

@@ -51,6 +51,7 @@
 //! });
 //! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod backends;
 mod blocking;

@@ -169,7 +169,7 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
-    pub fn new(limits: KeyLimits) -> Keys {
+    pub(crate) fn new(limits: KeyLimits) -> Keys {
         Keys {
             limits,
             start: Instant::now(),
@@ -180,12 +180,12 @@ impl Keys {
     }
 
     /// How many keys are held now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.read().len()
     }
 
     /// The WEAK buffers held now.
-    pub fn weak_keys(&self) -> Vec<Arc<WeakKey>> {
+    pub(crate) fn weak_keys(&self) -> Vec<Arc<WeakKey>> {
         self.read()
             .values()
             .filter_map(|e| e.weak.get().cloned())
@@ -210,7 +210,7 @@ impl Keys {
 
     /// The state of `key` (a checked key's text), made by `make` on first use. A key already
     /// held is found under the read lock, by its text: no allocation.
-    pub fn get<T: Kind>(self: &Arc<Self>, key: &str, make: impl FnOnce(Key) -> T) -> Arc<T> {
+    pub(crate) fn get<T: Kind>(self: &Arc<Self>, key: &str, make: impl FnOnce(Key) -> T) -> Arc<T> {
         let now = self.now();
         {
             let map = self.read();
@@ -293,7 +293,7 @@ impl Keys {
 
     /// Drops every key idle at `now` that can go; how many went. They are picked under the read
     /// lock and removed under the write lock, each only if it still can go and is still idle.
-    pub fn expire(&self, now: u64) -> usize {
+    pub(crate) fn expire(&self, now: u64) -> usize {
         let idle = self.idle_before(now);
         let expired = |e: &Entry| e.used() < idle;
         let victims: Vec<Key> = self

@@ -35,6 +35,7 @@
 //! 1, or just above its `bigger_than`; a sequence that would pass `i64::MAX` fails with
 //! [`ErrorKind::Exhausted`] and never wraps.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod batch;
 mod error;

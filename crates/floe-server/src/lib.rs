@@ -57,6 +57,7 @@
 //! [`MAX_ECHO`] characters (with an ellipsis), the configured stores are not listed, and what a
 //! store reports (file paths, server addresses) goes to standard error, not to the client.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod app;
 pub mod config;

@@ -21,7 +21,7 @@ pub(crate) struct SeenCache<V>(Mutex<HashMap<Key, Seen<V>>>);
 pub(crate) const SEEN_MAX: usize = 65_536;
 
 impl<V: Copy> SeenCache<V> {
-    pub fn get(&self, key: &Key) -> Option<Seen<V>> {
+    pub(super) fn get(&self, key: &Key) -> Option<Seen<V>> {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -29,7 +29,7 @@ impl<V: Copy> SeenCache<V> {
             .copied()
     }
 
-    pub fn put(&self, key: &Key, seen: Seen<V>) {
+    pub(super) fn put(&self, key: &Key, seen: Seen<V>) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(v) = map.get_mut(key) {
             *v = seen;
@@ -47,7 +47,7 @@ impl<V: Copy> SeenCache<V> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    pub fn forget(&self, key: &Key) {
+    pub(super) fn forget(&self, key: &Key) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
     }
 }

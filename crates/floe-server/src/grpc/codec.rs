@@ -11,7 +11,7 @@ use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
 /// [`ProstCodec`] whose decoder answers [`Code::InvalidArgument`] for a malformed message.
 #[derive(Debug, Clone)]
-pub struct MessageCodec<T, U>(ProstCodec<T, U>);
+pub(crate) struct MessageCodec<T, U>(ProstCodec<T, U>);
 
 impl<T, U> Default for MessageCodec<T, U> {
     fn default() -> Self {
@@ -40,7 +40,7 @@ where
 
 /// [`ProstDecoder`], with a parse error as [`Code::InvalidArgument`].
 #[derive(Debug, Clone)]
-pub struct MessageDecoder<U>(ProstDecoder<U>);
+pub(crate) struct MessageDecoder<U>(ProstDecoder<U>);
 
 impl<U: prost::Message + Default> Decoder for MessageDecoder<U> {
     type Item = U;

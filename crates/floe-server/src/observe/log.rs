@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 /// What a warning is about: each topic is limited on its own, so that a store that fails
 /// every request does not hide a clock refusal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Topic {
+pub(crate) enum Topic {
     /// A store's error.
     Store = 0,
     /// A clock refused or a time bound not moving.
@@ -19,7 +19,7 @@ pub enum Topic {
 
 /// A warning in the log, at most one a second per [`Topic`] (a store that is down fails every
 /// request: the log says so once a second, with how many lines it left out).
-pub fn warn(topic: Topic, line: std::fmt::Arguments<'_>) {
+pub(crate) fn warn(topic: Topic, line: std::fmt::Arguments<'_>) {
     static LAST: [Mutex<Option<(Instant, u64)>>; 4] = [
         Mutex::new(None),
         Mutex::new(None),
