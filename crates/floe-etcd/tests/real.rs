@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use floe_etcd::{Client, Compare, CompareOp, ConnectOptions, Txn, TxnGet, TxnOp};
-use floe_testkit::{env, unique};
+use floe_testkit::{env, free_port, unique};
 
 fn client() -> Client {
     Client::connect([env("FLOE_TEST_ETCD")], ConnectOptions::default()).unwrap()
@@ -119,11 +119,7 @@ async fn a_lease_not_kept_alive_expires() {
 /// comes first.
 #[tokio::test]
 async fn a_dead_endpoint_beside_a_live_one_is_passed_over() {
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let dead = format!("127.0.0.1:{}", free_port());
     let live = env("FLOE_TEST_ETCD");
     for endpoints in [[dead.clone(), live.clone()], [live, dead]] {
         let c = Client::connect(endpoints, ConnectOptions::default()).unwrap();
@@ -149,13 +145,7 @@ async fn a_dead_endpoint_beside_a_live_one_is_passed_over() {
 /// Every endpoint dead: an error, within the deadline, and not a configuration error.
 #[tokio::test]
 async fn every_endpoint_dead_is_an_error_in_time() {
-    let dead = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .to_string()
-    };
+    let dead = || format!("127.0.0.1:{}", free_port());
     let options = ConnectOptions::both(Duration::from_millis(500));
     let c = Client::connect([dead(), dead()], options).unwrap();
     let started = std::time::Instant::now();

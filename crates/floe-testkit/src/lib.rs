@@ -1,9 +1,12 @@
 //! What floe's tests against real servers share. scripts/test.sh starts the servers and
 //! exports `FLOE_TEST_<SERVER>` (its address or URL), `_PID` and `_START` (a script that
-//! starts the same server again on the same data) for each.
+//! starts the same server again on the same data) for each. [`process`] runs `floe` itself,
+//! [`http`] talks to it on plain sockets.
 #![deny(missing_docs)]
 
 pub mod history;
+pub mod http;
+pub mod process;
 pub mod proxy;
 
 use std::process::{Child, Command};
@@ -29,6 +32,16 @@ pub fn unique(prefix: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{prefix}-{}-{nanos}-{n}", std::process::id())
+}
+
+/// A free loopback port (bound, then released: for a server to bind, or as an address where
+/// nothing listens).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A server a test started again itself, stopped when the test ends however it ends.

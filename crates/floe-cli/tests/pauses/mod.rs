@@ -12,9 +12,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -24,7 +24,11 @@ use floe_testkit::env;
 use floe_testkit::history::{Grants, History, Outcome, Report, Rules};
 use floe_testkit::proxy::{Cut, Proxy};
 
-use crate::common::faults::{free_port, get, Row};
+use floe_testkit::free_port;
+use floe_testkit::http::get;
+use floe_testkit::process::Floe;
+
+use crate::common::faults::Row;
 
 // ---------------------------------------------------------------------------------------
 // Nodes
@@ -33,8 +37,7 @@ use crate::common::faults::{free_port, get, Row};
 pub struct Node {
     pub name: String,
     pub port: u16,
-    child: Child,
-    stderr: Arc<Mutex<Vec<String>>>,
+    floe: Floe,
 }
 
 /// A directory for a node's state: on tmpfs when there is one, where fsyncs are fastest (the
@@ -52,64 +55,33 @@ pub fn state_dir() -> tempfile::TempDir {
 impl Node {
     /// Starts `floe serve --grpc off --http 127.0.0.1:PORT ARGS` and returns at once.
     pub fn spawn(name: &str, port: u16, args: &[String]) -> Node {
-        // FLOE_BIN: another build of floe (scripts/faults.sh runs the release binary).
-        let bin = std::env::var_os("FLOE_BIN").map_or_else(
-            || assert_cmd::cargo::cargo_bin("floe"),
-            std::path::PathBuf::from,
-        );
-        let mut child = Command::new(bin)
+        let mut command = crate::common::cmd();
+        command
             .arg("serve")
             .args(["--grpc", "off", "--http", &format!("127.0.0.1:{port}")])
             .args(args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (lines, pipe) = (Arc::clone(&stderr), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                lines.lock().unwrap().push(line);
-            }
-        });
+            .env("RUST_LOG", "info");
         Node {
             name: name.to_string(),
             port,
-            child,
-            stderr,
+            floe: Floe::spawn(command),
         }
     }
 
     /// Waits until the node listens (`Ok`), or it exits (`Err` with its status), at most
     /// `limit` (`Err` too).
     pub fn wait_listening(&mut self, limit: Duration) -> Result<(), String> {
-        let started = Instant::now();
-        loop {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Ok(());
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Err(format!("exited ({status})"));
-            }
-            if started.elapsed() > limit {
-                return Err(format!("not listening after {limit:?}"));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.floe
+            .wait_listening(&format!("127.0.0.1:{}", self.port), limit)
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.floe.pid()
     }
 
     /// Sends `signal` (`STOP`, `CONT`, `TERM`, `KILL`).
     pub fn signal(&self, signal: &str) {
-        let _ = Command::new("kill")
-            .args([&format!("-{signal}"), &self.pid().to_string()])
-            .status();
+        self.floe.signal(signal);
     }
 
     /// SIGTERM (after SIGCONT), and waits at most 20 s for the exit (then SIGKILL).
@@ -121,19 +93,12 @@ impl Node {
     pub fn stop_keep(&mut self) -> Option<ExitStatus> {
         self.signal("CONT");
         self.signal("TERM");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        self.floe.wait_timeout(Duration::from_secs(20))
     }
 
     /// The lines the node wrote to standard error so far.
     pub fn log(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
+        self.floe.log()
     }
 
     /// What the node was granted, from its start-up lines: `(stream, field)` pairs.
@@ -156,13 +121,6 @@ impl Node {
         .into_iter()
         .filter_map(|(s, f)| f.map(|f| (s, f)))
         .collect()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

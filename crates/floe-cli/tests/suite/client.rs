@@ -35,19 +35,12 @@ impl Server {
         let state = dir.path().join("state");
         let mut args = vec!["--state-dir", state.to_str().unwrap()];
         args.extend(extra);
-        let serve = Serve::start(&args);
+        let serve = serving::start(&args);
         Server { serve, _dir: dir }
     }
 
     fn url(&self) -> String {
         format!("http://{}", self.serve.grpc)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.serve.child.kill();
-        let _ = self.serve.child.wait();
     }
 }
 
@@ -309,10 +302,7 @@ fn server_errors_are_one_line_and_exit_2() {
 /// URL is refused before connecting, naming --server (exit 2).
 #[test]
 fn unreachable_server_names_the_url() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = floe_testkit::free_port();
     for url in [
         format!("127.0.0.1:{port}"),
         format!("http://127.0.0.1:{port}"),
@@ -461,7 +451,7 @@ fn early_close_exits_0_quietly_and_cancels_the_stream() {
 /// A server that dies under a stream: what came is written, then one line and exit 69.
 #[test]
 fn a_server_gone_mid_stream_is_an_error() {
-    let mut server = Server::start();
+    let server = Server::start();
     let url = server.url();
     let mut child = common::cmd()
         .args(["gen", "uuid7", "--server", &url, "-n", "1000000000"])
@@ -472,8 +462,7 @@ fn a_server_gone_mid_stream_is_an_error() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert!(parses("uuid7", line.trim_end()), "{line}");
-    server.serve.child.kill().unwrap();
-    server.serve.child.wait().unwrap();
+    server.serve.kill9();
     // Read to the end, so the client is never stuck on a full pipe.
     let mut rest = Vec::new();
     out.read_to_end(&mut rest).unwrap();

@@ -6,7 +6,6 @@ use crate::common;
 use crate::serving;
 
 use common::{cmd, ok, run};
-use serving::Serve;
 
 fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
@@ -138,7 +137,7 @@ fn the_shipped_example_is_valid_and_serves() {
     assert_eq!(t["snowflake"]["layout"].as_str(), Some("leaf"));
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let server = Serve::start(&["--config", example, "--state-dir", &state]);
+    let server = serving::start(&["--config", example, "--state-dir", &state]);
     let (code, body) = serving::http(&server.http, "GET", "/v1/ids/snowflake").unwrap();
     assert_eq!(code, 200, "{body}");
     server.term();
@@ -154,7 +153,7 @@ fn a_sequences_only_server_starts_on_a_new_state_directory() {
     let config = write(dir.path(), "floe.toml", "[ids]\nkinds = []\n");
     let state = dir.path().join("new").join("state");
     let state = state.display().to_string();
-    let server = Serve::start(&["--config", &config, "--state-dir", &state]);
+    let server = serving::start(&["--config", &config, "--state-dir", &state]);
     let (code, body) = serving::http(
         &server.http,
         "GET",

@@ -7,11 +7,11 @@ use crate::serving;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use serving::{next_strong, Serve};
+use serving::next_strong;
 
 #[test]
 fn idle_sockets_beyond_the_cap_wait_and_file_descriptors_stay_bounded() {
-    let server = Serve::start(&[
+    let server = serving::start(&[
         "--store",
         "mem=memory",
         "--max-connections",

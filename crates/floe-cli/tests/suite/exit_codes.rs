@@ -7,15 +7,6 @@ use crate::common;
 
 use common::{cmd, run};
 
-/// A port on loopback that nothing listens on (bound, then closed).
-fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
@@ -56,7 +47,7 @@ fn a_typo_is_a_usage_error() {
 /// line naming the registry, nothing issued.
 #[test]
 fn an_unreachable_registry_is_unavailable() {
-    let port = closed_port();
+    let port = floe_testkit::free_port();
     for (command, url) in [
         (
             &["gen", "snowflake"][..],
@@ -121,7 +112,7 @@ fn local_output_errors_are_io_errors() {
 /// be reached is 69 (retry), a bad configuration 2 (do not), each in one error line.
 #[test]
 fn floe_serve_exits_by_kind_when_it_cannot_start() {
-    let port = closed_port();
+    let port = floe_testkit::free_port();
     let cases: [(&[&str], u8); 4] = [
         (&["--registry", &format!("zk://127.0.0.1:{port}/floe")], 69),
         (&["--store", &format!("main=redis://127.0.0.1:{port}/")], 69),

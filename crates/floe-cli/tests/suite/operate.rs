@@ -85,7 +85,7 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
 fn metrics_count_what_is_issued_and_prometheus_reads_them() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let server = Serve::start(&["--state-dir", &state, "--store", "main=embedded"]);
+    let server = serving::start(&["--state-dir", &state, "--store", "main=embedded"]);
     let (_, before) = metrics(&server);
     // The layout's horizon: Leaf's 41-bit ms field from 2023 lasts until about 2092.
     let horizon = value(
@@ -222,7 +222,7 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
     let state = dir.path().display().to_string();
     let prefix = floe_testkit::unique("ready");
     let store = format!("cache=redis://{addr}/?prefix={prefix}");
-    let server = Serve::start(&["--state-dir", &state, "--store", &store]);
+    let server = serving::start(&["--state-dir", &state, "--store", &store]);
     let health = |service: &str| serving::health(&server, service);
     let wait_for = |want: u16| {
         let started = Instant::now();
@@ -272,7 +272,7 @@ fn readiness_follows_the_store_and_grpc_health_says_which_service() {
 fn json_logs_have_one_start_up_line_and_a_line_per_request_at_debug() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let server = Serve::start_with_env(
+    let server = serving::start_with_env(
         "127.0.0.1:0",
         "127.0.0.1:0",
         &["--state-dir", &state, "--log-format", "json"],
@@ -327,7 +327,7 @@ fn json_logs_have_one_start_up_line_and_a_line_per_request_at_debug() {
 fn text_logs_by_default_and_rust_log_filters_them() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let server = Serve::start_with_env(
+    let server = serving::start_with_env(
         "127.0.0.1:0",
         "127.0.0.1:0",
         &["--state-dir", &state],

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serving::{http, Serve};
+use serving::http;
 
 /// Loads key `k` of store `default` from 4 threads, SIGTERMs the server while they run,
 /// restarts it on the same state directory and returns the IDs skipped: the first ID after
@@ -19,7 +19,7 @@ fn skipped_by_a_restart(keep_tails: bool) -> (i64, usize) {
     std::fs::write(&config, format!("[sequencer]\nkeep_tails = {keep_tails}\n")).unwrap();
     let config = config.display().to_string();
     let args = ["--config", &config, "--state-dir", &state];
-    let server = Serve::start(&args);
+    let server = serving::start(&args);
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..4)
         .map(|_| {
@@ -50,7 +50,7 @@ fn skipped_by_a_restart(keep_tails: bool) -> (i64, usize) {
         .flat_map(|c| c.join().unwrap())
         .collect();
     assert!(!before.is_empty());
-    let server = Serve::start(&args);
+    let server = serving::start(&args);
     let (code, body) = http(&server.http, "GET", "/v1/sequencer/default/k").unwrap();
     assert_eq!(code, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -10,8 +10,6 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use serving::Serve;
-
 /// A private CA and a server certificate it signed, as PEM files in `dir`.
 fn certs(dir: &Path) -> floe_testkit::Certs {
     floe_testkit::test_ca(dir)
@@ -34,7 +32,7 @@ fn the_client_talks_tls_to_a_tls_server_with_the_private_ca() {
     let dir = tempfile::tempdir().unwrap();
     let c = certs(dir.path());
     let state = dir.path().join("state");
-    let server = Serve::start(&[
+    let server = serving::start(&[
         "--state-dir",
         s(&state),
         "--tls-cert",
@@ -159,7 +157,7 @@ fn the_client_sends_a_token_from_its_file() {
     let state = dir.path().join("state");
     let server_tokens = dir.path().join("server-tokens");
     std::fs::write(&server_tokens, "# clients\nalpha-secret-1\nbeta-secret-2\n").unwrap();
-    let server = Serve::start(&[
+    let server = serving::start(&[
         "--state-dir",
         s(&state),
         "--token-file",
@@ -230,7 +228,7 @@ fn the_client_sends_a_token_from_its_file() {
 fn a_listener_beyond_loopback_without_tls_or_tokens_is_warned_about() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let server = Serve::start_on(
+    let server = serving::start_on(
         "0.0.0.0:0",
         "127.0.0.1:0",
         &["--state-dir", s(&state), "--store", "main=memory"],

@@ -209,10 +209,7 @@ fn seq_reports_bad_input_clearly() {
 #[test]
 fn an_unreachable_store_exits_69() {
     let dir = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = floe_testkit::free_port();
     for (url, text) in [
         (format!("redis://127.0.0.1:{port}"), "redis: cannot connect"),
         (format!("etcd://127.0.0.1:{port}"), "etcd: cannot reach"),

@@ -15,7 +15,7 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
     let registry = format!("file://{state}");
-    let server = Serve::start(&["--state-dir", &state, "--host", "h1", "--port", "4242"]);
+    let server = serving::start(&["--state-dir", &state, "--host", "h1", "--port", "4242"]);
     let record = || -> serde_json::Value {
         let list = common::ok(common::run(&[
             "worker",

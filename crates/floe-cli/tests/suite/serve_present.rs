@@ -27,7 +27,7 @@ fn start(dir: &tempfile::TempDir) -> Serve {
     let keys = dir.path().join("keys");
     std::fs::write(&keys, format!("{KEY}\n")).unwrap();
     let state = dir.path().join("state");
-    Serve::start_with_env(
+    serving::start_with_env(
         "127.0.0.1:0",
         "127.0.0.1:0",
         &[

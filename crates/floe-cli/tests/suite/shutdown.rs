@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serving::{closed_within, grpc_headers_without_body, next_strong, Serve, H2_PREFACE};
+use serving::{closed_within, grpc_headers_without_body, next_strong, H2_PREFACE};
 
 #[test]
 fn sigterm_ends_serve_by_the_deadline_whatever_clients_hold_and_a_restart_succeeds() {
@@ -34,7 +34,7 @@ fn sigterm_ends_serve_by_the_deadline_whatever_clients_hold_and_a_restart_succee
         "--request-timeout-secs",
         "600",
     ];
-    let server = Serve::start(&args);
+    let server = serving::start(&args);
     assert_eq!(next_strong(&server.http, "main", "orders").unwrap(), 1);
 
     // A half-sent HTTP request.
@@ -99,7 +99,7 @@ fn sigterm_ends_serve_by_the_deadline_whatever_clients_hold_and_a_restart_succee
     }
 
     // The same state directory serves again at once: the file lock and the lease are free.
-    let again = Serve::start(&args);
+    let again = serving::start(&args);
     stop.store(true, Ordering::Relaxed);
     let before = load.join().unwrap();
     assert!(before.len() > 1, "the load was served: {before:?}");
@@ -124,7 +124,7 @@ fn sigterm_ends_serve_by_the_deadline_whatever_clients_hold_and_a_restart_succee
 fn sigterm_with_nothing_held_exits_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let server = Serve::start(&["--state-dir", &state, "--shutdown-timeout-secs", "600"]);
+    let server = serving::start(&["--state-dir", &state, "--shutdown-timeout-secs", "600"]);
     assert_eq!(next_strong(&server.http, "default", "k").unwrap(), 1);
     server.term();
     let (status, err, took) = server.wait(Duration::from_secs(10));
@@ -178,7 +178,7 @@ fn sigterm_right_after_the_start_up_line_is_a_graceful_stop() {
     for _ in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().display().to_string();
-        let server = serving::Serve::start(&["--state-dir", &state]);
+        let server = serving::start(&["--state-dir", &state]);
         server.term();
         let (status, err, _) = server.wait(std::time::Duration::from_secs(30));
         assert!(status.success(), "{status}: {err}");
@@ -191,13 +191,8 @@ fn sigterm_right_after_the_start_up_line_is_a_graceful_stop() {
 fn sighup_is_a_graceful_stop() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let server = serving::Serve::start(&["--state-dir", &state]);
-    let pid = server.pid().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap()
-        .success());
+    let server = serving::start(&["--state-dir", &state]);
+    server.signal("HUP");
     let (status, err, _) = server.wait(std::time::Duration::from_secs(30));
     assert!(status.success(), "{status}: {err}");
     assert!(err.contains("shutting down (SIGHUP)"), "{err}");
@@ -209,7 +204,7 @@ fn sighup_is_a_graceful_stop() {
 fn a_shutdown_delay_keeps_serving_not_ready_then_stops() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
-    let server = Serve::start(&["--state-dir", &state, "--shutdown-delay-secs", "2"]);
+    let server = serving::start(&["--state-dir", &state, "--shutdown-delay-secs", "2"]);
     let (code, _) = serving::http(&server.http, "GET", "/readyz").unwrap();
     assert_eq!(code, 200);
     let signalled = std::time::Instant::now();
@@ -247,7 +242,7 @@ fn sigterm_while_waiting_for_a_lease_ends_the_start_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
     let args = ["--state-dir", &state, "--port", "7"];
-    let first = Serve::start(&args);
+    let first = serving::start(&args);
     let mut second = std::process::Command::new(assert_cmd::cargo::cargo_bin("floe"))
         .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .args(args)

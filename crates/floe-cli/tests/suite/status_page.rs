@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serving::{http, Serve};
+use serving::http;
 
 /// The badge colours of the page's style sheet.
 const GREEN: [u8; 3] = [0x2a, 0x7d, 0x2a];
@@ -86,7 +86,7 @@ fn the_status_page_shows_the_server_in_a_real_browser() {
     let state = dir.path().join("state");
     let state_text = state.display().to_string();
     let profile = dir.path().join("chromium");
-    let server = Serve::start(&[
+    let server = serving::start(&[
         "--state-dir",
         &state_text,
         "--store",

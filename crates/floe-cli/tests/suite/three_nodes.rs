@@ -27,7 +27,6 @@
 use crate::serving;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,15 +57,6 @@ fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
     ONE_CLUSTER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A free loopback port (bound, then released for the node to bind).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// What a node leased, read from its start-up output.
@@ -116,16 +106,16 @@ struct Node {
     http: String,
     args: Vec<String>,
     serve: Option<Serve>,
-    /// Standard error of every run of this node, as it comes.
-    stderr: Arc<Mutex<Vec<String>>>,
+    /// Standard error of the runs of this node that ended.
+    past: Vec<String>,
 }
 
 impl Node {
     fn new(index: usize, state_dir: PathBuf, registry: &str, pg: &str) -> Node {
         Node {
             index,
-            grpc: format!("127.0.0.1:{}", free_port()),
-            http: format!("127.0.0.1:{}", free_port()),
+            grpc: format!("127.0.0.1:{}", floe_testkit::free_port()),
+            http: format!("127.0.0.1:{}", floe_testkit::free_port()),
             args: vec![
                 "--state-dir".into(),
                 state_dir.to_str().unwrap().into(),
@@ -135,14 +125,14 @@ impl Node {
                 format!("pg={pg}"),
             ],
             serve: None,
-            stderr: Arc::new(Mutex::new(Vec::new())),
+            past: Vec::new(),
         }
     }
 
-    /// Starts the node (bounded by [`serving::START_WITHIN`]) and reads what it leased.
+    /// Starts the node (bounded by [`START_WITHIN`](floe_testkit::process::START_WITHIN)) and reads what it leased.
     fn start(&mut self) -> Workers {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        let mut serve = Serve::start_on(&self.grpc, &self.http, &args);
+        let serve = serving::start_on(&self.grpc, &self.http, &args);
         assert_eq!(
             (serve.grpc.as_str(), serve.http.as_str()),
             (self.grpc.as_str(), self.http.as_str()),
@@ -150,28 +140,17 @@ impl Node {
             self.index,
             serve.line
         );
-        let this_run = Arc::new(Mutex::new(Vec::new()));
-        let (all, mine) = (Arc::clone(&self.stderr), Arc::clone(&this_run));
-        let stderr = serve.child.stderr.take().unwrap();
-        let index = self.index;
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                all.lock().unwrap().push(format!("node {index}: {line}"));
-                mine.lock().unwrap().push(line);
-            }
-        });
-        self.serve = Some(serve);
+        let serve = self.serve.insert(serve);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(w) = Workers::parse(&this_run.lock().unwrap()) {
+            let this_run = serve.log();
+            if let Some(w) = Workers::parse(&this_run) {
                 return w;
             }
             assert!(
                 Instant::now() < deadline,
-                "node {} did not name its workers within 10 s: {:?}",
+                "node {} did not name its workers within 10 s: {this_run:?}",
                 self.index,
-                this_run.lock().unwrap()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -179,31 +158,38 @@ impl Node {
 
     /// SIGKILL, as a crash would; waits until it is gone.
     fn kill9(&mut self) {
-        let mut serve = self.serve.take().expect("node running");
-        serve.child.kill().unwrap();
-        serve.child.wait().unwrap();
+        let serve = self.serve.take().expect("node running");
+        serve.kill9();
+        self.keep(&serve.stderr());
     }
 
     /// SIGTERM: the node must exit cleanly (leases released, stores closed) within 20 s.
     fn stop(&mut self) {
         let serve = self.serve.take().expect("node running");
         serve.term();
-        let (status, _, took) = serve.wait(Duration::from_secs(20));
+        let (status, err, took) = serve.wait(Duration::from_secs(20));
+        self.keep(&err);
         assert!(
             status.success(),
             "node {} exited with {status} after SIGTERM ({took:?}): {:?}",
             self.index,
-            self.stderr.lock().unwrap()
+            self.stderr()
         );
     }
-}
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut s) = self.serve.take() {
-            let _ = s.child.kill();
-            let _ = s.child.wait();
-        }
+    /// Keeps the standard error of a run that ended.
+    fn keep(&mut self, err: &str) {
+        let index = self.index;
+        self.past
+            .extend(err.lines().map(|l| format!("node {index}: {l}")));
+    }
+
+    /// Standard error of every run of this node, the running one's so far.
+    fn stderr(&self) -> Vec<String> {
+        let running = self.serve.iter().flat_map(Serve::log);
+        let index = self.index;
+        let running = running.map(|l| format!("node {index}: {l}"));
+        self.past.iter().cloned().chain(running).collect()
     }
 }
 
@@ -783,10 +769,7 @@ fn assert_no_failures_while_up(
 
 /// Every node's standard error.
 fn logs(nodes: &[Node]) -> Vec<String> {
-    nodes
-        .iter()
-        .flat_map(|n| n.stderr.lock().unwrap().clone())
-        .collect()
+    nodes.iter().flat_map(Node::stderr).collect()
 }
 
 /// The cluster of a test: three nodes on `registry` and the test PostgreSQL server, and the

@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use floe_testkit::free_port;
+use floe_testkit::http::get;
+use floe_testkit::process::{Floe, START_WITHIN};
+
 use super::{cmd, nanos};
 
 /// One line of the fault table.
@@ -359,47 +363,6 @@ pub fn gen_clock_steps(kind: &str, extra: &[&str], rounds: usize) -> Row {
     tally.row
 }
 
-/// A free loopback port (bound, then released).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One HTTP/1.1 GET on a keep-alive connection: the status and the body, or `None` when the
-/// connection failed.
-pub fn get(
-    writer: &mut TcpStream,
-    reader: &mut BufReader<TcpStream>,
-    path: &str,
-) -> Option<(u16, String)> {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
-    writer.write_all(request.as_bytes()).ok()?;
-    let mut status_line = String::new();
-    if reader.read_line(&mut status_line).ok()? == 0 {
-        return None;
-    }
-    let status = status_line.split(' ').nth(1)?.parse().ok()?;
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().ok()?;
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((status, String::from_utf8_lossy(&body).into_owned()))
-}
-
 /// What one HTTP client of `floe serve` saw.
 #[derive(Debug, Default)]
 pub struct ClientLog {
@@ -466,7 +429,7 @@ pub fn client_with(
 }
 
 /// `floe serve --http 127.0.0.1:PORT --grpc off` with `args`, its clock `offset` behind.
-pub fn serve(args: &[&str], port: u16, offset: Option<&str>) -> Child {
+pub fn serve(args: &[&str], port: u16, offset: Option<&str>) -> Floe {
     let mut all: Vec<String> = vec![
         "serve".into(),
         "--grpc".into(),
@@ -475,21 +438,13 @@ pub fn serve(args: &[&str], port: u16, offset: Option<&str>) -> Child {
         format!("127.0.0.1:{port}"),
     ];
     all.extend(args.iter().map(|s| s.to_string()));
-    floe(&all, offset).spawn().unwrap()
+    Floe::spawn(floe(&all, offset))
 }
 
-/// Waits until something listens on `port` (bounded), or panics with the child's stderr.
-pub fn wait_listening(child: &mut Child, port: u16) {
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("floe serve exited early ({status}): {}", stderr_of(child));
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "not serving in 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(10));
+/// Waits until `server` listens on `port` (bounded), or panics with its stderr.
+pub fn wait_listening(server: &Floe, port: u16) {
+    if let Err(e) = server.wait_listening(&format!("127.0.0.1:{port}"), Duration::from_secs(30)) {
+        panic!("floe serve {e}: {}", server.stderr());
     }
 }
 
@@ -517,15 +472,14 @@ pub fn serve_snowflake_clock_steps(rounds: usize) -> Row {
         // The Snowflake generator's own bound (the server keeps sno's and LexicalUUID's too).
         let bound = bound_on_disk(&state_dir, "horizon-snowflake-");
         let port = free_port();
-        let mut child = serve(&args, port, offset);
-        wait_listening(&mut child, port);
+        let server = serve(&args, port, offset);
+        wait_listening(&server, port);
         let stop = Arc::new(AtomicBool::new(false));
         let clients: Vec<_> = (0..2)
             .map(|_| client(port, "/v1/sequencer/ids/orders".into(), stop.clone()))
             .collect();
         std::thread::sleep(Duration::from_millis(300 + random_below(700)));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        server.kill9();
         stop.store(true, Ordering::Relaxed);
         for c in clients {
             let ids = c.join().unwrap().ids;
@@ -539,7 +493,7 @@ pub fn serve_snowflake_clock_steps(rounds: usize) -> Row {
             }
             tally.unordered(&ids);
         }
-        stderr_of(&mut child)
+        server.stderr()
     };
     let mut waited = 0;
     for _ in 0..rounds {
@@ -551,13 +505,10 @@ pub fn serve_snowflake_clock_steps(rounds: usize) -> Row {
             }
         }
     }
-    let out = serve(&args, free_port(), Some("-3600s"))
-        .wait_with_output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (status, err, _) = serve(&args, free_port(), Some("-3600s")).wait(START_WITHIN);
     // Refused for now, as `floe gen` is (EX_TEMPFAIL): floe-server's start error keeps the
     // registry's kind.
-    assert_eq!(out.status.code(), Some(75), "-1h: {err}");
+    assert_eq!(status.code(), Some(75), "-1h: {err}");
     assert!(
         err.contains("refusing to start") && err.contains("time bound"),
         "{err}"
@@ -630,7 +581,7 @@ pub fn store_server_killed(name: &str, var: &str, url: &str, down_ms: u64) -> Ro
     let store = format!("s={url}");
     // A server just started again may still be recovering: retry the start, bounded.
     let started = Instant::now();
-    let (mut child, port) = loop {
+    let (server, port) = loop {
         let port = free_port();
         let args = [
             "--store",
@@ -640,16 +591,14 @@ pub fn store_server_killed(name: &str, var: &str, url: &str, down_ms: u64) -> Ro
             "--timeout-ms",
             "500",
         ];
-        let mut child = serve(&args, port, None);
-        while TcpStream::connect(("127.0.0.1", port)).is_err()
-            && child.try_wait().unwrap().is_none()
+        let server = serve(&args, port, None);
+        if server
+            .wait_listening(&format!("127.0.0.1:{port}"), START_WITHIN)
+            .is_ok()
         {
-            std::thread::sleep(Duration::from_millis(10));
+            break (server, port);
         }
-        if child.try_wait().unwrap().is_none() {
-            break (child, port);
-        }
-        let err = stderr_of(&mut child);
+        let err = server.stderr();
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "floe serve on {url}: {err}"
@@ -677,7 +626,7 @@ pub fn store_server_killed(name: &str, var: &str, url: &str, down_ms: u64) -> Ro
         let _ = server.0.wait();
     }
     std::thread::sleep(Duration::from_millis(down_ms));
-    let server = floe_testkit::restart(&start);
+    let store_server = floe_testkit::restart(&start);
     let restarted = Instant::now();
     // Serve on until STRONG is answered again after the restart (bounded: 30 s), and a
     // moment more: the clients recover by themselves.
@@ -689,10 +638,10 @@ pub fn store_server_killed(name: &str, var: &str, url: &str, down_ms: u64) -> Ro
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     let (weak, strong) = (weak.join().unwrap(), strong.join().unwrap());
-    term(&child);
-    let _ = child.wait();
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(60));
     // The restarted server is this scenario's: stopped with it.
-    drop(server);
+    drop(store_server);
     drop(ours);
     let mut tally = Tally::default();
     tally.row.scenario = format!(
@@ -766,8 +715,8 @@ pub fn sigterm_with_idle_connections() -> Row {
     let path = "/v1/sequencer/main/orders?increment=strong".to_string();
     // Run 1: held connections, load, SIGTERM.
     let port = free_port();
-    let mut child = serve(&args, port, None);
-    wait_listening(&mut child, port);
+    let server = serve(&args, port, None);
+    wait_listening(&server, port);
     let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
     half.write_all(
         b"GET /v1/sequencer/main/orders?increment=strong HTTP/1.1\r\nHost: localhost\r\n",
@@ -777,34 +726,30 @@ pub fn sigterm_with_idle_connections() -> Row {
     let stop = Arc::new(AtomicBool::new(false));
     let load = client(port, path.clone(), stop.clone());
     std::thread::sleep(Duration::from_millis(500));
-    term(&child);
+    server.term();
     let termed = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if termed.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = server
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|| {
+            server.kill9();
+            server.try_wait().unwrap()
+        });
     let took = termed.elapsed();
     stop.store(true, Ordering::Relaxed);
     tally.run(&load.join().unwrap().ids);
     // Run 2: the same state directory at once.
     let port = free_port();
     let restarted = Instant::now();
-    let mut child = serve(&args, port, None);
-    wait_listening(&mut child, port);
+    let server = serve(&args, port, None);
+    wait_listening(&server, port);
     let up = restarted.elapsed();
     let stop = Arc::new(AtomicBool::new(false));
     let load = client(port, path, stop.clone());
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     tally.run(&load.join().unwrap().ids);
-    term(&child);
-    let _ = child.wait();
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(60));
     tally.row.outcome = format!(
         "exited ({status}) {} ms after SIGTERM (deadline 2 s); restart on the same state directory listening in {} ms",
         took.as_millis(),
@@ -843,12 +788,12 @@ pub fn disk_full_embedded() -> Row {
     let _unmount = Unmount(dir.path().to_path_buf());
     let state = dir.path().join("state").display().to_string();
     let port = free_port();
-    let mut child = serve(
+    let server = serve(
         &["--store", "main=embedded", "--state-dir", &state],
         port,
         None,
     );
-    wait_listening(&mut child, port);
+    wait_listening(&server, port);
     let stop = Arc::new(AtomicBool::new(false));
     let strong_ok = Arc::new(Mutex::new(None));
     let strong = client_with(
@@ -902,8 +847,8 @@ pub fn disk_full_embedded() -> Row {
         weak.join().unwrap(),
         keys.join().unwrap(),
     );
-    term(&child);
-    let _ = child.wait();
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(60));
     tally.client(&strong.ids);
     tally.client(&weak.ids);
     // Each of these is the first ID of its own key: counted, not compared.
@@ -922,11 +867,4 @@ pub fn disk_full_embedded() -> Row {
         None => format!("did not recover ({errors} errors) FAILED"),
     };
     tally.row
-}
-
-/// Sends SIGTERM to `child`.
-fn term(child: &Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
 }

@@ -15,11 +15,9 @@ pub fn cmd() -> Command {
         .join(format!("cwd-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&cwd).unwrap();
     // FLOE_BIN: another build of floe (scripts/faults.sh runs the release binary).
-    let bin = std::env::var_os("FLOE_BIN").map_or_else(
-        || assert_cmd::cargo::cargo_bin("floe"),
-        std::path::PathBuf::from,
-    );
-    let mut c = Command::new(bin);
+    let mut c = Command::new(floe_testkit::process::floe_bin(
+        assert_cmd::cargo::cargo_bin("floe"),
+    ));
     c.current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

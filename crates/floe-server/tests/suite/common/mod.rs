@@ -8,8 +8,7 @@ use async_trait::async_trait;
 use floe_sequencer::{Key, SeqError, Sequencer, ServeOptions, Store, StoreHandle};
 use floe_server::Limits;
 use prost::bytes::{Buf, BufMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// A store whose server is down, and says where it is.
 #[derive(Debug)]
@@ -99,36 +98,26 @@ impl Running {
     }
 }
 
-/// One HTTP/1.1 request (`Connection: close`, with `headers`, each "Name: value"), and its
-/// status, raw header block and body (JSON when it parses).
+/// One HTTP/1.1 request (`Connection: close`, with `headers`, each "Name: value"; `Host: floe`
+/// unless they name the host), and its status, raw header block and body (JSON when it
+/// parses). floe-testkit's client, on a blocking thread: the server runs on this runtime.
 pub async fn http_with(
     addr: &str,
     method: &str,
     path: &str,
     headers: &[&str],
 ) -> (u16, String, serde_json::Value) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    // Host: floe unless the caller names one.
-    let named = headers
-        .iter()
-        .any(|h| h.to_ascii_lowercase().starts_with("host:"));
-    let host = if named { "" } else { "Host: floe\r\n" };
-    let mut request = format!("{method} {path} HTTP/1.1\r\n{host}Content-Length: 0\r\n");
-    for h in headers {
-        request.push_str(h);
-        request.push_str("\r\n");
-    }
-    request.push_str("Connection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.unwrap();
-    let code = text[9..12].parse().unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (
-        code,
-        head.to_string(),
-        serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.into())),
-    )
+    let (addr, method, path) = (addr.to_string(), method.to_string(), path.to_string());
+    let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    let answer = tokio::task::spawn_blocking(move || {
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        floe_testkit::http::request(&addr, "floe", &method, &path, &headers)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let body = serde_json::from_str(&answer.body).unwrap_or(serde_json::Value::String(answer.body));
+    (answer.status, answer.head, body)
 }
 
 pub async fn http(addr: &str, method: &str, path: &str) -> (u16, serde_json::Value) {
@@ -216,6 +205,30 @@ pub async fn raw_call(
     grpc.unary(request, path, RawCodec)
         .await
         .map(tonic::Response::into_inner)
+}
+
+/// The configuration of a whole server serving every ID kind: an embedded store `main` (also
+/// Leaf's), a Snowflake store `ids`, a named Twitter layout `tw`, on 127.0.0.1:0.
+pub fn full_config(state: &std::path::Path) -> floe_server::ServerConfig {
+    let mut c = floe_server::ServerConfig {
+        state_dir: state.to_path_buf(),
+        ..floe_server::ServerConfig::default()
+    };
+    c.listen.grpc = "127.0.0.1:0".into();
+    c.listen.http = "127.0.0.1:0".into();
+    // The requests of this module name the host "floe".
+    c.listen.allow_hosts = vec!["floe".into()];
+    c.stores.insert("main".into(), "embedded".into());
+    c.stores.insert("ids".into(), "snowflake".into());
+    c.snowflake.named.insert(
+        "tw".into(),
+        floe_server::config::LayoutConfig {
+            layout: "twitter".into(),
+            ..Default::default()
+        },
+    );
+    c.sequencer.leaf_store = Some("main".into());
+    c
 }
 
 /// A server started from `config`, checked at this moment.

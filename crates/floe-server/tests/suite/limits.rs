@@ -2,13 +2,11 @@
 //! clock (header, idle and request timeouts), caps how many it holds, and always returns from
 //! `serve` by the shutdown deadline. These wait on real sockets, with timeouts of a second.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{self, next_strong, start_within};
 use axum::http;
-use common::{next_strong, start_within};
 use floe_sequencer::stores::memory::MemoryStore;
 use floe_server::Limits;
 use prost::bytes::Bytes;

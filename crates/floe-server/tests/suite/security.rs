@@ -1,13 +1,11 @@
 //! TLS on both listeners and bearer tokens, against a whole server assembled from its
 //! configuration ([`floe_server::Server`]) in-process, with a private CA made here (rcgen).
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{http_with, Node};
+use crate::common::{self, http_with, Node};
 use floe_server::proto::runtime_client::RuntimeClient;
 use floe_server::proto::GetNextIdRequest;
 use floe_server::proto_floe::floe_client::FloeClient;

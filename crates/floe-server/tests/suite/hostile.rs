@@ -3,17 +3,16 @@
 //! the server's words, bounded in size, that names no file and lists no store; and the
 //! sequence does not move.
 
-mod common;
 /// The config fuzz target's body (fuzz/README.md), shared with `cargo fuzz`.
-#[path = "../../../fuzz/src/config.rs"]
+#[path = "../../../../fuzz/src/config.rs"]
 mod fuzz_config;
-#[path = "../../../fuzz/src/replay.rs"]
+#[path = "../../../../fuzz/src/replay.rs"]
 mod fuzz_replay;
 
 use std::sync::Arc;
 
+use crate::common::{http, http_with, next_strong, raw_call, start, Down};
 use async_trait::async_trait;
-use common::{http, http_with, next_strong, raw_call, start, Down};
 use floe_sequencer::stores::memory::MemoryStore;
 use floe_sequencer::{ErrorKind, Key, SeqError, Store};
 use floe_server::proto::{GetNextIdRequest, SequencerOptions};

@@ -2,42 +2,17 @@
 //! ID kind over HTTP and gRPC (floe.v1), batches and streams, Leaf's routes, health and
 //! reflection, and a graceful restart that keeps WEAK tails.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use common::{http, http_with, Node};
+use crate::common::{self, full_config as config, http, http_with, Node};
 use floe_core::lexical::LexicalUuid;
 use floe_core::sno::SnoId;
 use floe_core::snowflake::Layout;
 use floe_server::proto_floe::{
     Increment, Kind, NextIdsRequest, NextSequenceRequest, StreamIdsRequest, StreamSequenceRequest,
 };
-use floe_server::ServerConfig;
 use tonic::Code;
-
-fn config(state: &std::path::Path) -> ServerConfig {
-    let mut c = ServerConfig {
-        state_dir: state.to_path_buf(),
-        ..ServerConfig::default()
-    };
-    c.listen.grpc = "127.0.0.1:0".into();
-    c.listen.http = "127.0.0.1:0".into();
-    // The requests of tests/common name the host "floe".
-    c.listen.allow_hosts = vec!["floe".into()];
-    c.stores.insert("main".into(), "embedded".into());
-    c.stores.insert("ids".into(), "snowflake".into());
-    c.snowflake.named.insert(
-        "tw".into(),
-        floe_server::config::LayoutConfig {
-            layout: "twitter".into(),
-            ..Default::default()
-        },
-    );
-    c.sequencer.leaf_store = Some("main".into());
-    c
-}
 
 fn texts(body: &serde_json::Value) -> Vec<String> {
     body["ids"]
@@ -689,80 +664,4 @@ async fn a_start_that_fails_releases_the_worker_ids_it_leased() {
     }
     assert_eq!(leased, 4, "snowflake default and tw, sno, lexical");
     first.stop().await;
-}
-
-/// Log lines written on this thread, kept for the test to read.
-#[derive(Clone, Default)]
-struct Logged(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logged {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The clock stepped back under a running server (in-process: the server reads an
-/// [`OffsetClock`](floe_core::clock::OffsetClock), as libfaketime with a timestamp file would
-/// move a whole process's): Snowflake IDs are refused (503) and never repeated, the refusal is
-/// a warning in the log and a count in the metrics, and IDs come again once the clock is back.
-#[tokio::test]
-async fn a_clock_stepped_back_while_serving_is_refused_warned_and_counted() {
-    let logged = Logged::default();
-    let writer = logged.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    // The test's runtime runs on this thread alone: the server's tasks log here.
-    let _logging = tracing::subscriber::set_default(subscriber);
-    let dir = tempfile::tempdir().unwrap();
-    let clock = floe_core::clock::OffsetClock::default();
-    let node = Node::start_on(&config(dir.path()), Arc::new(clock.clone())).await;
-    let id = |body: &serde_json::Value| -> u64 { body["id"].as_str().unwrap().parse().unwrap() };
-    let refused = |metrics: &serde_json::Value| -> f64 {
-        let text = metrics.as_str().unwrap();
-        [
-            "floe_clock_rollback_refusals_total",
-            "floe_clock_rollback_waits_total",
-        ]
-        .iter()
-        .map(|name| {
-            text.lines()
-                .find(|l| l.starts_with(name) && l.contains("generator=\"snowflake default\""))
-                .and_then(|l| l.rsplit(' ').next())
-                .map_or(0.0, |v| v.parse().unwrap())
-        })
-        .sum()
-    };
-    let (code, first) = http(&node.http, "GET", "/v1/ids/snowflake").await;
-    assert_eq!(code, 200, "{first}");
-    let (_, before) = http(&node.http, "GET", "/metrics").await;
-    clock.set_offset_ms(-30_000);
-    let (code, body) = http(&node.http, "GET", "/v1/ids/snowflake").await;
-    assert_eq!(code, 503, "an ID 30 s in the past would be refused: {body}");
-    let message = body["message"].as_str().unwrap();
-    assert!(
-        message.contains("clock") || message.contains("behind"),
-        "{body}"
-    );
-    let (_, after) = http(&node.http, "GET", "/metrics").await;
-    assert!(
-        refused(&after) > refused(&before),
-        "the step back is counted"
-    );
-    clock.set_offset_ms(0);
-    let (code, again) = http(&node.http, "GET", "/v1/ids/snowflake").await;
-    assert_eq!(code, 200, "{again}");
-    assert!(id(&again) > id(&first));
-    node.stop().await;
-    let log = String::from_utf8(logged.0.lock().unwrap().clone()).unwrap();
-    assert!(
-        log.lines()
-            .any(|l| l.contains("WARN") && l.contains("clock refused")),
-        "{log}"
-    );
 }

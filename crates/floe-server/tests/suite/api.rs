@@ -10,9 +10,7 @@ use floe_server::proto::sequencer_options::AutoIncrement;
 use floe_server::proto::{GetNextIdRequest, SequencerOptions};
 use tonic::Code;
 
-mod common;
-
-use common::{http, start, Down};
+use crate::common::{http, start, Down};
 
 fn req(store: &str, key: &str, increment: Option<i32>) -> GetNextIdRequest {
     GetNextIdRequest {
