@@ -306,7 +306,7 @@ fn unreachable_server_names_the_url() {
     for url in [
         format!("127.0.0.1:{port}"),
         format!("http://127.0.0.1:{port}"),
-        // TLS: the same words (tests/security.rs talks to a TLS server).
+        // TLS: the same words (floe-server's tests/suite/security.rs talks to a TLS server).
         format!("https://127.0.0.1:{port}"),
     ] {
         for args in [
