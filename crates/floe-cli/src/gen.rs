@@ -11,7 +11,7 @@ use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_core::ulid::{Ulid, UlidGenerator};
 use floe_core::uuid7::{Uuid, Uuid7Generator};
 use floe_registry::IdSpace;
-use floe_server::proto_floe::{self as pb, NextIdsRequest, NextIdsResponse, StreamIdsRequest};
+use floe_server::proto_floe::{NextIdsRequest, NextIdsResponse, StreamIdsRequest};
 
 use crate::connect::{finished, status, take, Client};
 use crate::describe::{hex, Described};
@@ -412,16 +412,6 @@ fn ulid<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     Ok(())
 }
 
-fn proto_kind(kind: Kind) -> pb::Kind {
-    match kind {
-        Kind::Snowflake => pb::Kind::Snowflake,
-        Kind::Sno => pb::Kind::Sno,
-        Kind::Lexical => pb::Kind::Lexical,
-        Kind::Uuid7 => pb::Kind::Uuid7,
-        Kind::Ulid => pb::Kind::Ulid,
-    }
-}
-
 /// `floe gen --server URL`: `args.count` IDs from the server, written by `gen::write_answer`.
 fn remote<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     check_answerable(args.kind, args.output)?;
@@ -431,7 +421,7 @@ fn remote<W: Write>(url: &str, args: &GenArgs, out: &mut W) -> Result<(), Failur
         String::new()
     };
     let meta = args.meta.map(u32::from);
-    let kind = proto_kind(args.kind) as i32;
+    let kind = floe_server::grpc::floe::proto_kind(args.kind) as i32;
     let mut client = Client::connect(url, &args.client)?;
     let count = args.count;
     let mut got = 0u64;

@@ -6,7 +6,7 @@
 //! the kind is `INVALID_ARGUMENT`.
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use floe_sequencer::Mode;
 use tokio_stream::Stream;
@@ -42,17 +42,48 @@ fn invalid(message: String) -> Status {
     Status::invalid_argument(message)
 }
 
+/// The proto's kind of an ID kind: `KIND_` and the kind's name, so that no kind is mapped by
+/// hand (a kind the proto lacks is `KIND_UNSPECIFIED`, which a test refuses).
+pub fn proto_kind(kind: IdKind) -> Kind {
+    static KINDS: LazyLock<Vec<(IdKind, Kind)>> = LazyLock::new(|| {
+        IdKind::ALL
+            .into_iter()
+            .map(|k| {
+                let name = format!("KIND_{}", k.name().to_ascii_uppercase());
+                (k, Kind::from_str_name(&name).unwrap_or(Kind::Unspecified))
+            })
+            .collect()
+    });
+    KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(Kind::Unspecified, |(_, p)| *p)
+}
+
+/// The ID kind of a request's kind number.
 fn kind_of(kind: i32) -> Result<IdKind, Status> {
-    match Kind::try_from(kind) {
-        Ok(Kind::Snowflake) => Ok(IdKind::Snowflake),
-        Ok(Kind::Sno) => Ok(IdKind::Sno),
-        Ok(Kind::Lexical) => Ok(IdKind::Lexical),
-        Ok(Kind::Uuid7) => Ok(IdKind::Uuid7),
-        Ok(Kind::Ulid) => Ok(IdKind::Ulid),
-        Ok(Kind::Unspecified) | Err(_) => Err(invalid(format!(
-            "kind: expected KIND_SNOWFLAKE (1), KIND_SNO (2), KIND_LEXICAL (3), KIND_UUID7 (4) or KIND_ULID (5), found {kind}"
-        ))),
-    }
+    let served = IdKind::ALL
+        .into_iter()
+        .find(|k| proto_kind(*k) as i32 == kind && kind != Kind::Unspecified as i32);
+    served.ok_or_else(|| {
+        let expected: Vec<String> = IdKind::ALL
+            .iter()
+            .map(|k| {
+                format!(
+                    "{} ({})",
+                    proto_kind(*k).as_str_name(),
+                    proto_kind(*k) as i32
+                )
+            })
+            .collect();
+        let (last, rest) = expected
+            .split_last()
+            .map_or(("", &[][..]), |(l, r)| (l.as_str(), r));
+        invalid(format!(
+            "kind: expected {} or {last}, found {kind}",
+            rest.join(", ")
+        ))
+    })
 }
 
 fn mode_of(increment: i32) -> Result<Mode, String> {
@@ -255,4 +286,25 @@ fn meta_of(metadata: &tonic::metadata::MetadataMap) -> Meta {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_proto_kind_and_back() {
+        for kind in IdKind::ALL {
+            let proto = proto_kind(kind);
+            assert_ne!(proto, Kind::Unspecified, "{kind}: no KIND_ in floe.proto");
+            assert_eq!(kind_of(proto as i32).unwrap(), kind);
+        }
+        for bad in [Kind::Unspecified as i32, 99, -1] {
+            let e = kind_of(bad).unwrap_err();
+            assert_eq!(
+                e.message(),
+                format!("kind: expected KIND_SNOWFLAKE (1), KIND_SNO (2), KIND_LEXICAL (3), KIND_UUID7 (4) or KIND_ULID (5), found {bad}")
+            );
+        }
+    }
 }
