@@ -72,7 +72,9 @@ pub(crate) fn overlay<T: Serialize>(
 ) -> Result<ServerConfig, String> {
     let internal =
         |e: &dyn std::fmt::Display| format!("internal error: the flags as settings: {e}");
-    let given = toml::Table::try_from(given).map_err(|e| internal(&e))?;
+    // A flag's value that TOML cannot hold: a path that is not UTF-8.
+    let given = toml::Table::try_from(given)
+        .map_err(|e| format!("a flag's value cannot be a setting: {e}: floe takes UTF-8 paths"))?;
     let mut table = toml::Table::try_from(config).map_err(|e| internal(&e))?;
     let mut result = config.clone();
     for (id, value) in given {
@@ -231,6 +233,15 @@ mod tests {
         let flagged = overlay(&file, &serde_json::json!({ "max_batch": 7 })).unwrap();
         file.limits.max_batch = 7;
         assert_eq!(flagged.to_toml(), file.to_toml());
+        // A path that is not UTF-8 is refused as such, not as floe's own error.
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b"/tmp/\xff"));
+            let given = std::collections::BTreeMap::from([("state_dir", path)]);
+            let e = overlay(&d, &given).unwrap_err();
+            assert!(e.contains("UTF-8") && !e.contains("internal"), "{e}");
+        }
         // A switch left off keeps the file's value.
         let mut on = ServerConfig::default();
         on.registry.start_from_cache = true;
