@@ -72,15 +72,26 @@ pub(crate) fn overlay<T: Serialize>(
 ) -> Result<ServerConfig, String> {
     let internal =
         |e: &dyn std::fmt::Display| format!("internal error: the flags as settings: {e}");
-    // A flag's value that TOML cannot hold: a path that is not UTF-8.
-    let given = toml::Table::try_from(given)
-        .map_err(|e| format!("a flag's value cannot be a setting: {e}: floe takes UTF-8 paths"))?;
+    // Text, numbers, switches and paths: only a path that is not UTF-8 fails here.
+    let given = match serde_json::to_value(given) {
+        Ok(serde_json::Value::Object(flags)) => flags,
+        Ok(_) => return Err(internal(&"the flags are not a table")),
+        Err(e) => {
+            return Err(format!(
+                "a path given is not UTF-8 ({e}): floe takes UTF-8 paths"
+            ))
+        }
+    };
     let mut table = toml::Table::try_from(config).map_err(|e| internal(&e))?;
     let mut result = config.clone();
     for (id, value) in given {
-        if value == toml::Value::Boolean(false) {
+        if value.is_null() || value == serde_json::Value::Bool(false) {
             continue;
         }
+        let flag = id.replace('_', "-");
+        // TOML's integers are i64: a larger u64 is refused here, naming its flag.
+        let value = toml::Value::try_from(&value)
+            .map_err(|e| format!("--{flag}: {value} cannot be a setting: {e}"))?;
         let key = FLAG_KEYS
             .iter()
             .find(|(flag, _)| *flag == id)
@@ -99,7 +110,6 @@ pub(crate) fn overlay<T: Serialize>(
         }
         at.insert(last.to_string(), value);
         // Read after each flag, so that an error names the flag.
-        let flag = id.replace('_', "-");
         result = toml::Value::Table(table.clone())
             .try_into()
             .map_err(|e: toml::de::Error| format!("--{flag} ({key}): {}", e.message().trim()))?;
@@ -242,6 +252,9 @@ mod tests {
             let e = overlay(&d, &given).unwrap_err();
             assert!(e.contains("UTF-8") && !e.contains("internal"), "{e}");
         }
+        // A number TOML cannot hold names its flag.
+        let e = overlay(&d, &serde_json::json!({ "epoch_ms": u64::MAX })).unwrap_err();
+        assert!(e.starts_with("--epoch-ms: 18446744073709551615 "), "{e}");
         // A switch left off keeps the file's value.
         let mut on = ServerConfig::default();
         on.registry.start_from_cache = true;
