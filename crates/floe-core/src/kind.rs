@@ -55,6 +55,15 @@ impl IdKind {
         }
     }
 
+    /// Every kind written by `each`, as a message lists them: `a, b, c, d or e`.
+    pub fn listed(each: impl Fn(IdKind) -> String) -> String {
+        let all = IdKind::ALL.map(each);
+        match all.split_last() {
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
     /// The kind a name names.
     ///
     /// # Errors
@@ -164,11 +173,7 @@ pub struct UnknownKind {
 impl UnknownKind {
     /// `snowflake, sno, lexical, uuid7 or ulid`.
     pub fn expected() -> String {
-        let names: Vec<&str> = IdKind::ALL.iter().map(|k| k.name()).collect();
-        match names.split_last() {
-            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-            None => String::new(),
-        }
+        IdKind::listed(|k| k.name().to_string())
     }
 }
 

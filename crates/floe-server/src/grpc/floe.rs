@@ -42,18 +42,17 @@ fn invalid(message: String) -> Status {
     Status::invalid_argument(message)
 }
 
-/// The proto's kind of an ID kind: `KIND_` and the kind's name, so that no kind is mapped by
-/// hand (a kind the proto lacks is `KIND_UNSPECIFIED`, which a test refuses).
+/// Each kind and the proto's value for it: `KIND_` and the kind's name, so that no kind is
+/// mapped by hand (a kind the proto lacks gets `KIND_UNSPECIFIED`, which a test refuses).
+static KINDS: LazyLock<[(IdKind, Kind); IdKind::ALL.len()]> = LazyLock::new(|| {
+    IdKind::ALL.map(|k| {
+        let name = format!("KIND_{}", k.name().to_ascii_uppercase());
+        (k, Kind::from_str_name(&name).unwrap_or(Kind::Unspecified))
+    })
+});
+
+/// The proto's kind of an ID kind.
 pub fn proto_kind(kind: IdKind) -> Kind {
-    static KINDS: LazyLock<Vec<(IdKind, Kind)>> = LazyLock::new(|| {
-        IdKind::ALL
-            .into_iter()
-            .map(|k| {
-                let name = format!("KIND_{}", k.name().to_ascii_uppercase());
-                (k, Kind::from_str_name(&name).unwrap_or(Kind::Unspecified))
-            })
-            .collect()
-    });
     KINDS
         .iter()
         .find(|(k, _)| *k == kind)
@@ -62,28 +61,17 @@ pub fn proto_kind(kind: IdKind) -> Kind {
 
 /// The ID kind of a request's kind number.
 fn kind_of(kind: i32) -> Result<IdKind, Status> {
-    let served = IdKind::ALL
-        .into_iter()
-        .find(|k| proto_kind(*k) as i32 == kind && kind != Kind::Unspecified as i32);
-    served.ok_or_else(|| {
-        let expected: Vec<String> = IdKind::ALL
-            .iter()
-            .map(|k| {
-                format!(
-                    "{} ({})",
-                    proto_kind(*k).as_str_name(),
-                    proto_kind(*k) as i32
-                )
-            })
-            .collect();
-        let (last, rest) = expected
-            .split_last()
-            .map_or(("", &[][..]), |(l, r)| (l.as_str(), r));
-        invalid(format!(
-            "kind: expected {} or {last}, found {kind}",
-            rest.join(", ")
-        ))
-    })
+    KINDS
+        .iter()
+        .find(|(_, p)| *p != Kind::Unspecified && *p as i32 == kind)
+        .map(|(k, _)| *k)
+        .ok_or_else(|| {
+            let expected = IdKind::listed(|k| {
+                let p = proto_kind(k);
+                format!("{} ({})", p.as_str_name(), p as i32)
+            });
+            invalid(format!("kind: expected {expected}, found {kind}"))
+        })
 }
 
 fn mode_of(increment: i32) -> Result<Mode, String> {
