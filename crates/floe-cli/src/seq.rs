@@ -61,8 +61,7 @@ impl SequencerArgs {
     ) -> Result<StoreHandle, String> {
         let config = crate::settings::overlay(&floe_server::ServerConfig::default(), self)?;
         let flag = |e: floe_server::config::ConfigError| {
-            let name = e.key.strip_prefix("sequencer.").unwrap_or(&e.key);
-            format!("--{}: {}", name.replace('_', "-"), e.message)
+            format!("{}: {}", crate::settings::flag_of(&e.key), e.message)
         };
         let options = config.serve_options().map_err(flag)?;
         let limits = config.key_limits().map_err(flag)?;

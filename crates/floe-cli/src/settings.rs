@@ -55,6 +55,23 @@ pub(crate) const FLAG_KEYS: &[(&str, &str)] = &[
     ("health_needs_token", "auth.health_needs_token"),
 ];
 
+/// The key a flag sets, by the flag's id.
+fn key_of(id: &str) -> Option<&'static str> {
+    FLAG_KEYS
+        .iter()
+        .find(|(flag, _)| *flag == id)
+        .map(|(_, key)| *key)
+}
+
+/// The flag (`--step-min`) that sets a key of floe.toml (`sequencer.step_min`), for messages
+/// about a value given by flag; the key itself when no flag sets it.
+pub(crate) fn flag_of(key: &str) -> String {
+    FLAG_KEYS.iter().find(|(_, k)| *k == key).map_or_else(
+        || key.to_string(),
+        |(flag, _)| format!("--{}", flag.replace('_', "-")),
+    )
+}
+
 /// The flags of `floe serve` that set no key of floe.toml.
 #[cfg(test)]
 const SERVE_ONLY: &[&str] = &["config", "print_config", "log_format", "help"];
@@ -92,11 +109,7 @@ pub(crate) fn overlay<T: Serialize>(
         // TOML's integers are i64: a larger u64 is refused here, naming its flag.
         let value = toml::Value::try_from(&value)
             .map_err(|e| format!("--{flag}: {value} cannot be a setting: {e}"))?;
-        let key = FLAG_KEYS
-            .iter()
-            .find(|(flag, _)| *flag == id)
-            .map(|(_, key)| *key)
-            .ok_or_else(|| internal(&format!("--{id} sets no key")))?;
+        let key = key_of(&id).ok_or_else(|| internal(&format!("--{id} sets no key")))?;
         let (path, last) = key
             .rsplit_once('.')
             .map_or((None, key), |(p, l)| (Some(p), l));
@@ -140,11 +153,7 @@ pub(crate) fn with_defaults(command: Command) -> Command {
     };
     let mark = |arg: clap::Arg| {
         let id = arg.get_id().as_str();
-        let Some(value) = FLAG_KEYS
-            .iter()
-            .find(|(flag, _)| *flag == id)
-            .and_then(|(_, key)| default_of(&defaults, key))
-        else {
+        let Some(value) = key_of(id).and_then(|key| default_of(&defaults, key)) else {
             return arg;
         };
         let with = |help: &clap::builder::StyledStr| format!("{help} [default: {value}]");
