@@ -125,16 +125,14 @@ pub async fn http(addr: &str, method: &str, path: &str) -> (u16, serde_json::Val
     (code, body)
 }
 
-/// The next STRONG ID of `key` in `store`, over HTTP.
+/// The next STRONG ID of `key` in `store`, over HTTP (floe-testkit's, on a blocking thread:
+/// a 200 with one, else the test fails with the status and body).
 pub async fn next_strong(addr: &str, store: &str, key: &str) -> i64 {
-    let (code, body) = http(
-        addr,
-        "POST",
-        &format!("/v1/sequencer/{store}/{key}?increment=strong"),
-    )
-    .await;
-    assert_eq!(code, 200, "{body}");
-    body["next_id"].as_str().unwrap().parse().unwrap()
+    let (addr, store, key) = (addr.to_string(), store.to_string(), key.to_string());
+    tokio::task::spawn_blocking(move || floe_testkit::http::next_strong(&addr, &store, &key))
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 /// A codec that sends bytes as they are and returns the reply's bytes: what a client with a
