@@ -230,7 +230,8 @@ impl ServerConfig {
                 return Err(bad(
                     key,
                     format!(
-                        "expected HOST:PORT with a port from 0 to 65535, or off; found {addr:?}"
+                        "expected HOST:PORT with a port from 0 to 65535, or off; found \"{}\"",
+                        crate::echo(addr, crate::MAX_ECHO)
                     ),
                 ));
             }
@@ -280,7 +281,10 @@ impl ServerConfig {
             if !self.store_specs().contains_key(leaf) {
                 return Err(bad(
                     "sequencer.leaf_store",
-                    format!("no store is named {leaf:?}"),
+                    format!(
+                        "no store is named \"{}\"",
+                        crate::echo(leaf, crate::MAX_ECHO)
+                    ),
                 ));
             }
         }

@@ -542,7 +542,6 @@ impl ServerConfig {
 }
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests {
     use super::*;
     use floe_sequencer::Key;
@@ -590,6 +589,28 @@ mod tests {
         assert!(e.contains("limts"), "{e}");
         let e = ServerConfig::from_toml("[limits]\nmax_batch = -1\n").unwrap_err();
         assert!(e.contains("line 2"), "{e}");
+    }
+
+    /// A long value is quoted in part, as every other error quotes a request or a setting.
+    #[test]
+    fn long_values_are_quoted_in_part() {
+        let long = "a".repeat(100_000);
+        let mut c = ServerConfig::default();
+        c.listen.grpc = long.clone();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("listen.grpc: ") && e.len() < 300,
+            "{} bytes",
+            e.len()
+        );
+        let mut c = ServerConfig::default();
+        c.sequencer.leaf_store = Some(long);
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("sequencer.leaf_store: ") && e.len() < 300,
+            "{} bytes",
+            e.len()
+        );
     }
 
     #[test]
