@@ -41,7 +41,7 @@ def main(path):
         if m.startswith("grpc GetNextId") and target == "floe" and (m, "noop") in runs:
             note = f"{rps / med(m, 'noop')[0]:.2f}x of no-op (goal 0.95x)"
         elif m == "http" and target != "healthz":
-            note = f"{rps / med(m, 'healthz')[0]:.2f}x of /healthz (goal 0.9x)"
+            note = f"{rps / med(m, 'healthz')[0]:.2f}x of /healthz (goal 0.95x)"
             if target == "leaf-segment":
                 note += f"; {rps / LEAF_PUBLISHED:.2f}x Leaf's 50k/s"
         elif m.startswith("batch"):

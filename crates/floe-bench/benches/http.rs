@@ -1,4 +1,5 @@
-//! The HTTP routes' own cost, in-process: floe-server's router (its host guard and handlers)
+//! The HTTP routes' own cost, in-process: floe-server's HTTP service (its host guard, the
+//! common requests answered in front of the router, and the router's handlers)
 //! answering one request, without sockets, beside `/healthz` on the same router. scripts/load.sh
 //! measures the same routes over loopback, where the connection's cost comes in too.
 //!
@@ -14,8 +15,8 @@ use floe_sequencer::{Sequencer, ServeOptions, StoreHandle};
 use floe_server::App;
 use tower::ServiceExt;
 
-/// The router of a server with one memory store, `default`.
-fn router() -> axum::Router {
+/// The HTTP service of a server with one memory store, `default`.
+fn router() -> floe_server::http::fast::Http {
     let mut sequencer = Sequencer::new();
     sequencer.add(StoreHandle::new(
         "default",
@@ -23,7 +24,7 @@ fn router() -> axum::Router {
         ServeOptions::default(),
     ));
     let app = Arc::new(App::sequencer_only(Arc::new(sequencer), Vec::new()));
-    floe_server::http::router(app)
+    floe_server::http::service(app)
 }
 
 const PATHS: [(&str, &str); 4] = [
@@ -34,7 +35,7 @@ const PATHS: [(&str, &str); 4] = [
 ];
 
 /// `n` answers of `router` to `path`, one after another.
-async fn answer(router: axum::Router, path: &'static str, n: u64) {
+async fn answer(router: floe_server::http::fast::Http, path: &'static str, n: u64) {
     for _ in 0..n {
         let request = Request::get(path)
             .header("host", "127.0.0.1:34903")

@@ -183,7 +183,7 @@ pub async fn serve_app_secure(
             protocol: conn::Protocol::Http1,
             service: observe::Observed::new(
                 auth::Guarded {
-                    inner: http::router(Arc::clone(&app)),
+                    inner: http::service(Arc::clone(&app)),
                     guard: security.guard(auth::HTTP_HEALTH),
                     refuse: auth::refuse_http,
                 },

@@ -25,12 +25,10 @@ use crate::{echo, MAX_ECHO};
 /// `/v1/sequencer/{store}/{key}`: `{"next_id":"42"}`; with `?count=N` `{"ids":[...]}`,
 /// `?increment=strong` STRONG, `?template=NAME` or `?scramble=true` the IDs written too.
 pub(super) async fn next_id(State(app): State<Arc<App>>, uri: Uri) -> Result<Response, HttpError> {
-    let (store, key) = store_and_key(uri.path())?;
     if uri.query().is_none_or(str::is_empty) {
-        // The common request, with no parameter: the next WEAK ID.
-        let id = app.next_id(&store, &key, Ok(Mode::Weak)).await?;
-        return Ok(json_body(next_id_json(id)));
+        return weak_next_id(&app, uri.path()).await;
     }
+    let (store, key) = store_and_key(uri.path())?;
     let params = query_of(&uri)?;
     let asked = presentation_asked(&params)?;
     meta_needs_template(&params, asked.is_some())?;
@@ -67,6 +65,28 @@ pub(super) async fn next_id(State(app): State<Arc<App>>, uri: Uri) -> Result<Res
     })
 }
 
+/// The common request, `/v1/sequencer/{store}/{key}` with no parameter: `{"next_id":"42"}`, the
+/// next WEAK ID of the store and key of `path` (answered by the route, and in front of the
+/// router by [`super::fast`]).
+pub(super) async fn weak_next_id(app: &App, path: &str) -> Result<Response, HttpError> {
+    let (store, key) = store_and_key(path)?;
+    let id = app.next_id(&store, &key, Ok(Mode::Weak)).await?;
+    Ok(json_body(next_id_json(id)))
+}
+
+/// The common request of `/v1/ids/{kind}`, with no parameter: `{"id":"..."}`, one ID of the
+/// kind named (answered by the route, and in front of the router by [`super::fast`]).
+pub(super) async fn one_id(app: &App, kind: &str) -> Result<Response, HttpError> {
+    let kind = crate::ids::kind_named(kind)?;
+    let ids = app.issue(kind, 1, &IdOptions::default()).await?;
+    // An ID's text is digits, letters and hyphens: nothing JSON escapes.
+    let mut body = String::with_capacity(48);
+    body.push_str("{\"id\":\"");
+    ids.write_text(0, &mut body);
+    body.push_str("\"}");
+    Ok(json_body(body))
+}
+
 /// `GET /v1/ids/{kind}`: `{"id":"..."}`, or with `?count=N` `{"ids":[...]}`; `?layout=NAME`
 /// picks a configured Snowflake generator, `?meta=N` sno's metabyte.
 pub(super) async fn new_ids(
@@ -79,6 +99,9 @@ pub(super) async fn new_ids(
     let Query(params) = query.map_err(|_| {
         HttpError::invalid("query: expected name=value pairs of percent-encoded UTF-8".into())
     })?;
+    if params.is_empty() {
+        return one_id(&app, &kind).await;
+    }
     let kind = crate::ids::kind_named(&kind)?;
     let batch = count(&app, &params)?;
     for name in params.keys() {

@@ -68,8 +68,8 @@ fn text(body: String) -> Response {
         .into_response()
 }
 
-fn number(id: impl std::fmt::Display) -> Response {
-    text(id.to_string())
+fn number(id: impl itoa::Integer) -> Response {
+    text(itoa::Buffer::new().format(id).to_owned())
 }
 
 pub(super) async fn segment_id(
@@ -83,7 +83,6 @@ pub(super) async fn segment_id(
             "path: the key must be percent-encoded UTF-8",
         ));
     };
-    let store = app.leaf_store.clone().unwrap_or_default();
     // `?template=NAME` / `?scramble=true`: the ID's text instead of the number.
     let params = query.map(|Query(p)| p).unwrap_or_default();
     match super::params::presentation_asked(&params) {
@@ -96,7 +95,7 @@ pub(super) async fn segment_id(
         Ok(Some(shown)) => {
             let meta = super::params::meta_of(&params);
             return match app
-                .sequence_texts(&store, &key, Ok(Mode::Weak), 1, shown, &meta)
+                .sequence_texts(leaf_store(&app), &key, Ok(Mode::Weak), 1, shown, &meta)
                 .await
             {
                 Ok((_, mut texts)) => text(texts.pop().unwrap_or_default()),
@@ -105,13 +104,31 @@ pub(super) async fn segment_id(
         }
         Ok(None) => {}
     }
-    match app.next_id(&store, &key, Ok(Mode::Weak)).await {
+    segment_number(&app, &key).await
+}
+
+/// The store Leaf's segment route serves ("" when none is: refused as not configured).
+fn leaf_store(app: &App) -> &str {
+    app.leaf_store.as_deref().unwrap_or_default()
+}
+
+/// Leaf's common request, `/api/segment/get/{key}` with no parameter: the key's next WEAK ID
+/// of the Leaf store as a bare number, or Leaf's 500 (answered by the route, and in front of
+/// the router by [`super::fast`]).
+pub(super) async fn segment_number(app: &App, key: &str) -> Response {
+    match app.next_id(leaf_store(app), key, Ok(Mode::Weak)).await {
         Ok(id) => number(id),
         Err(e) => leaf_error(e),
     }
 }
 
 pub(super) async fn snowflake_id(State(app): State<Arc<App>>) -> Response {
+    snowflake_number(&app).await
+}
+
+/// `/api/snowflake/get/{key}`: the default Snowflake generator's next ID as a bare number, or
+/// Leaf's 500 (answered by the route, and in front of the router by [`super::fast`]).
+pub(super) async fn snowflake_number(app: &App) -> Response {
     match app.issue(IdKind::Snowflake, 1, &IdOptions::default()).await {
         Ok(Ids::Snowflake(ids)) => number(ids[0]),
         Ok(_) => leaf_error(ServerError::new(

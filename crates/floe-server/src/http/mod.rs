@@ -22,6 +22,7 @@ use axum::Router;
 use crate::app::App;
 use crate::{echo, MAX_ECHO};
 
+pub mod fast;
 mod floe;
 mod leaf;
 mod ops;
@@ -61,7 +62,13 @@ routes! {
 }
 
 /// The routes, serving `app`, answering to IP addresses, `localhost` and the app's allowed
-/// host names.
+/// host names: [`router`], with the requests most clients send answered in front of it
+/// ([`fast`]).
+pub fn service(app: Arc<App>) -> fast::Http {
+    fast::Http::new(router(Arc::clone(&app)), app)
+}
+
+/// The routes alone, as axum serves them: every request, the common ones too.
 pub fn router(app: Arc<App>) -> Router {
     let allowed_hosts = app.allowed_hosts.clone();
     with_routes(Router::new())
@@ -201,6 +208,20 @@ fn foreign_host(headers: &HeaderMap, allowed: &[String]) -> Option<String> {
     })
 }
 
+/// The 403 of a cross-site browser request or a foreign `Host` (see the module docs), if the
+/// request is one.
+fn refused(headers: &HeaderMap, allowed: &[String]) -> Option<Response> {
+    let why = foreign_host(headers, allowed).or_else(|| cross_site(headers))?;
+    Some(
+        HttpError {
+            status: StatusCode::FORBIDDEN,
+            error: "forbidden",
+            message: format!("cross-site browser requests are refused: {why}"),
+        }
+        .into_response(),
+    )
+}
+
 /// Refuses cross-site browser requests and foreign `Host`s (see the module docs) before any
 /// route runs.
 async fn same_origin(
@@ -208,14 +229,8 @@ async fn same_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    let why = foreign_host(request.headers(), &allowed).or_else(|| cross_site(request.headers()));
-    match why {
-        Some(why) => HttpError {
-            status: StatusCode::FORBIDDEN,
-            error: "forbidden",
-            message: format!("cross-site browser requests are refused: {why}"),
-        }
-        .into_response(),
+    match refused(request.headers(), &allowed) {
+        Some(refusal) => refusal,
         None => next.run(request).await,
     }
 }
