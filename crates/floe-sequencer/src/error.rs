@@ -14,6 +14,9 @@ pub enum ErrorKind {
     InvalidArgument,
     /// No store of that name is configured.
     UnknownStore,
+    /// The store serves only keys registered in it (Leaf's `leaf_alloc` tags, a store in
+    /// registered-keys mode), and this key is not one: a typo, caught.
+    UnknownKey,
     /// The store cannot do what was asked (STRONG on a Snowflake store, segments).
     Unsupported,
     /// The key's sequence would pass `i64::MAX`: nothing was issued and nothing changed.

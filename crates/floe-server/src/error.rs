@@ -45,6 +45,9 @@ pub enum ErrorKind {
     InvalidArgument,
     /// No store of that name: HTTP 404, gRPC `INVALID_ARGUMENT` (as Layotto answers).
     UnknownStore,
+    /// A store that serves registered keys only was asked for another: HTTP 404, gRPC
+    /// `NOT_FOUND`.
+    UnknownKey,
     /// The store cannot do what was asked (STRONG on a store that cannot): HTTP 409, gRPC
     /// `FAILED_PRECONDITION`.
     Unsupported,
@@ -104,6 +107,7 @@ impl From<SeqError> for ServerError {
         let kind = match e.kind {
             SeqKind::InvalidArgument => ErrorKind::InvalidArgument,
             SeqKind::UnknownStore => ErrorKind::UnknownStore,
+            SeqKind::UnknownKey => ErrorKind::UnknownKey,
             SeqKind::Unsupported => ErrorKind::Unsupported,
             SeqKind::Exhausted => ErrorKind::Exhausted,
             // A local disk problem: the server cannot serve now.
@@ -123,6 +127,7 @@ impl From<SeqError> for ServerError {
 pub fn status(e: &ServerError) -> Status {
     let code = match e.kind {
         ErrorKind::InvalidArgument | ErrorKind::UnknownStore => tonic::Code::InvalidArgument,
+        ErrorKind::UnknownKey => tonic::Code::NotFound,
         ErrorKind::Unsupported | ErrorKind::NotConfigured => tonic::Code::FailedPrecondition,
         ErrorKind::Exhausted => tonic::Code::OutOfRange,
         ErrorKind::Unavailable => tonic::Code::Unavailable,
@@ -168,6 +173,10 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Ser
         // beyond a number, cut to a bound in case that changes.
         SeqKind::InvalidArgument => echo(&e.message, MAX_DETAIL),
         SeqKind::UnknownStore => format!("Sequencer store {} not found", echo(store, MAX_ECHO)),
+        SeqKind::UnknownKey => format!(
+            "key {} is not registered in store {store}: register it first (a typo?)",
+            echo(key, MAX_ECHO)
+        ),
         SeqKind::Unsupported => match asked {
             Asked::NextId(Mode::Strong) => {
                 format!("store {store} ({kind}) cannot serve STRONG: use WEAK")
@@ -265,6 +274,7 @@ mod tests {
         let table = [
             (ErrorKind::InvalidArgument, Code::InvalidArgument),
             (ErrorKind::UnknownStore, Code::InvalidArgument),
+            (ErrorKind::UnknownKey, Code::NotFound),
             (ErrorKind::Unsupported, Code::FailedPrecondition),
             (ErrorKind::Exhausted, Code::OutOfRange),
             (ErrorKind::Unavailable, Code::Unavailable),
@@ -280,5 +290,6 @@ mod tests {
         assert_eq!(from(SeqKind::Config), ErrorKind::NotConfigured);
         assert_eq!(from(SeqKind::Corrupt), ErrorKind::Internal);
         assert_eq!(from(SeqKind::UnknownStore), ErrorKind::UnknownStore);
+        assert_eq!(from(SeqKind::UnknownKey), ErrorKind::UnknownKey);
     }
 }

@@ -46,6 +46,7 @@ impl From<ServerError> for HttpError {
         let (status, error) = match e.kind {
             ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "invalid_argument"),
             ErrorKind::UnknownStore => (StatusCode::NOT_FOUND, "unknown_store"),
+            ErrorKind::UnknownKey => (StatusCode::NOT_FOUND, "unknown_key"),
             ErrorKind::Unsupported => (StatusCode::CONFLICT, "unsupported"),
             ErrorKind::Exhausted => (StatusCode::CONFLICT, "exhausted"),
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),

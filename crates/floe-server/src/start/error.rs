@@ -107,6 +107,7 @@ impl StartErrorKind {
         match kind {
             ErrorKind::InvalidArgument
             | ErrorKind::UnknownStore
+            | ErrorKind::UnknownKey
             | ErrorKind::Unsupported
             | ErrorKind::Config => StartErrorKind::Config,
             ErrorKind::Unavailable => StartErrorKind::Unavailable,
