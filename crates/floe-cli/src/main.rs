@@ -115,10 +115,14 @@ enum Output {
 
 #[derive(Debug, Args)]
 struct SnowflakeArgs {
-    /// Layout: leaf, twitter, flake-idgen, js-safe (below 2^53 until 2110), or bit widths TS/WORKER/SEQ or TS/DC/WORKER/SEQ.
-    /// With `gen --server`: the name of one of the server's Snowflake generators (a named
-    /// layout of its configuration); when not given, the server's default generator.
-    #[arg(long, default_value = "leaf")]
+    #[arg(
+        long,
+        default_value = "leaf",
+        help = layout_help(
+            "Layout (with `gen --server`: the name of one of the server's Snowflake generators, \
+             the default one when not given)"
+        )
+    )]
     layout: String,
     /// Epoch: Unix milliseconds or an RFC 3339 time (default: the layout's).
     #[arg(long)]
@@ -299,6 +303,14 @@ fn man(page_of: &[String], out_dir: Option<&std::path::Path>) -> Result<(), Fail
     stdout.write_all(&out)?;
     stdout.flush()?;
     Ok(())
+}
+
+/// The help of a `--layout` flag: `what`, then every preset with the system it matches.
+pub(crate) fn layout_help(what: &str) -> String {
+    format!(
+        "{what}: {}; or bit widths TS/WORKER/SEQ or TS/DC/WORKER/SEQ",
+        Layout::PRESET_HELP
+    )
 }
 
 fn parse_epoch(text: &str) -> Result<u64, String> {

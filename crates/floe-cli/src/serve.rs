@@ -113,12 +113,26 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     #[serde(flatten)]
     sequencer: crate::seq::SequencerArgs,
-    /// Layout of the Snowflake generator: leaf, twitter, flake-idgen, js-safe, or bit widths.
-    #[arg(long, help_heading = "IDs and templates", env = "FLOE_LAYOUT")]
+    #[arg(
+        long,
+        help_heading = "IDs and templates",
+        env = "FLOE_LAYOUT",
+        help = crate::layout_help("Layout of the Snowflake generator")
+    )]
     layout: Option<String>,
     /// Epoch of the Snowflake layout, Unix milliseconds [default: the layout's].
     #[arg(long, help_heading = "IDs and templates", env = "FLOE_EPOCH_MS")]
     epoch_ms: Option<u64>,
+    /// Every Snowflake ID above this one: the last ID of the system floe replaces (a Leaf
+    /// fleet's, say). floe refuses to start, naming both numbers, if an ID issued now would not
+    /// be above it, and never issues in its time unit or before.
+    #[arg(
+        long,
+        help_heading = "IDs and templates",
+        env = "FLOE_SNOWFLAKE_ABOVE",
+        value_name = "ID"
+    )]
+    snowflake_above: Option<u64>,
     /// A named ID template, NAME=TEMPLATE (repeat for more), e.g.
     /// 'orders=ORD-{date:%Y%m%d}-{seq:06}': asked for with ?template=NAME (HTTP sequencer,
     /// /v1/ids/snowflake and Leaf's segment routes) or `template` (gRPC NextSequence). See

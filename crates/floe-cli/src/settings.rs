@@ -38,6 +38,7 @@ pub(crate) const FLAG_KEYS: &[(&str, &str)] = &[
     ("key_idle_secs", "sequencer.key_idle_secs"),
     ("layout", "snowflake.layout"),
     ("epoch_ms", "snowflake.epoch_ms"),
+    ("snowflake_above", "snowflake.above"),
     ("templates", "templates"),
     ("scramble_key_file", "scramble.key_file"),
     ("scramble_domain", "scramble.domain"),

@@ -13,6 +13,7 @@ mod connections;
 mod crash;
 mod exit_codes;
 mod hostile_cli;
+mod migrate;
 mod operate;
 mod packaging;
 mod present;

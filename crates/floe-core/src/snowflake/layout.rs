@@ -65,11 +65,16 @@ pub struct SnowflakeParts {
 }
 
 impl Layout {
-    /// Leaf-Snowflake: epoch 2023-01-01T00:00:00Z, 41-bit ms, 10-bit worker,
-    /// 12-bit sequence.
+    /// `leaf`: the Go Leaf-Snowflake floe was started from: epoch 2023-01-01T00:00:00Z,
+    /// 41-bit ms, 10-bit worker, 12-bit sequence. **Not Meituan's Leaf**, whose epoch is
+    /// Twitter's: see [`Layout::MEITUAN_LEAF`].
     pub const LEAF: Layout = Layout::unchecked(41, 0, 10, 12, 1_672_531_200_000, 1);
+    /// `meituan-leaf`: Meituan Leaf's `SnowflakeIDGenImpl`: Twitter's epoch 1288834974657 ms,
+    /// 41-bit ms, one 10-bit worker field, 12-bit sequence. Its IDs are Leaf's, bit for bit, so
+    /// a Leaf fleet moved to floe goes on above the IDs it issued.
+    pub const MEITUAN_LEAF: Layout = Layout::unchecked(41, 0, 10, 12, 1_288_834_974_657, 1);
     /// Twitter's Snowflake: epoch 1288834974657 ms, 41-bit ms, 5-bit datacenter, 5-bit worker,
-    /// 12-bit sequence.
+    /// 12-bit sequence. The same bits as [`Layout::MEITUAN_LEAF`], its 10 node bits split in two.
     pub const TWITTER: Layout = Layout::unchecked(41, 5, 5, 12, 1_288_834_974_657, 1);
     /// flake-idgen: Unix epoch, 42-bit ms, 5-bit datacenter, 5-bit worker,
     /// 12-bit counter. Use [`Layout::with_epoch_ms`] for its `epoch` option.
@@ -81,7 +86,16 @@ impl Layout {
     pub const JS_SAFE: Layout = Layout::unchecked(38, 0, 7, 8, 1_672_531_200_000, 10);
 
     /// The names accepted by [`Layout::preset`].
-    pub const PRESETS: [&'static str; 4] = ["leaf", "twitter", "flake-idgen", "js-safe"];
+    pub const PRESETS: [&'static str; 5] =
+        ["leaf", "meituan-leaf", "twitter", "flake-idgen", "js-safe"];
+
+    /// Which system each preset matches, one line each, for help texts and docs.
+    pub const PRESET_HELP: &'static str =
+        "leaf (the Go Leaf-Snowflake: 41/10/12 on a 2023 epoch), \
+meituan-leaf (Meituan Leaf: 41/10/12 on Twitter's epoch 1288834974657), \
+twitter (41/5/5/12 on the same epoch: datacenter and worker), \
+flake-idgen (42/5/5/12 on the Unix epoch), \
+js-safe (38/7/8 of 10 ms: below 2^53 until 2110)";
 
     const fn unchecked(ts: u8, dc: u8, worker: u8, seq: u8, epoch_ms: u64, unit_ms: u64) -> Self {
         Layout {
@@ -117,7 +131,8 @@ impl Layout {
         Ok(layout)
     }
 
-    /// A preset by name (`leaf`, `twitter`, `flake-idgen`, `js-safe`), or field widths written
+    /// A preset by name (`leaf`, `meituan-leaf`, `twitter`, `flake-idgen`, `js-safe`: see
+    /// [`Layout::PRESET_HELP`]), or field widths written
     /// `TS/WORKER/SEQ` or `TS/DC/WORKER/SEQ` (e.g. `41/10/12`, `42/5/5/12`) on the Unix epoch.
     ///
     /// # Errors
@@ -125,6 +140,7 @@ impl Layout {
     pub fn preset(name: &str) -> Result<Self, SnowflakeError> {
         match name {
             "leaf" => Ok(Self::LEAF),
+            "meituan-leaf" | "meituan_leaf" => Ok(Self::MEITUAN_LEAF),
             "twitter" => Ok(Self::TWITTER),
             "flake-idgen" | "flake_idgen" | "flake" => Ok(Self::FLAKE_IDGEN),
             "js-safe" | "js_safe" => Ok(Self::JS_SAFE),
@@ -154,7 +170,7 @@ impl Layout {
             other => Err(SnowflakeError::InvalidLayout {
                 field: "layout",
                 reason: format!(
-                    "unknown layout {}: expected leaf, twitter, flake-idgen, js-safe or bit widths such as 41/10/12",
+                    "unknown layout {}: expected leaf, meituan-leaf, twitter, flake-idgen, js-safe or bit widths such as 41/10/12",
                     quoted(other)
                 ),
             }),
@@ -654,6 +670,32 @@ mod tests {
         assert_eq!(Layout::LEAF.max_datacenter(), 0);
         assert_eq!(Layout::TWITTER.max_node(), 1023);
         assert_eq!(Layout::LEAF.cap_per_second(), 4_096_000);
+        for name in Layout::PRESETS {
+            assert!(Layout::PRESET_HELP.contains(&format!("{name} (")), "{name}");
+        }
+    }
+
+    /// Meituan Leaf's own IDs read back as Leaf wrote them: `((ms - 1288834974657) << 22) |
+    /// (worker << 12) | sequence`; `twitter` splits the same 10 node bits in two.
+    #[test]
+    fn meituan_leaf_is_leafs_own_layout() {
+        let l = Layout::preset("meituan-leaf").unwrap();
+        assert_eq!(l, Layout::MEITUAN_LEAF);
+        let ms = 1_795_604_294_672u64;
+        let id = ((ms - 1_288_834_974_657) << 22) | (5 << 12) | 7;
+        assert_eq!(id, 2_125_544_586_016_215_047);
+        let p = l.decode(id);
+        assert_eq!(
+            (p.timestamp_ms, p.datacenter, p.worker, p.sequence),
+            (ms, 0, 5, 7)
+        );
+        let t = Layout::TWITTER.decode(id);
+        assert_eq!((t.timestamp_ms, t.datacenter, t.worker), (ms, 0, 5));
+        let far = ((ms - 1_288_834_974_657) << 22) | (1000 << 12);
+        assert_eq!(l.decode(far).worker, 1000);
+        assert_eq!(Layout::TWITTER.decode(far).datacenter, 31);
+        // The Go Leaf's 2023 epoch reads Leaf's ID as a date 12 years on.
+        assert!(Layout::LEAF.decode(id).timestamp_ms > ms + 11 * 365 * 86_400_000);
     }
 
     #[test]

@@ -324,6 +324,11 @@ impl ServerConfig {
                 ),
             ));
         }
+        let mut not_before_ms = BTreeMap::new();
+        if let Some(above) = self.snowflake.default.above {
+            let ms = snowflake_floor(&layout, above, "snowflake.above", now_ms)?;
+            not_before_ms.insert(crate::ids::DEFAULT_GENERATOR.to_string(), ms);
+        }
         let mut layouts = vec![(crate::ids::DEFAULT_GENERATOR.to_string(), layout)];
         for (name, l) in &self.snowflake.named {
             if !valid_store_name(name) || name == "default" {
@@ -333,7 +338,12 @@ impl ServerConfig {
                 ));
             }
             let key = format!("{}.layout", named("snowflake.named", name));
-            layouts.push((name.clone(), checked_layout(l, &key, now_ms)?));
+            let layout = checked_layout(l, &key, now_ms)?;
+            if let Some(above) = l.above {
+                let key = format!("{}.above", named("snowflake.named", name));
+                not_before_ms.insert(name.clone(), snowflake_floor(&layout, above, &key, now_ms)?);
+            }
+            layouts.push((name.clone(), layout));
         }
         if self.sno.sequence_min > self.sno.sequence_max {
             return Err(bad(
@@ -372,6 +382,7 @@ impl ServerConfig {
                 .filter(|k| self.ids.serves(*k))
                 .collect(),
             layouts,
+            not_before_ms,
             max_wait: limits.request_timeout.min(Duration::from_secs(2)),
             limits,
             max_batch: self.limits.max_batch,
@@ -384,6 +395,40 @@ impl ServerConfig {
             scramble_domain,
         })
     }
+}
+
+/// The Unix millisecond at or before which a generator of `layout` must issue nothing so that
+/// its IDs are above `above` (`key`): the start of the floor's own time unit. Refused when the
+/// floor is no ID of the layout, or when the first ID issued at `now_ms` would not be above it
+/// (a migration that would go back: the message names both numbers).
+fn snowflake_floor(
+    layout: &Layout,
+    above: u64,
+    key: &str,
+    now_ms: Option<u64>,
+) -> Result<u64, ConfigError> {
+    let bits = layout.total_bits();
+    if above.checked_shr(bits).is_some_and(|high| high != 0) {
+        return Err(bad(
+            key,
+            format!(
+                "{above} is no ID of this layout: its IDs have {bits} bits, so all are below it"
+            ),
+        ));
+    }
+    if let Some(now) = now_ms {
+        let first = layout.smallest_id_at(now);
+        if first <= above {
+            return Err(bad(
+                key,
+                format!(
+                    "the first ID this server would issue now is at least {first}, not above the floor {above}: its IDs would go back (the layout's epoch is {}; Meituan Leaf's IDs need layout meituan-leaf)",
+                    layout.epoch_ms()
+                ),
+            ));
+        }
+    }
+    Ok(layout.decode(above).timestamp_ms)
 }
 
 /// A layout, and, given a moment, able to issue IDs then (its epoch not in the future, its

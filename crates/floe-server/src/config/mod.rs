@@ -327,13 +327,18 @@ impl Default for RegistryConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LayoutConfig {
-    /// `leaf` (41/10/12, 2023 epoch), `twitter`, `flake-idgen`, `js-safe` (38/7/8 of 10 ms, below 2^53), or `TS/WORKER/SEQ`,
-    /// `TS/DC/WORKER/SEQ`.
+    /// `leaf` (41/10/12, the Go Leaf-Snowflake's 2023 epoch), `meituan-leaf` (Meituan Leaf's:
+    /// 41/10/12 on Twitter's epoch), `twitter`, `flake-idgen`, `js-safe` (38/7/8 of 10 ms,
+    /// below 2^53), or `TS/WORKER/SEQ`, `TS/DC/WORKER/SEQ`.
     pub layout: String,
     /// Unix milliseconds (default: the layout's own).
     pub epoch_ms: Option<u64>,
     /// Milliseconds per time unit (default 1).
     pub time_unit_ms: Option<u64>,
+    /// A floor: every ID this generator issues is above it (the last ID the system it
+    /// replaces issued). The server refuses to start, naming both numbers, when an ID issued
+    /// now would not be; it never issues in the floor's time unit or before it.
+    pub above: Option<u64>,
 }
 
 impl Default for LayoutConfig {
@@ -342,6 +347,7 @@ impl Default for LayoutConfig {
             layout: "leaf".into(),
             epoch_ms: None,
             time_unit_ms: None,
+            above: None,
         }
     }
 }
@@ -544,6 +550,7 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_core::snowflake::Layout;
     use floe_sequencer::Key;
 
     #[test]
@@ -661,6 +668,45 @@ mod tests {
             "[ids]\nkinds = []\n[stores]\nx = \"snowflake\"\n",
             "ids.kinds",
         );
+    }
+
+    /// `above`: refused, naming the key and both numbers, when an ID issued now would not be
+    /// above it or it is no ID of the layout; otherwise the floor's time unit is the
+    /// generator's not-before.
+    #[test]
+    fn a_snowflake_floor_is_checked_against_now_and_the_layout() {
+        let now = 1_795_604_294_672u64;
+        let leaf = ((now - 1_288_834_974_657) << 22) | (5 << 12) | 7;
+        let plan = |text: &str| ServerConfig::from_toml(text).unwrap().check(now);
+        let e = plan(&format!("[snowflake]\nabove = {leaf}\n")).unwrap_err();
+        assert_eq!(e.key, "snowflake.above", "{e}");
+        assert!(e.to_string().contains(&leaf.to_string()), "{e}");
+        let first = Layout::LEAF.smallest_id_at(now);
+        assert!(e.to_string().contains(&first.to_string()), "{e}");
+        let e =
+            plan("[snowflake]\nlayout = \"js-safe\"\nabove = 1152921504606846976\n").unwrap_err();
+        assert!(e.to_string().contains("no ID of this layout"), "{e}");
+        let e = plan(&format!(
+            "[snowflake.named.m]\nlayout = \"leaf\"\nabove = {leaf}\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "snowflake.named.m.above", "{e}");
+        // Leaf's own layout a second later: above the floor, from the floor's millisecond on.
+        let p = ServerConfig::from_toml(&format!(
+            "[snowflake]\nlayout = \"meituan-leaf\"\nabove = {leaf}\n"
+        ))
+        .unwrap()
+        .check(now + 1_000)
+        .unwrap();
+        assert_eq!(p.not_before_ms["default"], now);
+        // The floor's own millisecond is no longer enough: its sequence 0 is not above it.
+        let e = ServerConfig::from_toml(&format!(
+            "[snowflake]\nlayout = \"meituan-leaf\"\nabove = {leaf}\n"
+        ))
+        .unwrap()
+        .check(now)
+        .unwrap_err();
+        assert_eq!(e.key, "snowflake.above", "{e}");
     }
 
     #[test]

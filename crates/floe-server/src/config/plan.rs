@@ -29,6 +29,9 @@ pub struct Plan {
     /// The Snowflake generators' layouts, the default one (`default`) first, each able to
     /// issue at the moment of the check.
     pub layouts: Vec<(String, Layout)>,
+    /// The generators with a floor (`above`), by name: the Unix millisecond at or before which
+    /// they issue nothing (the floor's own time unit), so that every ID is above the floor.
+    pub not_before_ms: BTreeMap<String, u64>,
     /// Connection bounds.
     pub limits: Limits,
     /// The most IDs one request may ask for.

@@ -183,6 +183,7 @@ fn last_of<G: Send + Sync + 'static>(g: &Arc<G>, time: fn(&G) -> u64) -> LastTim
 fn snowflake(
     lease: &Lease,
     layout: Layout,
+    floor_ms: Option<u64>,
     clock: &ServerClock,
 ) -> Result<(Snowflake, String), String> {
     let horizon = lease
@@ -191,7 +192,8 @@ fn snowflake(
     let g = SnowflakeConfig::new(layout)
         .node_id(u64::from(lease.id))
         .map_err(|e| e.to_string())?
-        .not_before_ms(lease.not_before_ms)
+        // The lease's last time, and a configured floor's time unit (`above`).
+        .not_before_ms(lease.not_before_ms.max(floor_ms.unwrap_or(0)))
         .fence(lease.fence.clone())
         .horizon(horizon)
         .build(Arc::clone(clock))
@@ -266,13 +268,14 @@ pub(super) async fn build(
             let generator = format!("snowflake {name}");
             let lease = take(taken, &generator)?;
             let layout = *layout;
+            let floor_ms = plan.not_before_ms.get(name).copied();
             let g = lease_and_build(
                 taken,
                 notes,
                 described,
                 &generator,
                 lease,
-                |l| snowflake(l, layout, &clock),
+                |l| snowflake(l, layout, floor_ms, &clock),
                 |g| last_of(g, |g| g.last_timestamp_ms()),
             )?;
             snowflakes.push((name.clone(), g));
