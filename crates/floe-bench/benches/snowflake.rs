@@ -1,6 +1,7 @@
 //! Snowflake: saturated throughput on 1 and 2 threads beside snowflaked, rs-snowflake and
 //! ferroid (cap 4,096,000 IDs/s for 12 sequence bits per ms), and the generator's own cost
-//! on a layout that never saturates, beside a bare clock read.
+//! on a layout that never saturates, beside a bare clock read; each of floe's also with
+//! Meituan Leaf's random start of a millisecond's sequence.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,6 +29,20 @@ fn saturated(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 (0..iters)
                     .map(|_| batch(threads, BATCH, &|| floe.next_id().unwrap()))
+                    .sum()
+            })
+        });
+        // Meituan Leaf's random start (below 100) on every unit after one not used up: at
+        // the cap every unit is used up, so the cap stands.
+        let leafish = SnowflakeConfig::new(Layout::TWITTER)
+            .worker(1)
+            .random_start(100)
+            .build(SystemClock)
+            .unwrap();
+        g.bench_function(BenchmarkId::new("floe_random_start", threads), |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| batch(threads, BATCH, &|| leafish.next_id().unwrap()))
                     .sum()
             })
         });
@@ -77,6 +92,13 @@ fn own_cost(c: &mut Criterion) {
     let wide = Layout::new(41, 0, 0, 22).unwrap();
     let floe = SnowflakeConfig::new(wide).build(SystemClock).unwrap();
     g.bench_function("floe_unsaturated", |b| b.iter(|| floe.next_id().unwrap()));
+    let leafish = SnowflakeConfig::new(wide)
+        .random_start(100)
+        .build(SystemClock)
+        .unwrap();
+    g.bench_function("floe_unsaturated_random_start", |b| {
+        b.iter(|| leafish.next_id().unwrap())
+    });
     g.finish();
 }
 

@@ -133,6 +133,15 @@ pub(crate) struct ServeArgs {
         value_name = "ID"
     )]
     snowflake_above: Option<u64>,
+    /// The first sequence of each new millisecond is random below N (Meituan Leaf's rule), so
+    /// that IDs at low traffic spread over `id % N` shards; 0: every millisecond starts at 0.
+    #[arg(
+        long,
+        help_heading = "IDs and templates",
+        env = "FLOE_RANDOM_START",
+        value_name = "N"
+    )]
+    random_start: Option<u64>,
     /// A named ID template, NAME=TEMPLATE (repeat for more), e.g.
     /// 'orders=ORD-{date:%Y%m%d}-{seq:06}': asked for with ?template=NAME (HTTP sequencer,
     /// /v1/ids/snowflake and Leaf's segment routes) or `template` (gRPC NextSequence). See

@@ -39,6 +39,7 @@ pub(crate) const FLAG_KEYS: &[(&str, &str)] = &[
     ("layout", "snowflake.layout"),
     ("epoch_ms", "snowflake.epoch_ms"),
     ("snowflake_above", "snowflake.above"),
+    ("random_start", "snowflake.random_start"),
     ("templates", "templates"),
     ("scramble_key_file", "scramble.key_file"),
     ("scramble_domain", "scramble.domain"),

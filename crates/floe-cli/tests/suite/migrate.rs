@@ -97,3 +97,39 @@ fn meituan_leaf_continues_above_leafs_last_id_and_decodes_its_ids() {
         "{body}"
     );
 }
+
+/// The first sequence of each millisecond, by millisecond, of Snowflake IDs taken one at a
+/// time from `server` (Leaf's layout).
+fn first_sequences(server: &crate::serving::Serve, n: usize) -> Vec<u64> {
+    let mut first = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let (status, body) = http(&server.http, "GET", "/api/snowflake/get/k").unwrap();
+        assert_eq!(status, 200, "{body}");
+        let id: u64 = body.trim().parse().unwrap();
+        let (ms, seq) = (id >> 22, id & 4095);
+        let e = first.entry(ms).or_insert(seq);
+        *e = (*e).min(seq);
+    }
+    first.into_values().collect()
+}
+
+/// At low traffic, each millisecond's first ID starts at a random sequence below 100 (Leaf's
+/// rule), so `id % N` spreads them; `--random-start 0` gives Twitter's 0 every time.
+#[test]
+fn low_traffic_ids_start_each_millisecond_at_a_random_sequence() {
+    let server = start(&[]);
+    let firsts = first_sequences(&server, 300);
+    assert!(
+        firsts.len() > 3,
+        "the requests spanned milliseconds: {firsts:?}"
+    );
+    assert!(firsts.iter().all(|&s| s < 100), "{firsts:?}");
+    let shards: std::collections::BTreeSet<u64> = firsts.iter().map(|s| s % 4).collect();
+    assert!(
+        shards.len() > 1,
+        "id % 4 of each millisecond's first ID: {firsts:?}"
+    );
+    let server = start(&["--random-start", "0"]);
+    let firsts = first_sequences(&server, 100);
+    assert!(firsts.iter().all(|&s| s == 0), "{firsts:?}");
+}

@@ -20,6 +20,38 @@ pub enum OnExhausted {
     Fail,
 }
 
+/// A source of random numbers for the first sequence of a time unit
+/// ([`SnowflakeConfig::random_start`]). Injectable, so that tests choose the numbers.
+pub trait StartSource: Send + Sync + std::fmt::Debug {
+    /// A number from 0 to `bound - 1` (`bound` is at least 1).
+    fn below(&self, bound: u64) -> u64;
+}
+
+/// The default [`StartSource`]: wyrand over one atomic word, seeded by the caller. Fast and
+/// evenly spread, not cryptographic: the start only spreads IDs over `id % N` shards.
+#[derive(Debug)]
+pub struct WyRand(AtomicU64);
+
+impl WyRand {
+    /// A source seeded with `seed`.
+    pub fn new(seed: u64) -> WyRand {
+        WyRand(AtomicU64::new(seed))
+    }
+}
+
+impl StartSource for WyRand {
+    fn below(&self, bound: u64) -> u64 {
+        let s = self
+            .0
+            .fetch_add(0xa076_1d64_78bd_642f, Ordering::Relaxed)
+            .wrapping_add(0xa076_1d64_78bd_642f);
+        let m = u128::from(s) * u128::from(s ^ 0xe703_7ed1_a0b4_28db);
+        let r = ((m >> 64) as u64) ^ (m as u64);
+        // Lemire's multiply-shift: `bound` values, none favoured beyond 2^-64.
+        ((u128::from(r) * u128::from(bound.max(1))) >> 64) as u64
+    }
+}
+
 /// How to build a [`SnowflakeGenerator`].
 ///
 /// # Examples
@@ -59,6 +91,13 @@ pub struct SnowflakeConfig {
     pub fence: Option<Arc<Fence>>,
     /// Issue no ID whose time is past this durable bound ([`crate::horizon`]).
     pub horizon: Option<Arc<Horizon>>,
+    /// The first sequence of a new time unit is random below this (Leaf's rule: 100), so that
+    /// IDs at low traffic are not all multiples of `2^sequence_bits` and `id % N` spreads them;
+    /// 0 (the default): every unit starts at 0. See [`SnowflakeConfig::random_start`].
+    pub random_start: u64,
+    /// Where the random starts come from (a [`WyRand`] seeded from the clock and the node when
+    /// `None`).
+    pub start_source: Option<Arc<dyn StartSource>>,
 }
 
 impl SnowflakeConfig {
@@ -74,6 +113,8 @@ impl SnowflakeConfig {
             not_before_ms: None,
             fence: None,
             horizon: None,
+            random_start: 0,
+            start_source: None,
         }
     }
 
@@ -138,6 +179,23 @@ impl SnowflakeConfig {
         self
     }
 
+    /// Starts each new time unit's sequence at a random number below `below` (Meituan Leaf:
+    /// 100), at most a quarter of the layout's sequence space; 0 turns it off. Only after a
+    /// unit whose sequence was not used up: under full load every unit starts at 0 and the
+    /// layout's cap stands.
+    #[must_use]
+    pub fn random_start(mut self, below: u64) -> Self {
+        self.random_start = below;
+        self
+    }
+
+    /// Takes the random starts from `source` (tests: numbers of their choosing).
+    #[must_use]
+    pub fn start_source(mut self, source: Arc<dyn StartSource>) -> Self {
+        self.start_source = Some(source);
+        self
+    }
+
     /// Validates the configuration and builds a generator reading `clock`.
     ///
     /// # Errors
@@ -162,9 +220,19 @@ impl SnowflakeConfig {
             _ if fits_fresh(&layout) => FRESH,
             _ => max_seq,
         };
+        let node = (self.datacenter << layout.worker_bits()) | self.worker;
+        // At most a quarter of the sequence space: three quarters of each unit stay.
+        let below = self.random_start.min((max_seq >> 2) + 1);
+        let start = (below > 1).then(|| {
+            let source = self
+                .start_source
+                .unwrap_or_else(|| Arc::new(WyRand::new(clock.now_nanos() ^ node.rotate_left(32))));
+            (below, source)
+        });
         Ok(SnowflakeGenerator {
             state: AtomicU64::new(state),
-            node: (self.datacenter << layout.worker_bits()) | self.worker,
+            start,
+            node,
             seq_bits,
             max_seq,
             max_units: layout.max_timestamp(),
@@ -209,6 +277,8 @@ fn fits_fresh(layout: &Layout) -> bool {
 pub struct SnowflakeGenerator<C> {
     /// `(units << seq_bits) | sequence` of the last issued ID.
     state: AtomicU64,
+    /// The first sequence of a new unit is random below this, from this source.
+    start: Option<(u64, Arc<dyn StartSource>)>,
     /// Datacenter and worker, already combined.
     node: u64,
     seq_bits: u32,
@@ -338,7 +408,7 @@ impl<C: Clock> SnowflakeGenerator<C> {
         loop {
             let last = state >> self.seq_bits;
             let next = if now > last {
-                now << self.seq_bits
+                (now << self.seq_bits) | self.first_sequence(state)
             } else if now == last {
                 if state & self.max_seq == self.max_seq {
                     return self.exhausted(last);
@@ -346,7 +416,7 @@ impl<C: Clock> SnowflakeGenerator<C> {
                 state + 1
             } else if state == FRESH {
                 // The first ID (FRESH reads as a unit far in the future).
-                now << self.seq_bits
+                (now << self.seq_bits) | self.first_sequence(state)
             } else {
                 return self.behind(last, now);
             };
@@ -370,6 +440,19 @@ impl<C: Clock> SnowflakeGenerator<C> {
     /// The time bound, if the generator has one.
     pub fn horizon(&self) -> Option<&Arc<Horizon>> {
         self.horizon.as_ref()
+    }
+
+    /// The first sequence of a new time unit, after the unit of `state`: random below the
+    /// configured bound, unless that unit's sequence was used up (full load: start at 0 and
+    /// keep the cap).
+    #[inline]
+    fn first_sequence(&self, state: u64) -> u64 {
+        match &self.start {
+            Some((below, source)) if state == FRESH || state & self.max_seq != self.max_seq => {
+                source.below(*below).min(*below - 1)
+            }
+            _ => 0,
+        }
     }
 
     #[inline]
@@ -477,6 +560,88 @@ mod tests {
         assert_eq!((p.timestamp_ms, p.sequence), (T0 + 1, 0));
         assert_eq!(g.last_timestamp_ms(), T0 + 1);
         assert_eq!(clock.waits(), 0);
+    }
+
+    /// Numbers of the test's choosing, in turn (then 0), each checked against its bound.
+    #[derive(Debug, Default)]
+    struct Script(std::sync::Mutex<Vec<u64>>, std::sync::Mutex<Vec<u64>>);
+
+    impl StartSource for Script {
+        fn below(&self, bound: u64) -> u64 {
+            self.1.lock().unwrap().push(bound);
+            let mut next = self.0.lock().unwrap();
+            if next.is_empty() {
+                0
+            } else {
+                next.remove(0)
+            }
+        }
+    }
+
+    /// Leaf's rule: each new unit starts at a random sequence below 100 (the source's number),
+    /// then counts up; a unit whose sequence was used up is followed by one that starts at 0.
+    #[test]
+    fn a_new_unit_starts_at_a_random_sequence_unless_the_last_was_used_up() {
+        let clock = ManualClock::from_millis(T0);
+        let source = Arc::new(Script(vec![42, 99, 7].into(), Default::default()));
+        let g = SnowflakeConfig::new(Layout::LEAF)
+            .worker(5)
+            .random_start(100)
+            .start_source(source.clone())
+            .build(clock.clone())
+            .unwrap();
+        let seq = |g: &SnowflakeGenerator<ManualClock>| parts(g.next_id().unwrap()).sequence;
+        assert_eq!((seq(&g), seq(&g)), (42, 43));
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(seq(&g), 99);
+        // Used up: 4095 reached in this unit, the next one starts at 0, the source unasked.
+        for _ in 100..4096 {
+            g.next_id().unwrap();
+        }
+        let asked = source.1.lock().unwrap().len();
+        let p = parts(g.next_id().unwrap());
+        assert_eq!((p.timestamp_ms, p.sequence), (T0 + 2, 0));
+        assert_eq!(source.1.lock().unwrap().len(), asked);
+        clock.advance(Duration::from_millis(5));
+        assert_eq!(seq(&g), 7);
+        assert!(source.1.lock().unwrap().iter().all(|&b| b == 100));
+    }
+
+    /// The bound is at most a quarter of the sequence space (a 4-bit sequence: below 4), 0
+    /// and 1 turn it off, and the default source stays below its bound.
+    #[test]
+    fn the_random_start_is_bounded_by_the_layout() {
+        let clock = ManualClock::from_millis(T0);
+        let source = Arc::new(Script(vec![u64::MAX].into(), Default::default()));
+        let g = SnowflakeConfig::new(Layout::new(41, 0, 10, 4).unwrap())
+            .random_start(100)
+            .start_source(source.clone())
+            .build(clock.clone())
+            .unwrap();
+        assert_eq!(
+            Layout::new(41, 0, 10, 4)
+                .unwrap()
+                .decode(g.next_id().unwrap())
+                .sequence,
+            3
+        );
+        assert_eq!(source.1.lock().unwrap()[0], 4);
+        for off in [0, 1] {
+            let g = SnowflakeConfig::new(Layout::LEAF)
+                .random_start(off)
+                .build(clock.clone())
+                .unwrap();
+            clock.advance(Duration::from_millis(1));
+            assert_eq!(parts(g.next_id().unwrap()).sequence, 0);
+        }
+        let w = WyRand::new(7);
+        let mut seen = [false; 100];
+        for _ in 0..10_000 {
+            let r = w.below(100);
+            assert!(r < 100);
+            seen[r as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "every start is reached");
     }
 
     #[test]

@@ -16,7 +16,9 @@
 mod generator;
 mod layout;
 
-pub use generator::{OnExhausted, SnowflakeConfig, SnowflakeGenerator, SnowflakeStats};
+pub use generator::{
+    OnExhausted, SnowflakeConfig, SnowflakeGenerator, SnowflakeStats, StartSource, WyRand,
+};
 pub use layout::{Layout, SnowflakeParts, MAX_TIME_MS};
 
 use std::fmt;

@@ -339,6 +339,11 @@ pub struct LayoutConfig {
     /// replaces issued). The server refuses to start, naming both numbers, when an ID issued
     /// now would not be; it never issues in the floor's time unit or before it.
     pub above: Option<u64>,
+    /// The first sequence of each new time unit is random below this (Meituan Leaf's rule:
+    /// 100), so that IDs at low traffic are not all multiples of 4096 and `id % N` sharding
+    /// spreads them; at most a quarter of the sequence space; 0 or 1: every unit starts at 0.
+    /// Under full load (a unit's sequence used up) the next unit starts at 0: the cap stands.
+    pub random_start: u64,
 }
 
 impl Default for LayoutConfig {
@@ -348,6 +353,7 @@ impl Default for LayoutConfig {
             epoch_ms: None,
             time_unit_ms: None,
             above: None,
+            random_start: 100,
         }
     }
 }
@@ -380,6 +386,18 @@ pub struct SnowflakeSection {
     pub default: LayoutConfig,
     /// More generators, by name.
     pub named: BTreeMap<String, LayoutConfig>,
+}
+
+impl SnowflakeSection {
+    /// The configuration of the generator `name` ([`crate::ids::DEFAULT_GENERATOR`] or a
+    /// named one).
+    pub fn layout_config(&self, name: &str) -> Option<&LayoutConfig> {
+        if name == crate::ids::DEFAULT_GENERATOR {
+            Some(&self.default)
+        } else {
+            self.named.get(name)
+        }
+    }
 }
 
 /// The sno generator (its partition is leased from the registry).

@@ -14,7 +14,7 @@ use crate::error::{ErrorKind, ServerError};
 use serde_json::json;
 
 use super::params::{
-    count, ids_json, json_body, meta_needs_template, meta_of, mode, next_id_json,
+    count, decimal, ids_json, json_body, meta_needs_template, meta_of, mode, next_id_json,
     presentation_asked, query_of, store_and_key, HttpError, Params,
 };
 use crate::app::App;
@@ -127,7 +127,7 @@ pub(super) async fn new_ids(
     let meta = params
         .get("meta")
         .map(|m| {
-            m.parse::<u8>().map_err(|_| {
+            decimal::<u8>(m).ok_or_else(|| {
                 HttpError::invalid(format!(
                     "meta: expected 0 to 255, found \"{}\"",
                     echo(m, MAX_ECHO)
@@ -215,7 +215,7 @@ pub(super) async fn segment(
     let (handle, _) = crate::check(&app.sequencer, &store, &key, Ok(Mode::Weak))?;
     let size = match params.get("size") {
         None => 1000,
-        Some(s) => s.parse::<u32>().map_err(|_| {
+        Some(s) => decimal::<u32>(s).ok_or_else(|| {
             HttpError::invalid(format!(
                 "size: expected a positive integer, found \"{}\"",
                 echo(s, MAX_ECHO)

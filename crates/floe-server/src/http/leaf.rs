@@ -163,9 +163,10 @@ pub(super) async fn decode(
         Ok(g) => g.layout(),
         Err(e) => return refuse(e.message),
     };
-    let id = match text.trim().parse::<u64>() {
-        Ok(id) => id,
-        Err(_) => {
+    // Exactly as written (Leaf's `Long.parseLong` refuses " 1" too); no sign.
+    let id = match super::params::decimal::<u64>(text) {
+        Some(id) => id,
+        None => {
             return refuse(format!(
                 "snowflakeId: expected a decimal number of 0 to {}, found \"{}\"",
                 u64::MAX,
@@ -197,9 +198,7 @@ pub(super) async fn cache(
     let params = query.map(|Query(p)| p).unwrap_or_default();
     let limit = match params.get("limit") {
         None => CACHE_KEYS,
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
+        Some(text) => super::params::decimal::<usize>(text)
             .filter(|n| (1..=MAX_CACHE_KEYS).contains(n))
             .ok_or_else(|| {
                 HttpError::invalid(format!(

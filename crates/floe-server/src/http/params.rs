@@ -94,6 +94,15 @@ pub(crate) fn mode(params: &HashMap<String, String>) -> Result<Mode, String> {
     }
 }
 
+/// A number of a query read exactly: ASCII digits only, nothing trimmed (`u32::from_str` would
+/// also take `+5`, and Leaf's clients never send a sign or a space).
+pub(crate) fn decimal<T: std::str::FromStr>(text: &str) -> Option<T> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 
 /// The store and the key of `/v1/sequencer/{store}/{key}` (and its `/segment`), read from the
@@ -128,7 +137,7 @@ pub(crate) fn count(app: &App, params: &HashMap<String, String>) -> Result<Optio
     let Some(text) = params.get("count") else {
         return Ok(None);
     };
-    let n = text.parse::<u32>().map_err(|_| {
+    let n = decimal::<u32>(text).ok_or_else(|| {
         HttpError::invalid(format!(
             "count: expected 1 to {}, found \"{}\"",
             app.max_batch,

@@ -183,6 +183,7 @@ fn last_of<G: Send + Sync + 'static>(g: &Arc<G>, time: fn(&G) -> u64) -> LastTim
 fn snowflake(
     lease: &Lease,
     layout: Layout,
+    random_start: u64,
     floor_ms: Option<u64>,
     clock: &ServerClock,
 ) -> Result<(Snowflake, String), String> {
@@ -196,6 +197,7 @@ fn snowflake(
         .not_before_ms(lease.not_before_ms.max(floor_ms.unwrap_or(0)))
         .fence(lease.fence.clone())
         .horizon(horizon)
+        .random_start(random_start)
         .build(Arc::clone(clock))
         .map_err(|e| e.to_string())?;
     let line = format!(
@@ -269,13 +271,18 @@ pub(super) async fn build(
             let lease = take(taken, &generator)?;
             let layout = *layout;
             let floor_ms = plan.not_before_ms.get(name).copied();
+            let random_start = plan
+                .config
+                .snowflake
+                .layout_config(name)
+                .map_or(0, |c| c.random_start);
             let g = lease_and_build(
                 taken,
                 notes,
                 described,
                 &generator,
                 lease,
-                |l| snowflake(l, layout, floor_ms, &clock),
+                |l| snowflake(l, layout, random_start, floor_ms, &clock),
                 |g| last_of(g, |g| g.last_timestamp_ms()),
             )?;
             snowflakes.push((name.clone(), g));

@@ -197,6 +197,27 @@ async fn leaf_routes_answer_as_leaf() {
         .as_str()
         .unwrap()
         .contains("snowflakeId"));
+    // Numbers are read exactly, as Leaf's `Long.parseLong` reads them: no space trimmed,
+    // and no sign (floe issues none), here and in every query number.
+    for text in ["%201", "1%20", "+1", "1%0A", "0x1", ""] {
+        let path = format!("/decodeSnowflakeId?snowflakeId={text}");
+        let (code, decoded) = http(&node.http, "GET", &path).await;
+        assert_eq!(code, 400, "{path}: {decoded}");
+        assert!(decoded["errorMsg"]
+            .as_str()
+            .unwrap()
+            .contains("snowflakeId"));
+    }
+    for path in [
+        "/v1/sequencer/main/k?count=%202",
+        "/v1/sequencer/main/k?count=+2",
+        "/v1/sequencer/main/k/segment?size=+5",
+        "/v1/ids/sno?meta=%201",
+        "/cache?limit=+3",
+    ] {
+        let (code, body) = http(&node.http, "GET", path).await;
+        assert_eq!(code, 400, "{path}: {body}");
+    }
     // 2^63: a bit above Leaf's 63 bits, so no ID of the layout.
     let (code, decoded) = http(
         &node.http,
