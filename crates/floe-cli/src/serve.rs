@@ -38,10 +38,21 @@ pub(crate) struct ServeArgs {
     /// HTTP address, or "off".
     #[arg(long, help_heading = "Listeners", env = "FLOE_HTTP")]
     http: Option<String>,
-    /// A host name HTTP answers to besides IP addresses and localhost (repeat for more).
+    /// A host name HTTP answers to besides IP addresses and localhost where the Host is
+    /// checked (repeat for more): NAME, *.SUFFIX (e.g. *.svc.cluster.local) or * (any).
     #[arg(long = "allow-host", help_heading = "Listeners", value_name = "NAME")]
     #[serde(skip)]
     allow_host: Vec<String>,
+    /// Where HTTP checks the Host against DNS rebinding (a browser on the same machine):
+    /// auto (on a loopback listener only), on, or off. /healthz, /readyz and /metrics are
+    /// never refused for their Host.
+    #[arg(
+        long,
+        help_heading = "Listeners",
+        env = "FLOE_HOST_CHECK",
+        value_name = "auto|on|off"
+    )]
+    host_check: Option<String>,
     /// Directory of the embedded store, file registry, cache and time bounds.
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_STATE_DIR")]
     state_dir: Option<PathBuf>,

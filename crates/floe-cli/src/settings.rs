@@ -19,6 +19,7 @@ pub(crate) const FLAG_KEYS: &[(&str, &str)] = &[
     ("grpc", "listen.grpc"),
     ("http", "listen.http"),
     ("allow_host", "listen.allow_hosts"),
+    ("host_check", "listen.host_check"),
     ("state_dir", "state_dir"),
     ("registry", "registry.url"),
     ("service", "registry.service"),

@@ -8,6 +8,7 @@ use floe_sequencer::{Mode, Sequencer};
 
 use crate::error::{ErrorKind, ServerError};
 
+use crate::http::guard::HostPolicy;
 use crate::ids::{Generators, IdKind, IdOptions, Ids};
 use crate::observe::Telemetry;
 use crate::present::Presentation;
@@ -24,8 +25,8 @@ pub struct App {
     pub max_batch: u32,
     /// The store Leaf's segment route serves.
     pub leaf_store: Option<String>,
-    /// Host names HTTP answers to besides IP addresses and `localhost`.
-    pub allowed_hosts: Vec<String>,
+    /// Which `Host`s HTTP answers to ([`crate::http::guard`]).
+    pub hosts: HostPolicy,
     /// The longest a generator may wait within one request (a time unit used up, a clock a
     /// little behind).
     pub max_wait: Duration,
@@ -38,7 +39,8 @@ pub struct App {
 }
 
 impl App {
-    /// A server of sequences only (no generators), answering to `allowed_hosts`.
+    /// A server of sequences only (no generators), answering to `allowed_hosts` (and the
+    /// `Host` checked on loopback listeners only).
     pub fn sequencer_only(sequencer: Arc<Sequencer>, allowed_hosts: Vec<String>) -> App {
         let clock: ServerClock = Arc::new(floe_core::clock::SystemClock);
         let mut telemetry = Telemetry::new(true, Arc::clone(&clock));
@@ -49,7 +51,7 @@ impl App {
             ids: None,
             max_batch: crate::config::DEFAULT_MAX_BATCH,
             leaf_store: None,
-            allowed_hosts,
+            hosts: HostPolicy::allowing(allowed_hosts),
             max_wait: Duration::from_secs(2),
             presentation: Arc::default(),
             clock,

@@ -179,11 +179,12 @@ pub async fn serve_app_secure(
         _ => None,
     };
     let http_task = http.map(|listener| {
+        let bound = listener.local_addr().ok();
         let served = conn::Served {
             protocol: conn::Protocol::Http1,
             service: observe::Observed::new(
                 auth::Guarded {
-                    inner: http::service(Arc::clone(&app)),
+                    inner: http::service(Arc::clone(&app), bound),
                     guard: security.guard(auth::HTTP_HEALTH),
                     refuse: auth::refuse_http,
                 },

@@ -133,3 +133,72 @@ fn low_traffic_ids_start_each_millisecond_at_a_random_sequence() {
     let firsts = first_sequences(&server, 100);
     assert!(firsts.iter().all(|&s| s == 0), "{firsts:?}");
 }
+
+/// `(status, head)` of a GET of `path` with `Host: host`.
+fn with_host(server: &crate::serving::Serve, host: &str, path: &str) -> (u16, String) {
+    let a = floe_testkit::http::request(&server.http, host, "GET", path, &[]).unwrap();
+    (a.status, a.head)
+}
+
+/// DNS rebinding needs a browser on the server's own machine: on a loopback listener a
+/// foreign `Host` is refused (Leaf's ID routes in Leaf's shape), but never on `/healthz`,
+/// `/readyz` or `/metrics`; names pass by wildcard (`*.svc.cluster.local`); a listener bound
+/// beyond loopback answers any name unless the check is turned on; `--host-check off` turns
+/// it off.
+#[test]
+fn the_host_check_protects_loopback_and_never_probes() {
+    let cluster = "floe.default.svc.cluster.local:34903";
+    let server = start(&[]);
+    assert_eq!(with_host(&server, cluster, "/v1/ids/snowflake").0, 403);
+    let (status, head) = with_host(&server, cluster, "/api/segment/get/k");
+    assert_eq!(status, 500, "Leaf's shape: {head}");
+    assert!(
+        head.contains("x-floe-error: forbidden") && head.contains("text/plain"),
+        "{head}"
+    );
+    for probe in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(with_host(&server, cluster, probe).0, 200, "{probe}");
+    }
+    let server = start(&["--allow-host", "*.svc.cluster.local"]);
+    assert_eq!(with_host(&server, cluster, "/v1/ids/snowflake").0, 200);
+    assert_eq!(
+        with_host(&server, "svc.cluster.local.evil", "/v1/ids/snowflake").0,
+        403
+    );
+    let server = start(&["--host-check", "off"]);
+    assert_eq!(
+        with_host(&server, "anything.example", "/v1/ids/snowflake").0,
+        200
+    );
+    // Cross-site requests stay refused whatever the host check.
+    let a = floe_testkit::http::request(
+        &server.http,
+        "anything.example",
+        "GET",
+        "/v1/ids/snowflake",
+        &["Origin: https://evil.example"],
+    )
+    .unwrap();
+    assert_eq!(a.status, 403, "{}", a.body);
+    let wide = crate::serving::start_on("127.0.0.1:0", "0.0.0.0:0", &[]);
+    assert_eq!(with_host(&wide, cluster, "/v1/ids/snowflake").0, 200);
+    let wide = crate::serving::start_on("127.0.0.1:0", "0.0.0.0:0", &["--host-check", "on"]);
+    assert_eq!(with_host(&wide, cluster, "/v1/ids/snowflake").0, 403);
+    assert_eq!(with_host(&wide, cluster, "/healthz").0, 200);
+}
+
+/// A host pattern or check that means nothing is a configuration error naming its key.
+#[test]
+fn a_bad_host_pattern_or_check_is_refused_at_start() {
+    for (args, key) in [
+        (&["--allow-host", "a b"][..], "listen.allow_hosts"),
+        (&["--allow-host", "*x.y"][..], "listen.allow_hosts"),
+        (&["--host-check", "sometimes"][..], "host-check"),
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let out = common::serve_output(state.path(), args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(key), "{args:?}: {err}");
+    }
+}

@@ -369,6 +369,10 @@ impl ServerConfig {
             };
             stores.push((name, url));
         }
+        for (i, pattern) in self.listen.allow_hosts.iter().enumerate() {
+            crate::http::guard::check_pattern(pattern)
+                .map_err(|e| bad(&format!("listen.allow_hosts[{i}]"), e))?;
+        }
         let listen = |addr: &str| (addr != "off").then(|| addr.to_string());
         Ok(Plan {
             config: self.clone(),

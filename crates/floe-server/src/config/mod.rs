@@ -196,8 +196,25 @@ pub struct ListenConfig {
     pub grpc: String,
     /// HTTP address, or `off`.
     pub http: String,
-    /// Host names HTTP answers to besides IP addresses and `localhost`.
+    /// Host names HTTP answers to besides IP addresses and `localhost`, where the `Host` is
+    /// checked: exact names, `*.SUFFIX` or `*` (any).
     pub allow_hosts: Vec<String>,
+    /// Where the `Host` of HTTP requests is checked against DNS rebinding: `auto` (on a
+    /// loopback listener only: the attack needs a browser on the same machine), `on` or `off`.
+    pub host_check: HostCheck,
+}
+
+/// Where the HTTP listener checks a request's `Host` ([`crate::http::guard`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostCheck {
+    /// On a listener bound to a loopback address only.
+    #[default]
+    Auto,
+    /// On every listener.
+    On,
+    /// Nowhere.
+    Off,
 }
 
 impl Default for ListenConfig {
@@ -206,6 +223,7 @@ impl Default for ListenConfig {
             grpc: "127.0.0.1:34904".into(),
             http: "127.0.0.1:34903".into(),
             allow_hosts: Vec::new(),
+            host_check: HostCheck::Auto,
         }
     }
 }

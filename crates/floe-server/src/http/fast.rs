@@ -9,7 +9,7 @@
 //! instructions of the whole request, and the route served 0.82x the requests per second of
 //! `/healthz` (scripts/load.sh). Here the same handler code answers it directly
 //! ([`super::floe::weak_next_id`], [`super::floe::one_id`], [`super::leaf::segment_number`],
-//! [`super::leaf::snowflake_number`]), behind the same host guard ([`super::refused`]).
+//! [`super::leaf::snowflake_number`]), behind the same guard ([`super::guard`]).
 //!
 //! **Only what is certain to reach those routes is taken**: the method is `GET` or `POST`, the
 //! query is absent or empty, and the path is exactly the route's, each parameter a non-empty
@@ -35,6 +35,7 @@ use crate::app::App;
 pub struct Http {
     router: Router,
     app: Arc<App>,
+    guard: Arc<super::guard::Guard>,
 }
 
 /// A request answered here, not by the router.
@@ -91,8 +92,8 @@ enum Owned {
 }
 
 impl Http {
-    pub(super) fn new(router: Router, app: Arc<App>) -> Http {
-        Http { router, app }
+    pub(super) fn new(router: Router, app: Arc<App>, guard: Arc<super::guard::Guard>) -> Http {
+        Http { router, app, guard }
     }
 }
 
@@ -119,7 +120,7 @@ where
             Some(Fast::LeafSnowflake) => Some(Owned::LeafSnowflake),
             Some(Fast::Ids(kind)) => Some(Owned::Ids(kind.into_owned())),
         };
-        if let Some(refusal) = super::refused(request.headers(), &self.app.allowed_hosts) {
+        if let Some(refusal) = self.guard.refused(request.uri().path(), request.headers()) {
             return Either::Left(Box::pin(std::future::ready(Ok(with_length(refusal)))));
         }
         let owned = owned.unwrap_or_else(|| Owned::Sequencer(request.into_parts().0.uri));
@@ -295,7 +296,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_common_requests_are_answered_with_the_next_ids() {
-        let mut service = super::super::service(app());
+        let mut service = super::super::service(app(), None);
         let get = |path| request("GET", path, "127.0.0.1:1", None);
         // Leaf's layout: 41 bits of milliseconds since 2023, 10 of worker, 12 of sequence.
         let first = ((1_800_000_000_000u64 - 1_672_531_200_000) << 22) | (7 << 12);
@@ -380,7 +381,7 @@ mod tests {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
                 let (fast, alone) = (app(), app());
-                let mut service = super::super::service(fast);
+                let mut service = super::super::service(fast, None);
                 let mut router = super::super::router(alone);
                 for (method, prefix, segments, query, host, origin) in &asked {
                     let path = format!("{prefix}{}{query}", segments.join("/"));

@@ -1,29 +1,24 @@
 //! The HTTP/JSON face of the sequencer (see the crate docs for the routes).
 //!
 //! Requests that issue IDs are `GET` (kept for compatibility: `curl URL`) or `POST`; `HEAD`
-//! issues nothing (405). A browser can be made to send a request to a server on the user's
-//! machine from any page it shows, so a request carrying an `Origin` that is not this server's
-//! own (`http://` or `https://` and the request's `Host`), or a `Sec-Fetch-Site` other than
-//! `same-origin` or `none`, is refused with 403 before it reaches a route. A page can also
-//! rebind its own host name to 127.0.0.1 (DNS rebinding) and so send requests that look
-//! same-origin: a request whose `Host` is not an IP address, `localhost` or a name the operator
-//! allowed (`--allow-host`) is refused with 403 too. Every error is one line of JSON,
-//! `{"error":KIND,"message":TEXT}`.
+//! issues nothing (405). Cross-site browser requests, and on loopback listeners requests with a
+//! foreign `Host` (DNS rebinding), are refused before any route runs ([`guard`]). Every error is
+//! one line of JSON, `{"error":KIND,"message":TEXT}`, but on Leaf's routes, which answer as Leaf
+//! does.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::Next;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
 use crate::app::App;
-use crate::{echo, MAX_ECHO};
 
 pub mod fast;
 mod floe;
+pub mod guard;
 mod leaf;
 mod ops;
 mod params;
@@ -61,21 +56,27 @@ routes! {
     "/cache" => get(leaf::cache),
 }
 
-/// The routes, serving `app`, answering to IP addresses, `localhost` and the app's allowed
-/// host names: [`router`], with the requests most clients send answered in front of it
-/// ([`fast`]).
-pub fn service(app: Arc<App>) -> fast::Http {
-    fast::Http::new(router(Arc::clone(&app)), app)
+/// The routes, serving `app` on a listener bound to `listener` ([`guard`] decides from it
+/// whether the `Host` is checked; unknown: checked): [`router`], with the requests most
+/// clients send answered in front of it ([`fast`]).
+pub fn service(app: Arc<App>, listener: Option<SocketAddr>) -> fast::Http {
+    let guard = app.hosts.guard(listener);
+    fast::Http::new(routed(Arc::clone(&app), Arc::clone(&guard)), app, guard)
 }
 
-/// The routes alone, as axum serves them: every request, the common ones too.
+/// The routes alone, as axum serves them (every request, the common ones too), on a listener
+/// whose address is unknown.
 pub fn router(app: Arc<App>) -> Router {
-    let allowed_hosts = app.allowed_hosts.clone();
+    let guard = app.hosts.guard(None);
+    routed(app, guard)
+}
+
+fn routed(app: Arc<App>, guard: Arc<guard::Guard>) -> Router {
     with_routes(Router::new())
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(allowed_hosts),
-            same_origin,
+            guard,
+            guard::same_origin,
         ))
         .with_state(app)
 }
@@ -152,86 +153,6 @@ async fn not_found() -> HttpError {
         status: StatusCode::NOT_FOUND,
         error: "not_found",
         message: "no such route: see /v1/ids/{kind}, /v1/sequencer/{store}/{key}, /v1/stores, /api/segment/get/{key}, /api/snowflake/get/{key}, /decodeSnowflakeId, /cache, /healthz".into(),
-    }
-}
-
-/// Why a request is a cross-site browser request, if it is one.
-fn cross_site(headers: &HeaderMap) -> Option<String> {
-    for site in headers.get_all("sec-fetch-site") {
-        let same = site.as_bytes().eq_ignore_ascii_case(b"same-origin")
-            || site.as_bytes().eq_ignore_ascii_case(b"none");
-        if !same {
-            return Some(format!(
-                "Sec-Fetch-Site is \"{}\"",
-                echo(&String::from_utf8_lossy(site.as_bytes()), MAX_ECHO)
-            ));
-        }
-    }
-    let host = headers.get(header::HOST).map(HeaderValue::as_bytes);
-    for origin in headers.get_all(header::ORIGIN) {
-        let o = origin.as_bytes();
-        let own = host.is_some_and(|host| {
-            [&b"http://"[..], b"https://"].iter().any(|scheme| {
-                o.len() == scheme.len() + host.len()
-                    && o[..scheme.len()].eq_ignore_ascii_case(scheme)
-                    && o[scheme.len()..].eq_ignore_ascii_case(host)
-            })
-        });
-        if !own {
-            return Some(format!(
-                "Origin \"{}\" is not this server's",
-                echo(&String::from_utf8_lossy(o), MAX_ECHO)
-            ));
-        }
-    }
-    None
-}
-
-/// Why a request's `Host` is not one this server answers to, if it is not: an IP address,
-/// `localhost`, or a name in `allowed` (compared without case; the port is not compared).
-fn foreign_host(headers: &HeaderMap, allowed: &[String]) -> Option<String> {
-    let host = headers.get(header::HOST)?;
-    let text = String::from_utf8_lossy(host.as_bytes());
-    let name = match text.strip_prefix('[') {
-        // [IPv6]:port
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => text.rsplit_once(':').map_or(&*text, |(name, _)| name),
-    };
-    let ok = name.parse::<std::net::IpAddr>().is_ok()
-        || name.eq_ignore_ascii_case("localhost")
-        || allowed.iter().any(|a| a.eq_ignore_ascii_case(name));
-    (!ok).then(|| {
-        format!(
-            "Host \"{}\" is not an IP address, localhost or an allowed name (floe serve --allow-host NAME)",
-            echo(&text, MAX_ECHO)
-        )
-    })
-}
-
-/// The 403 of a cross-site browser request or a foreign `Host` (see the module docs), if the
-/// request is one.
-fn refused(headers: &HeaderMap, allowed: &[String]) -> Option<Response> {
-    let why = foreign_host(headers, allowed).or_else(|| cross_site(headers))?;
-    Some(
-        HttpError {
-            status: StatusCode::FORBIDDEN,
-            error: "forbidden",
-            message: format!("cross-site browser requests are refused: {why}"),
-        }
-        .into_response(),
-    )
-}
-
-/// Refuses cross-site browser requests and foreign `Host`s (see the module docs) before any
-/// route runs.
-async fn same_origin(
-    State(allowed): State<Arc<Vec<String>>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    match refused(request.headers(), &allowed) {
-        Some(refusal) => refusal,
-        None => next.run(request).await,
     }
 }
 

@@ -207,7 +207,10 @@ impl Server {
             ids: Some(generators),
             max_batch: plan.max_batch,
             leaf_store: plan.leaf_store.clone(),
-            allowed_hosts: plan.config.listen.allow_hosts.clone(),
+            hosts: crate::http::guard::HostPolicy {
+                check: plan.config.listen.host_check,
+                allowed: plan.config.listen.allow_hosts.clone(),
+            },
             max_wait: plan.max_wait,
             presentation,
             clock,
