@@ -26,21 +26,33 @@
 //! key in use either: its buffer could go on fetching after a new one did, with the same effect.
 //! So at most one WEAK buffer and one STRONG queue of a key are alive in one handle at a time.
 //!
-//! **Gaps, never repeats.** A dropped key's buffered WEAK IDs (and threads' blocks of them) are
-//! never issued. A key used again later gets a new, empty buffer, which always reserves a fresh
-//! segment from the store after the old buffer is gone (its last fetch had ended): every ID it
-//! serves is above every ID the old one held.
+//! **A dropped key keeps its place (parked).** When a key's WEAK buffer is dropped (idle, or
+//! to make room), the rest of it (the current segment's unused end and the next segment, at
+//! most two ranges) is *parked*: kept in a second map, by key, under the same lock as the
+//! drop. When the key is asked for again, its new buffer serves the parked IDs first, so a
+//! quiet key goes on 1, 2, 3 however long it was idle. At most `max_keys` keys are parked;
+//! beyond that the least recently parked go, each given back to the store when nothing was
+//! reserved after it ([`Store::give_back`](crate::Store::give_back): the key's next segment then
+//! starts where it stopped) and a gap otherwise. A graceful stop keeps the parked tails with
+//! the others ([`crate::tails`]).
+//!
+//! **Gaps, never repeats.** Parked IDs were never served and are served only by the key's next
+//! buffer in this process (taken out under the map's lock as it is made), or given back to the
+//! store only while nothing was reserved after them. After a crash they are gaps. A thread's
+//! block of a dropped buffer ([`WeakKey::next_local`](crate::weak::WeakKey::next_local)) is a
+//! gap.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
-use floe_core::sequence::Key;
+use floe_core::sequence::{Key, Segment};
 use tokio::time::Instant;
 
 use crate::strong::StrongKey;
 use crate::weak::WeakKey;
+use crate::Store;
 
 /// How many keys a store holds in memory, and for how long (see [`StoreHandle`]'s docs).
 ///
@@ -156,6 +168,21 @@ impl Kind for StrongKey {
     }
 }
 
+/// The unused tail of a dropped WEAK buffer (at most two ascending ranges), and when it was
+/// parked.
+#[derive(Debug)]
+struct ParkedTail {
+    tail: Vec<Segment>,
+    parked: u64,
+}
+
+/// Where parked tails beyond the limit are given back: the store, and the bound of a call.
+#[derive(Debug, Clone)]
+pub(crate) struct GiveBack {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) timeout: Duration,
+}
+
 /// The keys of one store held in memory.
 #[derive(Debug)]
 pub(crate) struct Keys {
@@ -163,17 +190,24 @@ pub(crate) struct Keys {
     /// The time `Entry::used` counts from (tokio's clock: a paused clock in tests).
     start: Instant,
     map: RwLock<HashMap<Key, Entry>>,
+    /// The tails of dropped buffers and of a restart's saved ones, by key (see the module
+    /// docs). Locked after `map`, never before it.
+    parked: Mutex<HashMap<Key, ParkedTail>>,
+    /// Where the tails parked beyond `max_keys` go (none: they are gaps).
+    give_back: Option<GiveBack>,
     /// Held while room is made, so that callers that find the map full at once scan it once.
     making_room: Mutex<()>,
     sweeping: AtomicBool,
 }
 
 impl Keys {
-    pub(crate) fn new(limits: KeyLimits) -> Keys {
+    pub(crate) fn new(limits: KeyLimits, give_back: Option<GiveBack>) -> Keys {
         Keys {
             limits,
             start: Instant::now(),
             map: RwLock::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
+            give_back,
             making_room: Mutex::new(()),
             sweeping: AtomicBool::new(false),
         }
@@ -182,6 +216,100 @@ impl Keys {
     /// How many keys are held now.
     pub(crate) fn len(&self) -> usize {
         self.read().len()
+    }
+
+    fn parked(&self) -> std::sync::MutexGuard<'_, HashMap<Key, ParkedTail>> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes `key`'s parked tail (its new buffer serves it first). Called as the key's buffer
+    /// is made, under the map's lock.
+    pub(crate) fn unpark(&self, key: &Key) -> Option<Vec<Segment>> {
+        self.parked().remove(key).map(|p| p.tail)
+    }
+
+    /// Parks `tail` for `key` (a restart's saved tail, or a dropped buffer's), then holds the
+    /// parked keys within `max_keys`: the least recently parked beyond it are given back to
+    /// the store or dropped (see the module docs).
+    pub(crate) fn park(&self, key: Key, tail: Vec<Segment>) {
+        if tail.is_empty() {
+            return;
+        }
+        let now = self.now();
+        let over = {
+            let mut parked = self.parked();
+            parked.insert(key, ParkedTail { tail, parked: now });
+            if parked.len() <= self.limits.max_keys {
+                return;
+            }
+            let mut oldest: Vec<(u64, Key)> =
+                parked.iter().map(|(k, p)| (p.parked, k.clone())).collect();
+            let batch = self
+                .limits
+                .batch()
+                .min(oldest.len())
+                .max(parked.len() - self.limits.max_keys);
+            oldest.select_nth_unstable(batch - 1);
+            oldest.truncate(batch);
+            let over: Vec<(Key, Vec<Segment>)> = oldest
+                .into_iter()
+                .filter_map(|(_, k)| parked.remove(&k).map(|p| (k, p.tail)))
+                .collect();
+            shrink(&mut parked);
+            over
+        };
+        self.give_back_all(over);
+    }
+
+    /// Gives each tail back to the store in a task of its own (best effort: a tail the store
+    /// does not take back is a gap).
+    fn give_back_all(&self, tails: Vec<(Key, Vec<Segment>)>) {
+        let (Some(to), Ok(runtime)) = (&self.give_back, tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        for (key, tail) in tails {
+            let Some((first, last)) = returnable(&tail) else {
+                continue;
+            };
+            let to = to.clone();
+            runtime.spawn(async move {
+                let call = to.store.give_back(&key, first, last);
+                // Not taken back (or no answer): a gap, as it always was.
+                let _ = crate::within(&*to.store, to.timeout, "give back IDs of", &key, call).await;
+            });
+        }
+    }
+
+    /// Every parked tail, taken out (a graceful stop keeps them).
+    pub(crate) fn drain_parked(&self) -> Vec<(Key, Vec<Segment>)> {
+        self.parked().drain().map(|(k, p)| (k, p.tail)).collect()
+    }
+
+    /// How many IDs are parked.
+    pub(crate) fn parked_ids(&self) -> u64 {
+        self.parked()
+            .values()
+            .flat_map(|p| p.tail.iter())
+            .map(|s| crate::tails::ids_in(*s))
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Cuts `key`'s parked tail above `floor` (a `bigger_than` applied after it was parked).
+    pub(crate) fn cut_parked(&self, key: &Key, floor: i64) {
+        let mut parked = self.parked();
+        if let Some(p) = parked.remove(key) {
+            let tail = crate::tails::above(p.tail, floor);
+            if !tail.is_empty() {
+                parked.insert(
+                    key.clone(),
+                    ParkedTail {
+                        tail,
+                        parked: p.parked,
+                    },
+                );
+            }
+        }
     }
 
     /// The WEAK buffers held now.
@@ -270,14 +398,20 @@ impl Keys {
     }
 
     /// Removes those of `keys` that still can go and pass `still`, under the write lock; how
-    /// many went. Their states are dropped after the lock is let go.
+    /// many went. Their WEAK buffers' tails are parked under the same lock (so the key's next
+    /// buffer finds them); their states are dropped after the lock is let go.
     fn remove(&self, keys: Vec<Key>, still: impl Fn(&Entry) -> bool) -> usize {
         let mut gone = Vec::with_capacity(keys.len());
         {
             let mut map = self.write();
             for key in keys {
                 if map.get(&key).is_some_and(|e| e.unused() && still(e)) {
-                    gone.extend(map.remove(&key));
+                    if let Some(entry) = map.remove(&key) {
+                        if let Some(weak) = entry.weak.get() {
+                            self.park(key, weak.drain_tail());
+                        }
+                        gone.push(entry);
+                    }
                 }
             }
             shrink(&mut map);
@@ -357,8 +491,24 @@ impl Drop for Sweeping {
     }
 }
 
+/// The IDs of a tail that can be given back to the store: its last range, and the one before
+/// when the two join (the unused IDs that end at the tail's last reservation).
+pub(crate) fn returnable(tail: &[Segment]) -> Option<(i64, i64)> {
+    let mut ranges = tail.iter().rev();
+    let last = ranges.next()?;
+    let mut first = last.start;
+    for s in ranges {
+        if s.end.checked_add(1) == Some(first) {
+            first = s.start;
+        } else {
+            break;
+        }
+    }
+    (first <= last.end).then_some((first, last.end))
+}
+
 /// Gives memory back once the map holds far fewer keys than it has room for.
-fn shrink(map: &mut HashMap<Key, Entry>) {
+fn shrink<V>(map: &mut HashMap<Key, V>) {
     if map.capacity() > 1024 && map.len() < map.capacity() / 4 {
         map.shrink_to(map.len() * 2);
     }

@@ -9,7 +9,8 @@
 //!   long as the buffer lasts.
 //!
 //! A key's buffer and queue are held in memory within [`KeyLimits`] (60 s idle, 100,000 keys by
-//! default): a key dropped from memory leaves its buffered IDs as gaps, never reissued.
+//! default): a key dropped from memory parks its unused WEAK IDs (two ranges at most), which its
+//! next buffer serves first, so a quiet key goes on 1, 2, 3; never reissued elsewhere.
 //!
 //! | URL | store | durable | shared by processes |
 //! |---|---|---|---|

@@ -3,7 +3,7 @@
 //! program installed a recorder, as `floe serve` does).
 //!
 //! Labels are the store's configured name, the call (`reserve`, `segment`, `raise`,
-//! `next_id`) and an error's kind: all bounded by the configuration and this crate, never by a
+//! `next_id`, `give_back`) and an error's kind: all bounded by the configuration and this crate, never by a
 //! key or a request. The handles are registered once, when the store is wrapped, so a call
 //! costs two clock reads and a few atomic adds.
 
@@ -46,7 +46,10 @@ pub struct Measured {
     segment: Call,
     raise: Call,
     next_id: Call,
+    give_back: Call,
     fetches: Counter,
+    /// IDs of parked tails the store took back (`floe_weak_given_back_ids_total`).
+    given_back: Counter,
     increment_size: Histogram,
 }
 
@@ -58,6 +61,8 @@ impl Measured {
             segment: Call::new(store, "segment"),
             raise: Call::new(store, "raise"),
             next_id: Call::new(store, "next_id"),
+            give_back: Call::new(store, "give_back"),
+            given_back: counter!("floe_weak_given_back_ids_total", "store" => store.to_string()),
             fetches: counter!("floe_weak_segment_fetches_total", "store" => store.to_string()),
             increment_size: histogram!("floe_store_increment_size", "store" => store.to_string()),
             store: store.to_string(),
@@ -161,6 +166,17 @@ impl Store for Measured {
         timing.done(&result);
         if matches!(result, Ok(Some(_))) {
             self.fetches.increment(1);
+        }
+        result
+    }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let timing = self.start(&self.give_back);
+        let result = self.inner.give_back(key, first, last).await;
+        timing.done(&result);
+        if matches!(result, Ok(true)) {
+            let ids = u64::try_from(i128::from(last) - i128::from(first) + 1).unwrap_or(0);
+            self.given_back.increment(ids);
         }
         result
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
 use crate::batch::{check_count, Batch};
-use crate::keys::{KeyLimits, Keys};
+use crate::keys::{GiveBack, KeyLimits, Keys};
 use crate::strong::StrongKey;
 use crate::tails::{above, store_identity, SavedTails, TailDir};
 use crate::weak::WeakKey;
@@ -38,29 +38,24 @@ impl Default for ServeOptions {
 ///
 /// Keys are held in memory within [`KeyLimits`] ([`KeyLimits::default`] unless
 /// [`key_limits`](Self::key_limits) says otherwise): a key unused for a while is dropped, and
-/// so are the least recently used keys when too many are held. A dropped key's buffered WEAK
-/// IDs are gaps, never reissued; its next request starts a new buffer from a fresh segment. See
-/// the `keys` module docs in the source for how this stays race-free.
+/// so are the least recently used keys when too many are held. A dropped key's unused WEAK IDs
+/// are parked (at most `max_keys` keys' worth): its next buffer serves them first, so a quiet key
+/// goes on 1, 2, 3 however long it was idle; parked tails beyond the limit are given back to the
+/// store when nothing was reserved after them ([`Store::give_back`]), gaps otherwise, never
+/// reissued elsewhere. See the `keys` module docs in the source for how this stays race-free.
 #[derive(Debug)]
 pub struct StoreHandle {
     name: String,
     store: Arc<dyn Store>,
     options: ServeOptions,
     keys: Arc<Keys>,
-    /// Set by [`with_tails`](Self::with_tails): the store's identity and the saved tails no
-    /// key has taken yet.
-    tails: Option<Tails>,
+    /// Set by [`with_tails`](Self::with_tails): the store's identity, under which the tails
+    /// are kept at a graceful stop.
+    tails: Option<String>,
     /// The `bigger_than` floors [`init`](Self::init) applied, for tails loaded after it.
     floors: Mutex<HashMap<Key, i64>>,
     /// IDs issued, WEAK and STRONG.
     issued: [AtomicU64; 2],
-}
-
-/// A handle's tails (see [`crate::tails`]).
-#[derive(Debug)]
-struct Tails {
-    identity: String,
-    pending: Mutex<HashMap<Key, Vec<Segment>>>,
 }
 
 /// The sums of a store's WEAK buffers ([`StoreHandle::weak_totals`]).
@@ -90,12 +85,19 @@ impl StoreHandle {
     /// Its calls are measured ([`crate::measured`]).
     pub fn new(name: impl Into<String>, store: Arc<dyn Store>, options: ServeOptions) -> Self {
         let name = name.into();
+        let store: Arc<dyn Store> = Arc::new(crate::measured::Measured::new(&name, store));
         StoreHandle {
             issued: [AtomicU64::new(0), AtomicU64::new(0)],
-            store: Arc::new(crate::measured::Measured::new(&name, store)),
+            keys: Arc::new(Keys::new(
+                KeyLimits::default(),
+                Some(GiveBack {
+                    store: Arc::clone(&store),
+                    timeout: options.timeout,
+                }),
+            )),
+            store,
             name,
             options,
-            keys: Arc::new(Keys::new(KeyLimits::default())),
             tails: None,
             floors: Mutex::new(HashMap::new()),
         }
@@ -110,50 +112,43 @@ impl StoreHandle {
     /// dropped and nothing is kept at close.
     pub fn with_tails(mut self, url: &str, state_dir: &Path, saved: &mut SavedTails) -> Self {
         let identity = store_identity(url, state_dir);
-        let mut pending = saved.take_store(&self.name, &identity);
+        let pending = saved.take_store(&self.name, &identity);
         let caps = self.store.capabilities();
         if !(caps.segments && caps.durable) {
             return self;
         }
         {
             let floors = locked(&self.floors);
-            for (key, tail) in pending.iter_mut() {
-                if let Some(&floor) = floors.get(key) {
-                    *tail = above(std::mem::take(tail), floor);
-                }
+            for (key, tail) in pending {
+                let tail = match floors.get(&key) {
+                    Some(&floor) => above(tail, floor),
+                    None => tail,
+                };
+                self.keys.park(key, tail);
             }
         }
-        pending.retain(|_, tail| !tail.is_empty());
-        self.tails = Some(Tails {
-            identity,
-            pending: Mutex::new(pending),
-        });
+        self.tails = Some(identity);
         self
     }
 
-    /// How many IDs of saved tails no key has taken yet.
+    /// How many IDs of saved tails and of dropped keys' buffers no key has taken yet (parked,
+    /// see [`StoreHandle`]).
     pub fn tails_pending(&self) -> u64 {
-        self.tails.as_ref().map_or(0, |t| {
-            locked(&t.pending)
-                .values()
-                .flatten()
-                .map(|s| crate::tails::ids_in(*s))
-                .fold(0, u64::saturating_add)
-        })
+        self.keys.parked_ids()
     }
 
-    /// Empties every key's WEAK buffer and the tails no key took, into `saved` (nothing
-    /// without [`with_tails`](Self::with_tails)). No ID of them is served afterwards.
+    /// Empties every key's WEAK buffer and the parked tails into `saved` (nothing without
+    /// [`with_tails`](Self::with_tails)). No ID of them is served afterwards.
     fn drain_tails(&self, saved: &mut SavedTails) {
-        let Some(tails) = &self.tails else {
+        let Some(identity) = &self.tails else {
             return;
         };
         for weak in self.keys.weak_keys() {
             let tail = weak.drain_tail();
-            saved.add(&self.name, &tails.identity, weak.key().clone(), tail);
+            saved.add(&self.name, identity, weak.key().clone(), tail);
         }
-        for (key, tail) in locked(&tails.pending).drain() {
-            saved.add(&self.name, &tails.identity, key, tail);
+        for (key, tail) in self.keys.drain_parked() {
+            saved.add(&self.name, identity, key, tail);
         }
     }
 
@@ -171,7 +166,17 @@ impl StoreHandle {
         limits
             .validate()
             .map_err(|e| SeqError::config(e.to_string()))?;
-        self.keys = Arc::new(Keys::new(limits));
+        let keys = Keys::new(
+            limits,
+            Some(GiveBack {
+                store: Arc::clone(&self.store),
+                timeout: self.options.timeout,
+            }),
+        );
+        for (key, tail) in self.keys.drain_parked() {
+            keys.park(key, tail);
+        }
+        self.keys = Arc::new(keys);
         Ok(self)
     }
 
@@ -224,15 +229,7 @@ impl StoreHandle {
             let mut floors = locked(&self.floors);
             let kept = floors.entry(key.clone()).or_insert(*floor);
             *kept = (*kept).max(*floor);
-            if let Some(tails) = &self.tails {
-                let mut pending = locked(&tails.pending);
-                if let Some(tail) = pending.remove(key) {
-                    let tail = above(tail, *kept);
-                    if !tail.is_empty() {
-                        pending.insert(key.clone(), tail);
-                    }
-                }
-            }
+            self.keys.cut_parked(key, *kept);
         }
         Ok(())
     }
@@ -252,10 +249,7 @@ impl StoreHandle {
     /// [`weak_key`](Self::weak_key) by the key's text, which the caller has checked.
     fn weak(&self, key: &str) -> Arc<WeakKey> {
         self.keys.get(key, |key| {
-            let tail = self
-                .tails
-                .as_ref()
-                .and_then(|t| locked(&t.pending).remove(&key));
+            let tail = self.keys.unpark(&key);
             let weak = WeakKey::new(
                 Arc::clone(&self.store),
                 key,

@@ -56,6 +56,20 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Atomically lifts the key's value to at least `floor`, so every later ID is greater.
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError>;
 
+    /// Gives back the unused end of the caller's last reservation of a key: if the key's value
+    /// is still `last` (nothing reserved since), sets it to `first - 1`, so that the next
+    /// reservation starts at `first`; whether it did. The caller owns `first ..= last` (it
+    /// reserved them and served none) and serves none of them afterwards, whatever the answer.
+    /// A store that cannot compare and set answers `false` (the IDs are a gap), which is the
+    /// default.
+    ///
+    /// # Errors
+    /// `Unavailable` when the store cannot be reached (the IDs are then a gap, or given back).
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let _ = (key, first, last);
+        Ok(false)
+    }
+
     /// Seed 002's `Init`: every ID later issued for a key of `bigger_than` is greater than its
     /// value. Keys are the keys users name (no prefix is added before this applies).
     async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {

@@ -20,8 +20,9 @@
 //!    fsync of the directory) while the lock is still held, and closes the stores.
 //!
 //! **What is never reused.** After `kill -9` (or any stop without `close_keeping`) the file is
-//! not there: the tails are gaps, as before. So are the tails of keys dropped from memory
-//! ([`KeyLimits`](crate::KeyLimits)) before the stop, of a fetch still under way at the stop,
+//! not there: the tails are gaps, as before. So are the tails of a fetch still under way at the
+//! stop, of keys parked beyond [`KeyLimits`](crate::KeyLimits)' `max_keys` (given back to the
+//! store when it takes them; the tails of keys dropped from memory within it are kept),
 //! threads' blocks of [`WeakKey::next_local`](crate::weak::WeakKey::next_local), and of stores
 //! that are not durable (`memory`: its counters start again at 0 after a restart) or have no
 //! segments (the Snowflake store).

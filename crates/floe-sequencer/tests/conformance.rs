@@ -240,9 +240,49 @@ async fn keys_are_exact(f: Fixture) {
     }
 }
 
+/// A store takes back only the end of the last reservation of a key: the next reservation,
+/// by any client, then starts at the first ID given back; anything reserved since, a range that
+/// does not end at the key's value, or a key never used, and nothing changes. A store that
+/// cannot (`takes = false`) always says no: the IDs are a gap.
+async fn give_back_takes_only_the_last_reservation(f: Fixture, takes: bool) {
+    let k = key("giveback");
+    assert_eq!(f.store.reserve(&k, 10).await.unwrap(), 10);
+    assert_eq!(f.store.give_back(&k, 6, 10).await.unwrap(), takes);
+    let next = f.second.next_id(&k).await.unwrap();
+    assert_eq!(next, if takes { 6 } else { 11 });
+    // Reserved since (the value is `next`, not 10).
+    assert!(!f.store.give_back(&k, next + 1, 10).await.unwrap());
+    // Not the end of the last reservation; an empty range.
+    assert!(!f.store.give_back(&k, next, next + 5).await.unwrap());
+    assert!(!f.store.give_back(&k, next + 1, next).await.unwrap());
+    assert_eq!(f.store.next_id(&k).await.unwrap(), next + 1);
+    // A key never used.
+    assert!(!f
+        .store
+        .give_back(&key("giveback-none"), 1, 5)
+        .await
+        .unwrap());
+    // At the top of the range: nothing wraps.
+    let top = key("giveback-top");
+    f.store.raise(&top, i64::MAX - 3).await.unwrap();
+    assert_eq!(f.store.reserve(&top, 3).await.unwrap(), i64::MAX);
+    assert_eq!(
+        f.store
+            .give_back(&top, i64::MAX - 2, i64::MAX)
+            .await
+            .unwrap(),
+        takes
+    );
+    if takes {
+        assert_eq!(f.second.next_id(&top).await.unwrap(), i64::MAX - 2);
+    }
+}
+
 /// Keys dropped from memory all the time (room for 2 of 6 keys, 1 ms idle) while tasks ask
 /// for them, WEAK and STRONG, on both clients: no ID twice, and each task sees each key's IDs
-/// of each mode increase (a dropped key's new buffer starts from a fresh segment).
+/// of each mode increase (a dropped key's buffer is parked, served again by the key's next
+/// buffer on the same client, or given back to the store when more than 2 are parked and
+/// nothing was reserved after it).
 async fn dropped_keys_never_reissue(f: Fixture, per_task: usize) {
     let keys: Vec<_> = (0..6).map(|i| key(&format!("evicted{i}"))).collect();
     let small = ServeOptions {
@@ -467,7 +507,7 @@ async fn batch_bounds(f: Fixture) {
 }
 
 macro_rules! conformance {
-    ($($store:ident: $url:expr, strong_per_task = $n:expr;)*) => {$(
+    ($($store:ident: $url:expr, strong_per_task = $n:expr, gives_back = $g:expr;)*) => {$(
         mod $store {
             use super::*;
 
@@ -529,16 +569,21 @@ macro_rules! conformance {
             async fn keys_are_exact() {
                 super::keys_are_exact(open().await).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn give_back_takes_only_the_last_reservation() {
+                super::give_back_takes_only_the_last_reservation(open().await, $g).await;
+            }
         }
     )*};
 }
 
 conformance! {
-    memory: "memory", strong_per_task = 200;
-    embedded: "embedded", strong_per_task = 50;
-    redis: floe_testkit::env("FLOE_TEST_REDIS"), strong_per_task = 200;
-    postgres: floe_testkit::env("FLOE_TEST_POSTGRES"), strong_per_task = 100;
-    mysql: floe_testkit::env("FLOE_TEST_MARIADB"), strong_per_task = 100;
-    etcd: format!("etcd://{}", floe_testkit::env("FLOE_TEST_ETCD")), strong_per_task = 100;
-    zookeeper: format!("zk://{}", floe_testkit::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100;
+    memory: "memory", strong_per_task = 200, gives_back = true;
+    embedded: "embedded", strong_per_task = 50, gives_back = true;
+    redis: floe_testkit::env("FLOE_TEST_REDIS"), strong_per_task = 200, gives_back = false;
+    postgres: floe_testkit::env("FLOE_TEST_POSTGRES"), strong_per_task = 100, gives_back = false;
+    mysql: floe_testkit::env("FLOE_TEST_MARIADB"), strong_per_task = 100, gives_back = false;
+    etcd: format!("etcd://{}", floe_testkit::env("FLOE_TEST_ETCD")), strong_per_task = 100, gives_back = false;
+    zookeeper: format!("zk://{}", floe_testkit::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100, gives_back = false;
 }

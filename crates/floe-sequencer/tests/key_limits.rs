@@ -101,10 +101,10 @@ fn limits_are_checked() {
 }
 
 /// On the embedded store (durable): a key idle for longer than `idle` is dropped, one used
-/// since is kept; the dropped key's next WEAK ID is above every ID it served before, by any
-/// way (WEAK, a thread's block, STRONG).
+/// since is kept; the dropped key's next WEAK ID continues its buffer (parked), never one it
+/// served by any way (WEAK, a thread's block, STRONG).
 #[tokio::test(start_paused = true)]
-async fn an_idle_key_is_dropped_and_its_next_ids_are_new() {
+async fn an_idle_key_is_dropped_and_goes_on_where_it_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let store = floe_sequencer::open("embedded", dir.path()).await.unwrap();
     let h = handle(store, 100, limits(60, 1000));
@@ -133,11 +133,15 @@ async fn an_idle_key_is_dropped_and_its_next_ids_are_new() {
     .await;
     assert_eq!(h.keys_in_memory(), 1, "b stays");
 
-    let before = *served.iter().max().unwrap();
+    // The buffer's unused IDs were parked: "a" goes on above every WEAK ID it served, the
+    // rest of the thread's block of 3 (at most 2 IDs) a gap; its STRONG IDs were reserved
+    // after the buffer's segment, as they would have been with the buffer kept.
+    let weak_before = *served[..10].iter().max().unwrap();
     let next = h.next_id("a", Mode::Weak).await.unwrap();
-    assert!(next > before, "{next} after {served:?}");
-    // A fresh segment: the rest of the old buffer (up to 100 IDs) is a gap.
-    assert!(next > 100, "{next}");
+    assert!(
+        next > weak_before && next <= weak_before + 3,
+        "{next} after {served:?}"
+    );
     let mut all: HashSet<i64> = served.iter().copied().collect();
     assert_eq!(all.len(), served.len());
     assert!(all.insert(next));
@@ -215,8 +219,8 @@ fn idle_keys_go_on_being_dropped_under_a_second_runtime() {
 }
 
 /// A full map drops its least recently used key (a batch of one at 16 keys): the key used
-/// again just before is kept and goes on from its buffer; the dropped one starts a fresh
-/// segment (a gap, never a repeat).
+/// again just before is kept and goes on from its buffer; the dropped one goes on from its
+/// parked tail when it comes back.
 #[tokio::test(start_paused = true)]
 async fn a_full_map_drops_the_least_recently_used_key() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -235,10 +239,11 @@ async fn a_full_map_drops_the_least_recently_used_key() {
     tokio::time::advance(Duration::from_millis(5)).await;
     assert_eq!(h.next_id(&key(2), Mode::Weak).await.unwrap(), 2, "kept");
     tokio::time::advance(Duration::from_millis(5)).await;
-    // k1 comes back with a new segment; k3 (now the least recently used) makes room for it.
-    assert_eq!(h.next_id(&key(1), Mode::Weak).await.unwrap(), 101);
+    // k1 comes back where it stopped (its tail was parked); k3 (now the least recently used)
+    // makes room for it, and goes on where it stopped too.
+    assert_eq!(h.next_id(&key(1), Mode::Weak).await.unwrap(), 2);
     assert_eq!(h.keys_in_memory(), 16);
-    assert_eq!(h.next_id(&key(3), Mode::Weak).await.unwrap(), 101);
+    assert_eq!(h.next_id(&key(3), Mode::Weak).await.unwrap(), 2);
 }
 
 /// Every key held is in use: a new key is held all the same, over the limit (never served
@@ -266,15 +271,16 @@ async fn a_map_full_of_keys_in_use_holds_one_more_until_keys_can_go() {
     // room for d within 2 keys.
     assert_eq!(h.next_id("d", Mode::Weak).await.unwrap(), 1);
     assert_eq!(h.keys_in_memory(), 2);
+    // Each dropped buffer's unused IDs were parked: c and a go on where they stopped.
     assert_eq!(
         h.next_id("c", Mode::Weak).await.unwrap(),
-        101,
-        "a fresh segment"
+        3,
+        "c's parked tail"
     );
     assert_eq!(
         h.next_id("a", Mode::Weak).await.unwrap(),
-        101,
-        "a fresh segment"
+        2,
+        "a's parked tail"
     );
     assert_eq!(b.next().await.unwrap(), 1);
 }
@@ -299,6 +305,7 @@ struct Jittery {
     inner: MemoryStore,
     rng: std::sync::Mutex<Rng>,
     segments: AtomicU32,
+    given_back: AtomicU32,
 }
 
 #[async_trait]
@@ -321,6 +328,18 @@ impl Store for Jittery {
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
         self.inner.raise(key, floor).await
     }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let yields = self.rng.lock().unwrap().below(4);
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+        let given = self.inner.give_back(key, first, last).await?;
+        if given {
+            self.given_back.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(given)
+    }
 }
 
 /// Requests (WEAK, a thread's blocks, STRONG) on 24 keys from 8 tasks on 4 threads, with room
@@ -335,6 +354,7 @@ async fn requests_racing_evictions_never_share_an_id() {
         inner: MemoryStore::new(),
         rng: std::sync::Mutex::new(Rng(0x9E37_79B9_7F4A_7C15)),
         segments: AtomicU32::new(0),
+        given_back: AtomicU32::new(0),
     });
     let h = Arc::new(handle(
         Arc::clone(&store) as Arc<dyn Store>,
@@ -398,4 +418,58 @@ async fn requests_racing_evictions_never_share_an_id() {
         tokio::task::yield_now().await;
     }
     assert!(held <= 4, "{held} keys held");
+    // Parked tails went over the limit and were given back (racing the requests) many times.
+    let given = store.given_back.load(Ordering::SeqCst);
+    assert!(given > 10, "only {given} tails given back");
+}
+
+/// A quiet key goes on 1, 2, 3 however long it was idle: its buffer is dropped from memory
+/// (idle past 60 s) and its unused IDs parked, then served first by its next buffer.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_key_goes_on_one_two_three_an_hour_apart() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let h = handle(store, 1000, limits(60, 1000));
+    for want in 1..=3 {
+        assert_eq!(h.next_id("slow", Mode::Weak).await.unwrap(), want);
+        until("slow dropped", Duration::from_secs(120), || {
+            h.keys_in_memory() == 0
+        })
+        .await;
+        assert_eq!(h.tails_pending(), 1000 - want as u64, "parked");
+        tokio::time::advance(Duration::from_secs(3600)).await;
+    }
+    assert_eq!(h.next_id("slow", Mode::Weak).await.unwrap(), 4);
+}
+
+/// More keys parked than `max_keys`: the least recently parked are given back to the store
+/// (nothing was reserved after them), so they too go on where they stopped; a key whose
+/// store value moved on since (another client) is a gap, never a repeat.
+#[tokio::test(start_paused = true)]
+async fn parked_tails_beyond_the_limit_are_given_back_to_the_store() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::clone(&memory) as Arc<dyn Store>;
+    let h = handle(Arc::clone(&store), 100, limits(3600, 2));
+    let key = |i: usize| format!("k{i}");
+    for i in 0..8 {
+        assert_eq!(h.next_id(&key(i), Mode::Weak).await.unwrap(), 1);
+        tokio::time::advance(Duration::from_millis(5)).await;
+    }
+    // k7 moves on in the store meanwhile (another process's segment): its tail is a gap.
+    let k7 = Key::new(key(7)).unwrap();
+    assert_eq!(memory.reserve(&k7, 100).await.unwrap(), 200);
+    for i in 8..16 {
+        h.next_id(&key(i), Mode::Weak).await.unwrap();
+        tokio::time::advance(Duration::from_millis(5)).await;
+    }
+    assert!(h.keys_in_memory() <= 2);
+    for i in 0..7 {
+        assert_eq!(
+            h.next_id(&key(i), Mode::Weak).await.unwrap(),
+            2,
+            "{}",
+            key(i)
+        );
+        tokio::time::advance(Duration::from_millis(5)).await;
+    }
+    assert_eq!(h.next_id(&key(7), Mode::Weak).await.unwrap(), 201);
 }

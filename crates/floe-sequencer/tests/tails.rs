@@ -36,6 +36,11 @@ struct Process {
 }
 
 async fn start(url: &str, state: &Path) -> Process {
+    start_holding(url, state, floe_sequencer::KeyLimits::default()).await
+}
+
+/// [`start`], its store holding keys within `limits`.
+async fn start_holding(url: &str, state: &Path, limits: floe_sequencer::KeyLimits) -> Process {
     let tails = TailDir::lock(state).unwrap();
     let mut saved = match &tails {
         Some(dir) => dir.take().unwrap(),
@@ -57,7 +62,9 @@ async fn start(url: &str, state: &Path) -> Process {
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     };
-    let mut handle = StoreHandle::new("main", store, options());
+    let mut handle = StoreHandle::new("main", store, options())
+        .key_limits(limits)
+        .unwrap();
     if tails.is_some() {
         handle = handle.with_tails(url, state, &mut saved);
     }
@@ -165,6 +172,29 @@ async fn crash_skips(url: &str) {
     assert!(first > all[29] + 170, "skipped both segments: {first}");
     all.push(first);
     no_repeats(&all);
+}
+
+/// A key dropped from memory before the stop (room for one key) parked its tail: it goes on
+/// where it stopped before the stop, and after the restart, as the key that stayed does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_dropped_before_a_graceful_stop_goes_on_after_it() {
+    let state = tempfile::tempdir().unwrap();
+    let (a, b) = (key("parked-a"), key("parked-b"));
+    let one = floe_sequencer::KeyLimits {
+        max_keys: 1,
+        ..floe_sequencer::KeyLimits::default()
+    };
+    let p = start_holding("embedded", state.path(), one).await;
+    assert_eq!(p.weak(&a, 5).await, vec![1, 2, 3, 4, 5]);
+    assert_eq!(p.weak(&b, 3).await, vec![1, 2, 3]);
+    let handle = p.sequencer.store("main").unwrap();
+    assert_eq!(handle.keys_in_memory(), 1, "a was dropped for b");
+    assert!(handle.tails_pending() >= 95, "a's tail parked");
+    p.stop().await;
+    let p = start_holding("embedded", state.path(), one).await;
+    assert_eq!(p.weak(&a, 2).await, vec![6, 7]);
+    assert_eq!(p.weak(&b, 2).await, vec![4, 5]);
+    assert_eq!(p.weak(&a, 1).await, vec![8]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -376,6 +376,28 @@ impl Store for EmbeddedStore {
         })
         .await
     }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+            return Ok(false);
+        };
+        let inner = Arc::clone(&self.inner);
+        let key = key.clone();
+        let now = Instant::now();
+        run_blocking(move || {
+            inner.write(now, |inner, table| {
+                // Compared and set in one write transaction: nothing reserved in between.
+                if current(inner, table, &key)? != last {
+                    return Ok(false);
+                }
+                table
+                    .insert(key.as_str(), before)
+                    .map_err(|e| inner.fail("cannot write", e))?;
+                Ok(true)
+            })
+        })
+        .await
+    }
 }
 
 async fn run_blocking<T: Send + 'static>(

@@ -57,4 +57,15 @@ impl Store for MemoryStore {
         *value = (*value).max(floor);
         Ok(())
     }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let mut values = self.values();
+        match (values.get_mut(key), first.checked_sub(1)) {
+            (Some(value), Some(before)) if *value == last && before < last => {
+                *value = before;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }

@@ -465,7 +465,8 @@ pub struct SequencerConfig {
     pub step_target_secs: u64,
     /// Keys held in memory at most.
     pub max_keys: usize,
-    /// A key unused this many seconds is dropped from memory.
+    /// A key unused this many seconds is dropped from memory (its unused WEAK IDs parked: it
+    /// goes on where it stopped when it comes back).
     pub key_idle_secs: u64,
     /// The store Leaf's `/api/segment/get/{key}` serves (default: the only store, or
     /// `default`).
