@@ -16,11 +16,11 @@
 
 use async_trait::async_trait;
 use floe_core::sequence::Key;
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::MySqlPool;
 
 use std::sync::Arc;
 
-use super::sql::{map_err, options, q, reserve_row, sql, ACQUIRE_TIMEOUT};
+use super::sql::{connect_mysql, map_err, q, reserve_row, sql};
 use crate::{SeqError, Store};
 
 /// A MySQL or MariaDB database through a connection pool.
@@ -40,13 +40,7 @@ impl MysqlStore {
     /// `Config` for a bad URL, refused credentials or an unknown database; `Unavailable` when
     /// the server does not answer.
     pub async fn connect(url: &str) -> Result<MysqlStore, SeqError> {
-        let opts = options(&url.replacen("mariadb://", "mysql://", 1))?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(opts.pool)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect(&opts.url)
-            .await
-            .map_err(|e| map_err("mysql", &format!("cannot connect to {}", opts.address), e))?;
+        let (pool, opts) = connect_mysql("mysql", url, "floe_sequences").await?;
         let t = &opts.table;
         let create = sql(format!(
             "CREATE TABLE IF NOT EXISTS {t} (k VARBINARY(255) NOT NULL PRIMARY KEY, value BIGINT NOT NULL) ENGINE=InnoDB"
