@@ -1,4 +1,4 @@
-//! Per-key int64 sequences (Layotto's Sequencer API): one [`Store`] trait, seven
+//! Per-key int64 sequences (Layotto's Sequencer API): one [`Store`] trait, eight
 //! stores, and WEAK or STRONG serving written once above them.
 //!
 //! - **STRONG**: each ID comes from an atomic increment in the store made after its request
@@ -18,6 +18,7 @@
 //! | `redis://host:port[/db]`, `rediss://` (TLS) | [`stores::redis`]: `INCRBY` | with `appendfsync always` | yes |
 //! | `postgres://user@host:port/db` | [`stores::postgres`]: `UPDATE ... RETURNING` | yes | yes |
 //! | `mysql://user@host:port/db` | [`stores::mysql`] (MariaDB too): `LAST_INSERT_ID(expr)` | yes | yes |
+//! | `leaf-mysql://user@host:port/db[?table=leaf_alloc]`, `leaf-mariadb://` | [`stores::leaf_alloc`]: Leaf's `leaf_alloc` table, its own SQL, beside Leaf's servers; unknown tags refused | yes | yes, with Leaf |
 //! | `etcd://host:port[/root]` | [`stores::etcd`] (feature `etcd`): CAS on the revision | yes | yes |
 //! | `zk://host:port[/root]` | [`stores::zookeeper`]: versioned `setData` | yes | yes |
 //!
@@ -82,6 +83,10 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         )),
         #[cfg(feature = "mysql")]
         "mysql" | "mariadb" => Ok(Arc::new(stores::mysql::MysqlStore::connect(url).await?)),
+        #[cfg(feature = "mysql")]
+        "leaf-mysql" | "leaf-mariadb" => Ok(Arc::new(
+            stores::leaf_alloc::LeafAllocStore::connect(url).await?,
+        )),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
         #[cfg(feature = "zookeeper")]
@@ -111,21 +116,21 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Ok(()),
         #[cfg(feature = "mysql")]
-        "mysql" | "mariadb" => Ok(()),
+        "mysql" | "mariadb" | "leaf-mysql" | "leaf-mariadb" => Ok(()),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(()),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(()),
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
-        "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "etcd" | "zk"
-        | "zookeeper" => {
+        "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
+        | "leaf-mariadb" | "etcd" | "zk" | "zookeeper" => {
             Err(SeqError::config(format!(
                 "store: {:?} needs floe built with the cargo feature for {scheme}",
                 floe_core::endpoint::redacted(url)
             )))
         }
         _ => Err(SeqError::config(format!(
-            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, etcd:// or zk://, found {:?}",
+            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, leaf-mysql://, etcd:// or zk://, found {:?}",
             floe_core::endpoint::redacted(url)
         ))),
     }
@@ -190,6 +195,8 @@ mod tests {
             ("postgresql://u@127.0.0.1:1/db", cfg!(feature = "postgres")),
             ("mysql://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
             ("mariadb://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
+            ("leaf-mysql://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
+            ("leaf-mariadb://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
             ("etcd://127.0.0.1:1", cfg!(feature = "etcd")),
             ("zk://127.0.0.1:1", cfg!(feature = "zookeeper")),
         ] {

@@ -10,6 +10,8 @@ mod cas;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 #[cfg(feature = "mysql")]
+pub mod leaf_alloc;
+#[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;

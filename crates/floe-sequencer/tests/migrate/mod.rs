@@ -1,0 +1,6 @@
+//! Migration from Meituan Leaf and Layotto: floe on their data, written as they write it, on the
+//! real servers (docs/migrate.md, "Sequences: from Leaf's leaf_alloc and from Layotto's
+//! stores").
+
+#[cfg(feature = "mysql")]
+mod leaf;
