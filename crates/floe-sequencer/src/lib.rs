@@ -21,8 +21,14 @@
 //! | `leaf-mysql://user@host:port/db[?table=leaf_alloc]`, `leaf-mariadb://` | [`stores::leaf_alloc`]: Leaf's `leaf_alloc` table, its own SQL, beside Leaf's servers; unknown tags refused | yes | yes, with Leaf |
 //! | `etcd://host:port[/root]` | [`stores::etcd`] (feature `etcd`): CAS on the revision | yes | yes |
 //! | `zk://host:port[/root]` | [`stores::zookeeper`]: versioned `setData` | yes | yes |
+//! | `redis://host:port?layotto=APP` | [`stores::redis`] on Layotto's keys `sequencer\|\|\|APP\|\|{key}`, in place | as Redis | yes, with Layotto |
+//! | `etcd://host:port?layotto=APP[&layotto_prefix=/layotto/]` | [`stores::etcd`] on Layotto's keys in place: ID = the key's version, one put per ID, no segments | yes | yes, with Layotto |
+//! | `etcd://host:port[/root]?from_layotto=APP` | [`stores::etcd`], floe's keys lifted above Layotto's versions at start-up | yes | yes; Layotto stopped |
+//! | `zk://host:port[/root]?from_layotto=APP` | [`stores::zookeeper`], floe's keys lifted above the versions of Layotto's live ephemeral nodes at start-up | yes | yes; Layotto's clients stopped |
+//! | `mysql://user@host:port/db?from_layotto=APP[&layotto_table=layotto_sequencer]` | [`stores::mysql`], floe's keys lifted above Layotto's `sequencer_value`s at start-up | yes | yes; Layotto stopped |
 //!
 //! A Snowflake store ([`stores::snowflake`]) serves WEAK IDs from a leased worker's generator.
+//! Layotto's key layout, and what each option does with it: [`stores::layotto`].
 //!
 //! **Batches**: [`StoreHandle::next_ids`] serves 1 to [`MAX_BATCH`] IDs of a key in one call,
 //! as ascending runs ([`Batch`]); WEAK slices the key's buffer, STRONG takes one consecutive run

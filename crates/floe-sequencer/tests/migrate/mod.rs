@@ -2,5 +2,12 @@
 //! real servers (docs/migrate.md, "Sequences: from Leaf's leaf_alloc and from Layotto's
 //! stores").
 
+#[cfg(all(
+    feature = "redis",
+    feature = "etcd",
+    feature = "zookeeper",
+    feature = "mysql"
+))]
+mod layotto;
 #[cfg(feature = "mysql")]
 mod leaf;
