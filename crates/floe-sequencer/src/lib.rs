@@ -1,4 +1,4 @@
-//! Per-key int64 sequences (Layotto's Sequencer API): one [`Store`] trait, seven
+//! Per-key int64 sequences (Layotto's Sequencer API): one [`Store`] trait, eight
 //! stores, and WEAK or STRONG serving written once above them.
 //!
 //! - **STRONG**: each ID comes from an atomic increment in the store made after its request
@@ -19,10 +19,17 @@
 //! | `redis://host:port[/db]`, `rediss://` (TLS) | [`stores::redis`]: `INCRBY` | with `appendfsync always` | yes |
 //! | `postgres://user@host:port/db` | [`stores::postgres`]: `UPDATE ... RETURNING` | yes | yes |
 //! | `mysql://user@host:port/db` | [`stores::mysql`] (MariaDB too): `LAST_INSERT_ID(expr)` | yes | yes |
+//! | `leaf-mysql://user@host:port/db[?table=leaf_alloc]`, `leaf-mariadb://` | [`stores::leaf_alloc`]: Leaf's `leaf_alloc` table, its own SQL, beside Leaf's servers; unknown tags refused | yes | yes, with Leaf |
 //! | `etcd://host:port[/root]` | [`stores::etcd`] (feature `etcd`): CAS on the revision | yes | yes |
 //! | `zk://host:port[/root]` | [`stores::zookeeper`]: versioned `setData` | yes | yes |
+//! | `redis://host:port?layotto=APP` | [`stores::redis`] on Layotto's keys `sequencer\|\|\|APP\|\|{key}`, in place | as Redis | yes, with Layotto |
+//! | `etcd://host:port?layotto=APP[&layotto_prefix=/layotto/]` | [`stores::etcd`] on Layotto's keys in place: ID = the key's version, one put per ID, no segments | yes | yes, with Layotto |
+//! | `etcd://host:port[/root]?from_layotto=APP` | [`stores::etcd`], floe's keys lifted above Layotto's versions at start-up | yes | yes; Layotto stopped |
+//! | `zk://host:port[/root]?from_layotto=APP` | [`stores::zookeeper`], floe's keys lifted above the versions of Layotto's live ephemeral nodes at start-up | yes | yes; Layotto's clients stopped |
+//! | `mysql://user@host:port/db?from_layotto=APP[&layotto_table=layotto_sequencer]` | [`stores::mysql`], floe's keys lifted above Layotto's `sequencer_value`s at start-up | yes | yes; Layotto stopped |
 //!
 //! A Snowflake store ([`stores::snowflake`]) serves WEAK IDs from a leased worker's generator.
+//! Layotto's key layout, and what each option does with it: [`stores::layotto`].
 //!
 //! **Batches**: [`StoreHandle::next_ids`] serves 1 to [`MAX_BATCH`] IDs of a key in one call,
 //! as ascending runs ([`Batch`]); WEAK slices the key's buffer, STRONG takes one consecutive run
@@ -83,6 +90,10 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         )),
         #[cfg(feature = "mysql")]
         "mysql" | "mariadb" => Ok(Arc::new(stores::mysql::MysqlStore::connect(url).await?)),
+        #[cfg(feature = "mysql")]
+        "leaf-mysql" | "leaf-mariadb" => Ok(Arc::new(
+            stores::leaf_alloc::LeafAllocStore::connect(url).await?,
+        )),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
         #[cfg(feature = "zookeeper")]
@@ -112,21 +123,21 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Ok(()),
         #[cfg(feature = "mysql")]
-        "mysql" | "mariadb" => Ok(()),
+        "mysql" | "mariadb" | "leaf-mysql" | "leaf-mariadb" => Ok(()),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(()),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(()),
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
-        "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "etcd" | "zk"
-        | "zookeeper" => {
+        "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
+        | "leaf-mariadb" | "etcd" | "zk" | "zookeeper" => {
             Err(SeqError::config(format!(
                 "store: {:?} needs floe built with the cargo feature for {scheme}",
                 floe_core::endpoint::redacted(url)
             )))
         }
         _ => Err(SeqError::config(format!(
-            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, etcd:// or zk://, found {:?}",
+            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, leaf-mysql://, etcd:// or zk://, found {:?}",
             floe_core::endpoint::redacted(url)
         ))),
     }
@@ -191,6 +202,8 @@ mod tests {
             ("postgresql://u@127.0.0.1:1/db", cfg!(feature = "postgres")),
             ("mysql://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
             ("mariadb://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
+            ("leaf-mysql://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
+            ("leaf-mariadb://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
             ("etcd://127.0.0.1:1", cfg!(feature = "etcd")),
             ("zk://127.0.0.1:1", cfg!(feature = "zookeeper")),
         ] {

@@ -1,21 +1,24 @@
 //! One behaviour suite, run against every store: each on the real server scripts/test.sh
 //! starts (redis-server, postgresql, mariadb-server, etcd-server, zookeeper), `embedded` on a
-//! temporary directory, and `memory`.
+//! temporary directory, and `memory`; Leaf's `leaf_alloc` table on mariadb-server too (its
+//! keys registered first). And floe on Leaf's and Layotto's data, as they leave it
+//! ([`migrate`]).
 
 mod common;
+mod migrate;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{fixture, key, Fixture};
+use common::{fixture, Fixture};
 use floe_sequencer::{
     ErrorKind, KeyLimits, Mode, Segment, ServeOptions, StepPolicy, StoreHandle, MAX_BATCH,
 };
 
 /// Unknown keys start at 1; STRONG counts up by one; a segment follows on.
 async fn first_ids_start_at_one(f: Fixture) {
-    let k = key("first");
+    let k = f.key("first").await;
     assert_eq!(f.store.next_id(&k).await.unwrap(), 1);
     assert_eq!(f.store.next_id(&k).await.unwrap(), 2);
     assert_eq!(
@@ -28,7 +31,7 @@ async fn first_ids_start_at_one(f: Fixture) {
 
 /// Many concurrent callers, on two clients ("processes"), STRONG and WEAK: no duplicate.
 async fn no_duplicates_under_concurrency(f: Fixture, strong_per_task: usize) {
-    let k = key("dups");
+    let k = f.key("dups").await;
     let small = ServeOptions {
         step: StepPolicy {
             min: 50,
@@ -73,7 +76,7 @@ async fn no_duplicates_under_concurrency(f: Fixture, strong_per_task: usize) {
 /// STRONG in real time: when one call returns before another starts, its ID is smaller; also
 /// across the two clients.
 async fn strong_follows_real_time(f: Fixture, per_task: usize) {
-    let k = key("order");
+    let k = f.key("order").await;
     // Through the STRONG queues of two handles (group commit), and the store's own next_id.
     let handles = [
         Arc::new(StoreHandle::new(
@@ -133,7 +136,7 @@ async fn strong_follows_real_time(f: Fixture, per_task: usize) {
 
 /// Segments reserved concurrently by both clients, with single IDs between them, never overlap.
 async fn segments_never_overlap(f: Fixture) {
-    let k = key("segments");
+    let k = f.key("segments").await;
     let stores = [Arc::clone(&f.store), Arc::clone(&f.second)];
     let mut tasks = Vec::new();
     for t in 0..6 {
@@ -165,7 +168,11 @@ async fn segments_never_overlap(f: Fixture) {
 
 /// `bigger_than` applies to the keys as named, never lowers a key, and holds for WEAK too.
 async fn bigger_than_is_honoured(f: Fixture) {
-    let (a, b, c) = (key("bt-a"), key("bt-b"), key("bt-c"));
+    let (a, b, c) = (
+        f.key("bt-a").await,
+        f.key("bt-b").await,
+        f.key("bt-c").await,
+    );
     for _ in 0..10 {
         f.store.next_id(&c).await.unwrap();
     }
@@ -187,11 +194,13 @@ async fn bigger_than_is_honoured(f: Fixture) {
     assert_eq!(f.second.next_id(&a).await.unwrap(), 5_000_000_001);
 }
 
-/// A sequence that would pass i64::MAX fails with Exhausted and changes nothing.
+/// A sequence that would pass its last ID (`i64::MAX`; one less on Leaf's table) fails with
+/// Exhausted and changes nothing.
 async fn exhaustion_is_reported(f: Fixture) {
-    let k = key("max");
+    let k = f.key("max").await;
+    let last = f.last;
     f.store
-        .init(&BTreeMap::from([(k.clone(), i64::MAX - 12)]))
+        .init(&BTreeMap::from([(k.clone(), last - 12)]))
         .await
         .unwrap();
     let err = f.store.segment(&k, 20).await.unwrap_err();
@@ -200,12 +209,12 @@ async fn exhaustion_is_reported(f: Fixture) {
     assert_eq!(
         f.store.segment(&k, 10).await.unwrap(),
         Some(Segment {
-            start: i64::MAX - 11,
-            end: i64::MAX - 2
+            start: last - 11,
+            end: last - 2
         })
     );
-    assert_eq!(f.second.next_id(&k).await.unwrap(), i64::MAX - 1);
-    assert_eq!(f.store.next_id(&k).await.unwrap(), i64::MAX);
+    assert_eq!(f.second.next_id(&k).await.unwrap(), last - 1);
+    assert_eq!(f.store.next_id(&k).await.unwrap(), last);
     for _ in 0..2 {
         let err = f.store.next_id(&k).await.unwrap_err();
         assert_eq!(err.kind, ErrorKind::Exhausted, "{err}");
@@ -217,7 +226,7 @@ async fn exhaustion_is_reported(f: Fixture) {
 
 /// Keys are compared byte for byte, whatever characters they hold, up to 255 bytes.
 async fn keys_are_exact(f: Fixture) {
-    let base = key("Keys");
+    let base = common::key("Keys");
     let names = [
         format!("{base}"),
         format!("{base}").to_lowercase(),
@@ -228,6 +237,7 @@ async fn keys_are_exact(f: Fixture) {
     ];
     for (i, name) in names.iter().enumerate() {
         let k = floe_sequencer::Key::new(name.as_str()).unwrap();
+        f.register(&k).await;
         f.store.segment(&k, i as u32 + 1).await.unwrap();
     }
     for (i, name) in names.iter().enumerate() {
@@ -245,7 +255,7 @@ async fn keys_are_exact(f: Fixture) {
 /// does not end at the key's value, or a key never used, and nothing changes. A store that
 /// cannot (`takes = false`) always says no: the IDs are a gap.
 async fn give_back_takes_only_the_last_reservation(f: Fixture, takes: bool) {
-    let k = key("giveback");
+    let k = f.key("giveback").await;
     assert_eq!(f.store.reserve(&k, 10).await.unwrap(), 10);
     assert_eq!(f.store.give_back(&k, 6, 10).await.unwrap(), takes);
     let next = f.second.next_id(&k).await.unwrap();
@@ -257,24 +267,18 @@ async fn give_back_takes_only_the_last_reservation(f: Fixture, takes: bool) {
     assert!(!f.store.give_back(&k, next + 1, next).await.unwrap());
     assert_eq!(f.store.next_id(&k).await.unwrap(), next + 1);
     // A key never used.
-    assert!(!f
-        .store
-        .give_back(&key("giveback-none"), 1, 5)
-        .await
-        .unwrap());
+    let none = f.key("giveback-none").await;
+    assert!(!f.store.give_back(&none, 1, 5).await.unwrap());
     // At the top of the range: nothing wraps.
-    let top = key("giveback-top");
-    f.store.raise(&top, i64::MAX - 3).await.unwrap();
-    assert_eq!(f.store.reserve(&top, 3).await.unwrap(), i64::MAX);
+    let top = f.key("giveback-top").await;
+    f.store.raise(&top, f.last - 3).await.unwrap();
+    assert_eq!(f.store.reserve(&top, 3).await.unwrap(), f.last);
     assert_eq!(
-        f.store
-            .give_back(&top, i64::MAX - 2, i64::MAX)
-            .await
-            .unwrap(),
+        f.store.give_back(&top, f.last - 2, f.last).await.unwrap(),
         takes
     );
     if takes {
-        assert_eq!(f.second.next_id(&top).await.unwrap(), i64::MAX - 2);
+        assert_eq!(f.second.next_id(&top).await.unwrap(), f.last - 2);
     }
 }
 
@@ -284,7 +288,10 @@ async fn give_back_takes_only_the_last_reservation(f: Fixture, takes: bool) {
 /// buffer on the same client, or given back to the store when more than 2 are parked and
 /// nothing was reserved after it).
 async fn dropped_keys_never_reissue(f: Fixture, per_task: usize) {
-    let keys: Vec<_> = (0..6).map(|i| key(&format!("evicted{i}"))).collect();
+    let mut keys = Vec::new();
+    for i in 0..6 {
+        keys.push(f.key(&format!("evicted{i}")).await);
+    }
     let small = ServeOptions {
         step: StepPolicy {
             min: 20,
@@ -342,7 +349,7 @@ async fn dropped_keys_never_reissue(f: Fixture, per_task: usize) {
 /// handles ("processes"): every batch is whole, its runs ascend one after the other, and no ID
 /// is issued twice.
 async fn weak_batches_never_repeat(f: Fixture, per_task: usize) {
-    let k = key("wbatch");
+    let k = f.key("wbatch").await;
     let small = ServeOptions {
         step: StepPolicy {
             min: 50,
@@ -396,7 +403,7 @@ async fn weak_batches_never_repeat(f: Fixture, per_task: usize) {
 /// consecutive IDs, and every ID of a call is above every ID of every call that returned before
 /// it started (real-time order), across the two handles.
 async fn strong_batches_follow_real_time(f: Fixture, per_task: usize) {
-    let k = key("sbatch");
+    let k = f.key("sbatch").await;
     let handles = [
         Arc::new(StoreHandle::new(
             "a",
@@ -467,7 +474,7 @@ async fn strong_batches_follow_real_time(f: Fixture, per_task: usize) {
 /// is served whole; near i64::MAX a batch that does not fit fails as Exhausted, never short, and
 /// a STRONG one changes nothing.
 async fn batch_bounds(f: Fixture) {
-    let k = key("bbounds");
+    let k = f.key("bbounds").await;
     let h = StoreHandle::new("s", Arc::clone(&f.store), ServeOptions::default());
     for mode in [Mode::Weak, Mode::Strong] {
         for bad in [0, MAX_BATCH + 1, u32::MAX] {
@@ -483,7 +490,7 @@ async fn batch_bounds(f: Fixture) {
     let e = h.next_ids("", Mode::Weak, 1).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
 
-    let end = key("bbounds-max");
+    let end = f.key("bbounds-max").await;
     f.store
         .init(&BTreeMap::from([(end.clone(), i64::MAX - 12)]))
         .await
@@ -584,6 +591,8 @@ conformance! {
     redis: floe_testkit::env("FLOE_TEST_REDIS"), strong_per_task = 200, gives_back = false;
     postgres: floe_testkit::env("FLOE_TEST_POSTGRES"), strong_per_task = 100, gives_back = false;
     mysql: floe_testkit::env("FLOE_TEST_MARIADB"), strong_per_task = 100, gives_back = false;
+    // Leaf's table: every key of the suite is registered (a row) before it is used.
+    leaf_alloc: format!("leaf-{}?table=leaf_alloc_conformance", floe_testkit::env("FLOE_TEST_MARIADB")), strong_per_task = 50, gives_back = false;
     etcd: format!("etcd://{}", floe_testkit::env("FLOE_TEST_ETCD")), strong_per_task = 100, gives_back = false;
     zookeeper: format!("zk://{}", floe_testkit::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100, gives_back = false;
 }

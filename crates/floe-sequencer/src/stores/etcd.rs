@@ -6,24 +6,64 @@
 //! lost the race learns the current value from the same answer and tries again. A missing key
 //! has mod revision 0, so creation is the same transaction. etcd's transactions are
 //! linearizable, and durable once acknowledged (raft log fsync).
+//!
+//! **Layotto's keys.** Layotto's etcd component keeps no value: a key's ID is its etcd
+//! *version* (the number of puts since it was created) after an empty put, at
+//! `{keyPrefixPath}{stored key}` (`/layotto/` by default; the stored key as in
+//! [`super::layotto`]). floe offers two ways on from there:
+//!
+//! - **In place, beside Layotto: `etcd://host:port?layotto=APP[&layotto_prefix=/layotto/]`.**
+//!   floe serves on Layotto's keys as Layotto does: an ID is the version after an empty put
+//!   (Layotto's one transaction of put and get), one put per ID, no segments (WEAK serves
+//!   each ID from the store, as Layotto's WEAK does on etcd). A STRONG increment for `n`
+//!   waiting requests (or a batch of `n`) takes `n` consecutive versions: `n` puts, each
+//!   conditional on the key's mod revision being the one the last put left, so the run has no
+//!   other put in it; a run cut by a put of another process is dropped (gaps, never a repeat)
+//!   and taken again. Every version is given once, whoever puts, so **floe and Layotto can
+//!   serve the same keys at the same time**. Costs one etcd write per ID; no root in the URL
+//!   (the keys are Layotto's). `bigger_than` is refused at start-up when a key's version is
+//!   below it, as Layotto refuses it: a version only grows by puts.
+//! - **Taking over, Layotto stopped: `etcd://host:port[/root]?from_layotto=APP[&layotto_prefix=/layotto/]`.**
+//!   floe serves its own keys (above), and at start-up lifts each of them to at least the
+//!   version of Layotto's key (the last ID Layotto gave), so it continues above it, with
+//!   segments. Every start does it again (it never lowers a key). **Not safe while a Layotto
+//!   sidecar still serves these keys**: Layotto goes on counting its own key's version,
+//!   which knows nothing of floe's, and reaches IDs floe has given.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use floe_core::endpoint::take_options;
 use floe_core::sequence::Key;
 use floe_etcd::{
-    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnGet, TxnOp,
+    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnGet, TxnOp, TxnResponse,
 };
 
 use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
-use crate::{servers_and_root, ErrorKind, SeqError, Store};
+use super::layotto::{key_prefix, take_over};
+use crate::{servers_and_root, Capabilities, ErrorKind, SeqError, Store};
 
 /// An etcd cluster (the client reconnects by itself).
 pub struct EtcdStore {
     client: Client,
     root: String,
     endpoints: String,
+    /// floe's keys: (value, mod revision) last seen. Layotto's: (version, mod revision).
     seen: SeenCache<i64>,
+    /// `?layotto=`: the full path before a client's key on Layotto's keys served in place.
+    layotto: Option<String>,
+}
+
+/// Layotto's `keyPrefixPath` as Layotto reads it: `/layotto/` by default, a custom value made
+/// to start and end with `/`.
+fn layotto_path(value: Option<String>) -> String {
+    let value = value.unwrap_or_default();
+    let trimmed = value.trim_matches('/');
+    if trimmed.is_empty() {
+        "/layotto/".to_string()
+    } else {
+        format!("/{trimmed}/")
+    }
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -45,12 +85,39 @@ fn map_err(what: &str, key: &Key, e: EtcdError) -> SeqError {
 }
 
 impl EtcdStore {
-    /// Connects to the cluster of `url`.
+    /// Connects to the cluster of `url`; with `?from_layotto=`, lifts floe's keys above
+    /// Layotto's.
     ///
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no endpoint answers.
     pub async fn connect(url: &str) -> Result<EtcdStore, SeqError> {
-        let (endpoints, root) = servers_and_root("etcd", url)?;
+        let (rest, own) = take_options(url, &["layotto", "from_layotto", "layotto_prefix"]);
+        let (endpoints, root) = servers_and_root("etcd", &rest)?;
+        let (mut layotto, mut from_layotto, mut prefix_path) = (None, None, None);
+        for (name, value) in own {
+            match name {
+                "layotto" => layotto = Some(key_prefix(name, &value)?),
+                "from_layotto" => from_layotto = Some(key_prefix(name, &value)?),
+                _ => prefix_path = Some(value),
+            }
+        }
+        if layotto.is_some() && from_layotto.is_some() {
+            return Err(SeqError::config(
+                "store: etcd: layotto= (serve on Layotto's keys) and from_layotto= (take over from them) exclude each other: give one",
+            ));
+        }
+        if prefix_path.is_some() && layotto.is_none() && from_layotto.is_none() {
+            return Err(SeqError::config(
+                "store: etcd: layotto_prefix goes with layotto=APP or from_layotto=APP",
+            ));
+        }
+        let has_root = rest.split_once("://").is_some_and(|(_, r)| r.contains('/'));
+        if layotto.is_some() && has_root {
+            return Err(SeqError::config(format!(
+                "store: etcd: layotto= serves on Layotto's keys under layotto_prefix (default /layotto/): the URL's root {root:?} would not be used; remove it"
+            )));
+        }
+        let prefix_path = layotto_path(prefix_path);
         let options = ConnectOptions::both(Duration::from_secs(2));
         let client = Client::connect(endpoints.split(','), options).map_err(|e| {
             SeqError::unavailable(format!("etcd: cannot connect to {endpoints}: {e}"))
@@ -59,16 +126,108 @@ impl EtcdStore {
             .get(root)
             .await
             .map_err(|e| SeqError::unavailable(format!("etcd: cannot reach {endpoints}: {e}")))?;
-        Ok(EtcdStore {
+        let store = EtcdStore {
             client,
             root: root.to_string(),
             endpoints: endpoints.to_string(),
             seen: SeenCache::default(),
-        })
+            layotto: layotto.map(|p| format!("{prefix_path}{p}")),
+        };
+        if let Some(prefix) = from_layotto {
+            let all = format!("{prefix_path}{prefix}");
+            let found = store.client.get_prefix(all.as_str()).await.map_err(|e| {
+                SeqError::unavailable(format!("etcd: cannot read Layotto's keys {all}*: {e}"))
+            })?;
+            let found = found
+                .kvs
+                .into_iter()
+                .map(|kv| (kv.key[prefix_path.len()..].to_vec(), kv.version));
+            take_over(&store, &prefix, found).await?;
+        }
+        Ok(store)
     }
 
     fn path(&self, key: &Key) -> String {
-        format!("{}/{}", self.root, key.as_str())
+        match &self.layotto {
+            Some(prefix) => format!("{prefix}{}", key.as_str()),
+            None => format!("{}/{}", self.root, key.as_str()),
+        }
+    }
+
+    /// Layotto's key after one transaction of `txn`: (version, mod revision), (0, 0) if none.
+    fn layotto_seen(resp: &TxnResponse) -> (i64, i64) {
+        resp.gets()
+            .iter()
+            .find_map(|get| get.kvs.first())
+            .map_or((0, 0), |kv| (kv.version, kv.mod_revision))
+    }
+
+    /// `n` IDs of Layotto's key in place: `n` consecutive versions (see the module docs); the
+    /// last one.
+    async fn layotto_reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        let path = self.path(key);
+        let put_get = || [TxnOp::put(path.as_str(), "", 0), TxnOp::get(path.as_str())];
+        if n == 1 {
+            // Layotto's own transaction: any put's version is this ID alone.
+            let resp = self
+                .client
+                .txn(Txn::new().and_then(put_get()))
+                .await
+                .map_err(|e| map_err("update", key, e))?;
+            let (version, revision) = Self::layotto_seen(&resp);
+            self.seen.put(key, (version, revision));
+            return Ok(version);
+        }
+        let mut revision = self.seen.get(key).map_or(0, |(_, r)| r);
+        let mut run = 0;
+        let mut lost = 0;
+        while lost < MAX_ATTEMPTS {
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    path.as_str(),
+                    CompareOp::Equal,
+                    revision,
+                )])
+                .and_then(put_get())
+                .or_else([TxnOp::get(path.as_str())]);
+            let resp = self.client.txn(txn).await.map_err(|e| {
+                self.seen.forget(key);
+                map_err("update", key, e)
+            })?;
+            let version;
+            (version, revision) = Self::layotto_seen(&resp);
+            if !resp.succeeded {
+                // Another put came between: the run so far is gaps; start again from here.
+                run = 0;
+                lost += 1;
+                continue;
+            }
+            run += 1;
+            if run == n {
+                self.seen.put(key, (version, revision));
+                return Ok(version);
+            }
+        }
+        self.seen.forget(key);
+        Err(contended("etcd", key))
+    }
+
+    /// Layotto's `biggerThan` on its key in place: refused when the version is below.
+    async fn layotto_raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        let path = self.path(key);
+        let found = self
+            .client
+            .get(path.as_str())
+            .await
+            .map_err(|e| map_err("read", key, e))?;
+        let version = found.kvs.first().map_or(0, |kv| kv.version);
+        if version >= floor {
+            return Ok(());
+        }
+        Err(SeqError::config(format!(
+            "store: etcd (layotto): key {:?} ({path}) is at version {version}, below its bigger_than {floor}: Layotto's IDs are the key's version, which only puts raise (one per ID), so floe refuses it as Layotto does",
+            key.as_str()
+        )))
     }
 
     /// Reserves `n` (`floor` None) or raises to `floor`; the key's value afterwards.
@@ -114,11 +273,27 @@ impl Store for EtcdStore {
         "etcd"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // Layotto's keys count one put per ID: no ranges in one write.
+            segments: self.layotto.is_none(),
+            strong: true,
+            durable: true,
+            shared: true,
+        }
+    }
+
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        if self.layotto.is_some() {
+            return self.layotto_reserve(key, n).await;
+        }
         self.swap(key, n, None).await
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        if self.layotto.is_some() {
+            return self.layotto_raise(key, floor).await;
+        }
         self.swap(key, 0, Some(floor)).await.map(drop)
     }
 

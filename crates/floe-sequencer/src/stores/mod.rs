@@ -9,6 +9,15 @@ pub mod snowflake;
 mod cas;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+#[cfg(any(
+    feature = "redis",
+    feature = "mysql",
+    feature = "zookeeper",
+    feature = "etcd"
+))]
+pub mod layotto;
+#[cfg(feature = "mysql")]
+pub mod leaf_alloc;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

@@ -13,15 +13,29 @@
 //!   `?ssl-mode=REQUIRED` (encrypted, the certificate not checked), `VERIFY_CA` (checked against
 //!   the CA), `VERIFY_IDENTITY` (and the host name); `&ssl-ca=/path/ca.pem` names a private CA
 //!   (default: the system's roots). The default, `PREFERRED`, uses TLS when the server offers it.
+//!
+//! **Taking over from Layotto: `?from_layotto=APP[&layotto_table=layotto_sequencer]`.**
+//! Layotto's MySQL component keeps `layotto_sequencer (sequencer_key VARCHAR(255),
+//! sequencer_value INT)`, one row per stored key (as in [`super::layotto`]). As shipped it
+//! cannot run (it never opens its database, names its table with a `?` placeholder, and
+//! writes `+=`), so a table of it holds what a fixed copy, or an operator, wrote. At start-up
+//! floe lifts each of its own keys to at least the `sequencer_value` of the app's row, and
+//! continues above it: that value is at least every ID such a component gave (its
+//! `GetNextId` returns the value it read before adding one). Every start does it again (it
+//! never lowers a key); Layotto's table is only read. Not safe beside a Layotto that still
+//! writes that table: it counts in its own rows, not in floe's.
 
 use async_trait::async_trait;
 use floe_core::sequence::Key;
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::MySqlPool;
 
 use std::sync::Arc;
 
-use super::sql::{map_err, options, q, reserve_row, sql, ACQUIRE_TIMEOUT};
-use crate::{SeqError, Store};
+use floe_core::endpoint::take_options;
+
+use super::layotto::{key_prefix, take_over};
+use super::sql::{connect_mysql, map_err, q, reserve_row, sql};
+use crate::{check_table, SeqError, Store};
 
 /// A MySQL or MariaDB database through a connection pool.
 #[derive(Debug)]
@@ -40,13 +54,23 @@ impl MysqlStore {
     /// `Config` for a bad URL, refused credentials or an unknown database; `Unavailable` when
     /// the server does not answer.
     pub async fn connect(url: &str) -> Result<MysqlStore, SeqError> {
-        let opts = options(&url.replacen("mariadb://", "mysql://", 1))?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(opts.pool)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect(&opts.url)
-            .await
-            .map_err(|e| map_err("mysql", &format!("cannot connect to {}", opts.address), e))?;
+        let (url, own) = take_options(url, &["from_layotto", "layotto_table"]);
+        let (mut from_layotto, mut layotto_table) = (None, None);
+        for (name, value) in own {
+            match name {
+                "from_layotto" => from_layotto = Some(key_prefix(name, &value)?),
+                _ => {
+                    check_table(&value)?;
+                    layotto_table = Some(value);
+                }
+            }
+        }
+        if layotto_table.is_some() && from_layotto.is_none() {
+            return Err(SeqError::config(
+                "store: mysql: layotto_table goes with from_layotto=APP",
+            ));
+        }
+        let (pool, opts) = connect_mysql("mysql", &url, "floe_sequences").await?;
         let t = &opts.table;
         let create = sql(format!(
             "CREATE TABLE IF NOT EXISTS {t} (k VARBINARY(255) NOT NULL PRIMARY KEY, value BIGINT NOT NULL) ENGINE=InnoDB"
@@ -55,7 +79,7 @@ impl MysqlStore {
             .execute(&pool)
             .await
             .map_err(|e| map_err("mysql", &format!("cannot create table {}", opts.table), e))?;
-        Ok(MysqlStore {
+        let store = MysqlStore {
             update: sql(format!(
                 "UPDATE {t} SET value = LAST_INSERT_ID(value + ?) WHERE k = ? AND value <= ?"
             )),
@@ -65,7 +89,24 @@ impl MysqlStore {
             )),
             pool,
             address: opts.address,
-        })
+        };
+        if let Some(prefix) = from_layotto {
+            let table = layotto_table.unwrap_or_else(|| "layotto_sequencer".into());
+            store.take_over(&prefix, &table).await?;
+        }
+        Ok(store)
+    }
+
+    /// `?from_layotto=`: lifts floe's keys to Layotto's values (see the module docs).
+    async fn take_over(&self, prefix: &str, table: &str) -> Result<(), SeqError> {
+        let read = sql(format!(
+            "SELECT sequencer_key, sequencer_value FROM {table} WHERE sequencer_key IS NOT NULL AND sequencer_value IS NOT NULL"
+        ));
+        let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(q(&read))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err("mysql", &format!("read Layotto's table {table}"), e))?;
+        take_over(self, prefix, rows).await.map(drop)
     }
 
     /// Where it connects (no credentials), for messages.

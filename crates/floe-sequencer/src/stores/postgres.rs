@@ -42,7 +42,7 @@ impl PostgresStore {
     /// `Config` for a bad URL, refused credentials or an unknown database; `Unavailable` when
     /// the server does not answer.
     pub async fn connect(url: &str) -> Result<PostgresStore, SeqError> {
-        let opts = options(url)?;
+        let opts = options(url, "floe_sequences")?;
         let pool = PgPoolOptions::new()
             .max_connections(opts.pool)
             .acquire_timeout(ACQUIRE_TIMEOUT)

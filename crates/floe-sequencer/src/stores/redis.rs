@@ -1,4 +1,5 @@
-//! `redis://host:port[/db][?prefix=floe:seq:]`: one Redis string per key, `INCRBY` to reserve.
+//! `redis://host:port[/db][?prefix=floe:seq:]` (or `?layotto=APP`): one Redis string per key,
+//! `INCRBY` to reserve.
 //!
 //! **Durability depends on the server.** Redis acknowledges an `INCRBY` before it is on disk
 //! unless the server runs with `appendonly yes` and `appendfsync always`; with the defaults a
@@ -8,6 +9,16 @@
 //!
 //! Keys are stored as `{prefix}{key}` (default prefix `floe:seq:`); `bigger_than` applies to the
 //! key as users name it. The client reconnects by itself after the server comes back.
+//!
+//! **Layotto's keys, in place: `?layotto=APP`** (the prefix `sequencer|||APP||`, see
+//! [`super::layotto`]; `?layotto=` for `sequencer|||`). Layotto's Redis component keeps the
+//! same thing floe does: one string per key, the last ID given, moved by `INCR` (STRONG, and
+//! WEAK without a cache) and `INCRBY 10000` (its WEAK segments). So floe continues every key
+//! just above the last ID Layotto issued, and **floe and Layotto sidecars can serve the same
+//! keys at the same time**: every reservation, theirs or floe's, is one atomic `INCRBY` on one
+//! counter, so no ID is given twice. Layotto's `biggerThan` sets a key missing or lower to the
+//! floor; floe's raise does the same (it never lowers a key). Layotto's `biggerThan` names the
+//! stored key, floe's `bigger_than` the client's key.
 //!
 //! **TLS**: `rediss://host:port[/db]` (rustls with ring), the server's certificate checked
 //! against the system's roots, or against the CA of `?ca_cert=/path/ca.pem` (a PEM file,
@@ -77,15 +88,26 @@ impl RedisStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when the server does not answer.
     pub async fn connect(url: &str) -> Result<RedisStore, SeqError> {
-        let (url, own) = take_options(url, &["prefix", "ca_cert"]);
-        let mut prefix = "floe:seq:".to_string();
+        let (url, own) = take_options(url, &["prefix", "ca_cert", "layotto"]);
+        let mut prefix = None;
+        let mut layotto = None;
         let mut ca_cert = None;
         for (name, value) in own {
             match name {
-                "prefix" => prefix = value,
+                "prefix" => prefix = Some(value),
+                "layotto" => layotto = Some(super::layotto::key_prefix("layotto", &value)?),
                 _ => ca_cert = Some(value),
             }
         }
+        let prefix = match (prefix, layotto) {
+            (Some(_), Some(_)) => {
+                return Err(SeqError::config(
+                    "store: prefix and layotto both set the Redis key prefix: give one (layotto=APP is prefix=sequencer|||APP||)",
+                ))
+            }
+            (Some(p), None) | (None, Some(p)) => p,
+            (None, None) => "floe:seq:".to_string(),
+        };
         let tls = url.starts_with("rediss://");
         if tls {
             // Redis builds its rustls configuration with the process's provider: ring, the

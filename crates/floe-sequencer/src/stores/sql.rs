@@ -1,4 +1,5 @@
-//! What the PostgreSQL and MySQL stores share: URL options and the mapping of sqlx's errors.
+//! What the SQL stores share (PostgreSQL, MySQL, Leaf's `leaf_alloc`): URL options, the MySQL
+//! connection, and the mapping of sqlx's errors.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,13 +20,14 @@ pub(crate) struct SqlOptions {
     pub address: String,
 }
 
-/// Reads floe's options; `address` is the URL without credentials or query, for messages.
-pub(crate) fn options(url: &str) -> Result<SqlOptions, SeqError> {
+/// Reads floe's options (the table `table` unless the URL names one); `address` is the URL
+/// without credentials or query, for messages.
+pub(crate) fn options(url: &str, table: &str) -> Result<SqlOptions, SeqError> {
     let (rest, own) = take_options(url, &["table", "pool"]);
     let mut opts = SqlOptions {
         address: address(&rest),
         url: rest,
-        table: "floe_sequences".into(),
+        table: table.into(),
         pool: 16,
     };
     for (name, value) in own {
@@ -55,6 +57,28 @@ fn address(url: &str) -> String {
     let rest = rest.rsplit_once('@').map(|(_, r)| r).unwrap_or(rest);
     let rest = rest.split('?').next().unwrap_or(rest);
     format!("{scheme}://{rest}")
+}
+
+/// Connects a pool to the MySQL or MariaDB server of `url`, whatever its scheme says
+/// (`mysql://`, `mariadb://`, `leaf-mysql://`, ...): sqlx reads the rest, TLS parameters
+/// included (`ssl-mode`, `ssl-ca`). `store` names the store in messages; `table` is the
+/// default of `?table=`.
+#[cfg(feature = "mysql")]
+pub(crate) async fn connect_mysql(
+    store: &str,
+    url: &str,
+    table: &str,
+) -> Result<(sqlx::mysql::MySqlPool, SqlOptions), SeqError> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("mysql", url));
+    let mut opts = options(&format!("mysql://{rest}"), table)?;
+    opts.address = opts.address.replacen("mysql", scheme, 1);
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(opts.pool)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect(&opts.url)
+        .await
+        .map_err(|e| map_err(store, &format!("cannot connect to {}", opts.address), e))?;
+    Ok((pool, opts))
 }
 
 /// How long a caller waits for a pooled connection (or a new one) before `Unavailable`.

@@ -1,4 +1,4 @@
-//! `zk://host:port[,host:port...][/root]`: one **persistent** node per key,
+//! `zk://host:port[,host:port...][/root][?from_layotto=APP]`: one **persistent** node per key,
 //! `{root}/{encoded key}` (root default `/floe/sequences`), holding the last value as decimal
 //! text. (Layotto's ZooKeeper component keeps its counter in an ephemeral node and so loses it
 //! with the session; a persistent node outlives every session.)
@@ -11,6 +11,21 @@
 //!   once acknowledged.
 //! - **Recovery:** a session that expires or closes (the server was down too long) is replaced
 //!   by a new one on the next call, so the store recovers by itself.
+//!
+//! **Taking over from Layotto: `zk://host:port[/root]?from_layotto=APP`.** Layotto's ZooKeeper
+//! component counts in `/{stored key}` (the stored key as in [`super::layotto`], e.g.
+//! `/sequencer|||APP||order`), an **ephemeral** node created by its sidecar's session: an ID is
+//! the node's data version after an empty `setData`. At start-up floe lifts each of its own
+//! keys to at least the version of the app's nodes that exist then (the last ID Layotto gave
+//! in that node's life), and continues above it in its persistent nodes; every start does it
+//! again (it never lowers a key). What floe cannot continue: the node dies with the Layotto
+//! session that made it, and with it the count. IDs Layotto gave in an earlier session are
+//! nowhere in ZooKeeper (Layotto gives them again itself after each restart), and once the
+//! sidecar has stopped nothing is left. So take over while the sidecar is still up but its
+//! clients have stopped calling it, and give `bigger_than` from the application's own records
+//! when Layotto ever restarted. There is no way to serve beside Layotto on these nodes
+//! (`?layotto=` is refused): any restart of a sidecar starts its counter again at 1, and
+//! floe's IDs on the same node would repeat with it.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -20,7 +35,10 @@ use floe_core::sequence::Key;
 use tokio::sync::Mutex;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
+use floe_core::endpoint::take_options;
+
 use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
+use super::layotto::{key_prefix, take_over};
 use crate::{servers_and_root, ErrorKind, SeqError, Store};
 
 /// A ZooKeeper ensemble.
@@ -68,14 +86,40 @@ impl ZkStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no server answers.
     pub async fn connect(url: &str) -> Result<ZkStore, SeqError> {
-        let (cluster, root) = servers_and_root("ZooKeeper", url)?;
+        let (rest, own) = take_options(url, &["from_layotto", "layotto"]);
+        let (cluster, root) = servers_and_root("ZooKeeper", &rest)?;
+        let mut from_layotto = None;
+        for (name, value) in own {
+            if name == "layotto" {
+                return Err(SeqError::config(
+                    "store: zk: layotto= (serving on Layotto's nodes) is not offered: Layotto counts in ephemeral nodes that start again at 1 with each sidecar session; use from_layotto=APP to take over once Layotto's clients have stopped",
+                ));
+            }
+            from_layotto = Some(key_prefix(name, &value)?);
+        }
         let store = ZkStore {
             cluster: cluster.to_string(),
             root: root.to_string(),
             client: Mutex::new(None),
             seen: SeenCache::default(),
         };
-        store.client().await?;
+        let client = store.client().await?;
+        if let Some(prefix) = from_layotto {
+            let children = client
+                .list_children("/")
+                .await
+                .map_err(|e| map_err("cannot list", "/", e))?;
+            let mut found = Vec::new();
+            for name in children.into_iter().filter(|n| n.starts_with(&prefix)) {
+                let path = format!("/{name}");
+                match client.check_stat(&path).await {
+                    Ok(Some(stat)) => found.push((name.into_bytes(), i64::from(stat.version))),
+                    Ok(None) => {} // its session ended meanwhile: nothing left to continue
+                    Err(e) => return Err(map_err("cannot read", &path, e)),
+                }
+            }
+            take_over(&store, &prefix, found).await?;
+        }
         Ok(store)
     }
 

@@ -1,0 +1,302 @@
+//! `leaf-mysql://user[:password]@host:port/db[?table=leaf_alloc&pool=16]` (also
+//! `leaf-mariadb://`; feature `mysql`): serves on Meituan Leaf's segment table as it is, so that
+//! Leaf servers and floe servers can serve the same tags at the same time.
+//!
+//! - **Table:** Leaf's own, `leaf_alloc (biz_tag varchar(128) PRIMARY KEY, max_id bigint, step
+//!   int, description, update_time)`, one row per tag. floe never creates it, nor a row in it:
+//!   at start-up a table that is missing, or lacks `biz_tag` (the key), a signed `bigint`
+//!   `max_id` or an integer `step`, is refused with a `Config` error naming it.
+//! - **Allocation, as Leaf's `IDAllocDao` does it:** in one transaction, `UPDATE leaf_alloc SET
+//!   max_id = max_id + ? WHERE biz_tag = ?` (Leaf's custom-step statement) then `SELECT biz_tag,
+//!   max_id, step FROM leaf_alloc WHERE biz_tag = ?`, then commit. The row stays locked from the
+//!   update to the commit, so every reservation, Leaf's or floe's, gets its own range. A
+//!   reservation of `n` owns Leaf's segment `[max_id - n, max_id)` of the `max_id` it wrote:
+//!   it starts at the old `max_id` (a fresh row, `max_id` 1, starts at 1). So the last ID a
+//!   tag can give is `i64::MAX - 1` (the `max_id` after it is `i64::MAX`); a reservation past
+//!   it fails with `Exhausted` and changes nothing (the update is guarded: `AND max_id BETWEEN
+//!   1 AND i64::MAX - n`). A row with `max_id` below 1 is refused as `Corrupt` (floe's IDs are
+//!   positive); raise it with `bigger_than` or an `UPDATE`.
+//! - **Registered tags only:** a tag with no row is refused with
+//!   [`ErrorKind::UnknownKey`] (HTTP 404 `unknown_key`, gRPC `NOT_FOUND`) and nothing is
+//!   inserted. Tags are matched byte for byte, as Leaf's tag cache does: under the table's
+//!   case-insensitive collation `ORDERS` finds the row of `orders`, and the transaction is then
+//!   rolled back and the tag refused. Unlike Leaf (which re-reads the tags every 60 s), each
+//!   reservation reads the row: a row inserted is served at once; a row deleted is refused once
+//!   the segments already taken are used up.
+//! - **`bigger_than` (raise):** `UPDATE ... SET max_id = GREATEST(max_id, floor + 1)`, in a
+//!   transaction checked the same way: the next ID is above the floor, and `max_id` is never
+//!   lowered. A floor of `i64::MAX` leaves the tag exhausted.
+//! - **Segment sizes:** floe's step policy sizes every fetch, as on every store (`--step-min`,
+//!   `--step-max`, `--step-target-secs`): the first fetch of a tag reserves `--step-min`, and
+//!   the size doubles while a segment lasts less than the target, up to `--step-max` (default
+//!   1,000,000, Leaf's own bound), and halves when it lasts more than twice as long. The row's
+//!   `step` is Leaf's setting for Leaf's servers: floe reads it back with the row, as Leaf
+//!   does, and leaves it alone. Leaf's rule (the row's step on a tag's first two loads, then
+//!   doubling while a segment lasts under 15 minutes, never below the row's step) is matched by
+//!   `--step-min` set to the tags' step and `--step-target-secs 900`. Sizes never matter for
+//!   uniqueness: every reservation adds its own size to `max_id` under the row lock.
+//! - **STRONG** is served: each STRONG increment is its own transaction on the row, so floe's
+//!   STRONG IDs of a tag strictly increase in real time across every floe process, and each is
+//!   above every segment reserved (by Leaf or floe) before it was asked for. Leaf serves from
+//!   segments cached in its memory, so an ID a Leaf server returns *after* a floe STRONG ID may
+//!   be smaller (it comes from a segment reserved earlier): across Leaf and floe, IDs are
+//!   unique and trend upwards, never in one real-time order. Each STRONG increment costs four
+//!   round trips (`BEGIN`, `UPDATE`, `SELECT`, `COMMIT`); waiting requests share one.
+//! - **Durable** with InnoDB's defaults; **TLS** and the pool as the `mysql://` store
+//!   ([`super::mysql`]): `?ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/ca.pem`, `?pool=16`.
+
+use async_trait::async_trait;
+use floe_core::sequence::Key;
+use sqlx::mysql::{MySqlDatabaseError, MySqlPool, MySqlRow};
+use sqlx::{MySql, Row, Transaction};
+
+use std::sync::Arc;
+
+use super::sql::{connect_mysql, map_err, q, sql};
+use crate::{ErrorKind, SeqError, Store};
+
+/// Leaf's `leaf_alloc` table through a connection pool.
+#[derive(Debug)]
+pub struct LeafAllocStore {
+    pool: MySqlPool,
+    table: String,
+    address: String,
+    update: Arc<str>,
+    select: Arc<str>,
+    raise: Arc<str>,
+}
+
+/// A column floe needs, and the data types it accepts.
+struct Needed {
+    name: &'static str,
+    types: &'static [&'static str],
+    shown: &'static str,
+}
+
+const NEEDED: [Needed; 3] = [
+    Needed {
+        name: "biz_tag",
+        types: &["varchar", "char", "varbinary", "binary"],
+        shown: "biz_tag varchar(128) PRIMARY KEY",
+    },
+    Needed {
+        name: "max_id",
+        types: &["bigint"],
+        shown: "max_id bigint",
+    },
+    Needed {
+        name: "step",
+        types: &["tinyint", "smallint", "mediumint", "int", "bigint"],
+        shown: "step int",
+    },
+];
+
+impl LeafAllocStore {
+    /// Connects and checks that Leaf's table is there, with the columns floe uses.
+    ///
+    /// # Errors
+    /// `Config` for a bad URL, refused credentials, an unknown database, or a table that is
+    /// missing or lacks a column (naming the table and the column); `Unavailable` when the
+    /// server does not answer.
+    pub async fn connect(url: &str) -> Result<LeafAllocStore, SeqError> {
+        let (pool, opts) = connect_mysql("leaf-mysql", url, "leaf_alloc").await?;
+        let t = &opts.table;
+        check_table(&pool, t).await?;
+        Ok(LeafAllocStore {
+            update: sql(format!(
+                "UPDATE {t} SET max_id = max_id + ? WHERE biz_tag = ? AND max_id BETWEEN 1 AND ?"
+            )),
+            select: sql(format!(
+                "SELECT biz_tag, max_id, step FROM {t} WHERE biz_tag = ?"
+            )),
+            raise: sql(format!(
+                "UPDATE {t} SET max_id = GREATEST(max_id, ?) WHERE biz_tag = ?"
+            )),
+            pool,
+            table: opts.table,
+            address: opts.address,
+        })
+    }
+
+    /// Where it connects (no credentials), for messages.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The table it serves on.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Maps sqlx's errors of a call on `key`. A key the column's character set cannot hold
+    /// (MariaDB's "illegal mix of collations", `ключ` against a latin1 `biz_tag`) is no tag of
+    /// the table: `UnknownKey`.
+    fn err<'a>(&'a self, what: &str, key: &'a Key) -> impl Fn(sqlx::Error) -> SeqError + 'a {
+        let what = format!("{what} tag {:?} in {}", key.as_str(), self.table);
+        move |e| {
+            let number = match &e {
+                sqlx::Error::Database(db) => db
+                    .try_downcast_ref::<MySqlDatabaseError>()
+                    .map(MySqlDatabaseError::number),
+                _ => None,
+            };
+            match number {
+                Some(1267 | 1270 | 1271) => self.unknown(key),
+                _ => map_err("leaf-mysql", &what, e),
+            }
+        }
+    }
+
+    fn unknown(&self, key: &Key) -> SeqError {
+        SeqError::new(
+            ErrorKind::UnknownKey,
+            format!(
+                "leaf-mysql: tag {:?} is not in {} (Leaf serves only the biz_tags of its table: insert its row to use it)",
+                key.as_str(),
+                self.table
+            ),
+        )
+    }
+
+    /// The key's row read in `tx` (after its update): `None` when no row is the key's, byte
+    /// for byte.
+    async fn row(
+        &self,
+        tx: &mut Transaction<'static, MySql>,
+        key: &Key,
+    ) -> Result<Option<i64>, SeqError> {
+        let row: Option<MySqlRow> = sqlx::query(q(&self.select))
+            .bind(key.as_str())
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.err("read", key))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let tag: Vec<u8> = row.try_get(0).map_err(self.err("read", key))?;
+        if tag != key.as_str().as_bytes() {
+            return Ok(None);
+        }
+        row.try_get(1).map(Some).map_err(self.err("read", key))
+    }
+}
+
+/// Checks that `table` is in the connection's database with the columns of [`NEEDED`].
+async fn check_table(pool: &MySqlPool, table: &str) -> Result<(), SeqError> {
+    let db: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| map_err("leaf-mysql", "read the database name", e))?;
+    let Some(db) = db else {
+        return Err(SeqError::config(format!(
+            "leaf-mysql: the URL names no database: the database of table {table} is needed (leaf-mysql://user@host:port/DB)"
+        )));
+    };
+    let columns: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT CAST(COLUMN_NAME AS CHAR), CAST(DATA_TYPE AS CHAR), CAST(COLUMN_TYPE AS CHAR), CAST(COLUMN_KEY AS CHAR) \
+         FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+    )
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .map_err(|e| map_err("leaf-mysql", &format!("read the columns of {table}"), e))?;
+    if columns.is_empty() {
+        return Err(SeqError::config(format!(
+            "leaf-mysql: table {table} does not exist in database {db}: floe serves on Leaf's table and never creates it (create it with Leaf's scripts/leaf_alloc.sql, one row per biz_tag, or name another with ?table=)"
+        )));
+    }
+    let mut wrong = Vec::new();
+    for need in &NEEDED {
+        let found = columns
+            .iter()
+            .find(|(name, ..)| name.eq_ignore_ascii_case(need.name));
+        match found {
+            None => wrong.push(format!("no column {}", need.name)),
+            Some((_, data_type, column_type, key)) => {
+                let data_type = data_type.to_ascii_lowercase();
+                if !need.types.contains(&data_type.as_str())
+                    || column_type.to_ascii_lowercase().contains("unsigned")
+                {
+                    wrong.push(format!("column {} is {column_type}", need.name));
+                } else if need.name == "biz_tag" && key != "PRI" && key != "UNI" {
+                    wrong.push("column biz_tag is not its primary key".to_string());
+                }
+            }
+        }
+    }
+    if wrong.is_empty() {
+        return Ok(());
+    }
+    let expected: Vec<_> = NEEDED.iter().map(|n| n.shown).collect();
+    Err(SeqError::config(format!(
+        "leaf-mysql: table {table} of database {db} is not Leaf's leaf_alloc: {}; expected {}",
+        wrong.join(", "),
+        expected.join(", ")
+    )))
+}
+
+#[async_trait]
+impl Store for LeafAllocStore {
+    fn kind(&self) -> &'static str {
+        "leaf-mysql"
+    }
+
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        let mut tx = self.pool.begin().await.map_err(self.err("begin on", key))?;
+        let updated = sqlx::query(q(&self.update))
+            .bind(i64::from(n))
+            .bind(key.as_str())
+            .bind(i64::MAX - i64::from(n))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.err("reserve on", key))?
+            .rows_affected();
+        let Some(max_id) = self.row(&mut tx, key).await? else {
+            // Dropped, the transaction rolls back (a case variant's update with it).
+            return Err(self.unknown(key));
+        };
+        if updated == 0 {
+            return Err(if max_id < 1 {
+                SeqError::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "leaf-mysql: tag {:?} has max_id {max_id} in {}: floe's IDs start at 1 (raise its max_id)",
+                        key.as_str(),
+                        self.table
+                    ),
+                )
+            } else {
+                SeqError::exhausted("leaf-mysql", key.as_str())
+            });
+        }
+        tx.commit().await.map_err(self.err("commit on", key))?;
+        // The segment is [max_id - n, max_id): its last ID is max_id - 1 (max_id >= 1 + n).
+        Ok(max_id - 1)
+    }
+
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        let mut tx = self.pool.begin().await.map_err(self.err("begin on", key))?;
+        sqlx::query(q(&self.raise))
+            .bind(floor.saturating_add(1))
+            .bind(key.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(self.err("raise", key))?;
+        if self.row(&mut tx, key).await?.is_none() {
+            return Err(self.unknown(key));
+        }
+        tx.commit().await.map_err(self.err("commit on", key))
+    }
+
+    async fn ping(&self) -> Result<(), SeqError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(|e| map_err("leaf-mysql", "ping", e))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
