@@ -181,6 +181,31 @@ impl Store for Measured {
         result
     }
 
+    // The operator's calls (the admin API): not on any request's path, passed through.
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        self.inner.value(key).await
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        self.inner.keys(after, limit).await
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        self.inner.is_registered(key).await
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        self.inner.register(key).await
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        self.inner.unregister(key).await
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        self.inner.registered(after, limit).await
+    }
+
     async fn ping(&self) -> Result<(), SeqError> {
         self.inner.ping().await
     }

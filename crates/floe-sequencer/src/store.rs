@@ -97,6 +97,66 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         )))
     }
 
+    /// The key's value, without changing it: the last ID reserved (the next reservation starts
+    /// above it); `None` for a key the store holds no value of.
+    ///
+    /// # Errors
+    /// `Unsupported` from a store that cannot say (the default); `Unavailable` as ever.
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        let _ = key;
+        Err(cannot(self.kind(), "read a key's value"))
+    }
+
+    /// A page of the keys the store holds a value of, in byte order: at most `limit`, those
+    /// after `after` (the last key of the page before), each with its value.
+    ///
+    /// # Errors
+    /// As [`value`](Store::value).
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        let _ = (after, limit);
+        Err(cannot(self.kind(), "list its keys"))
+    }
+
+    /// Whether `key` is registered: a store serving registered keys only (a
+    /// [`StoreHandle`](crate::StoreHandle) in that mode, Leaf's `leaf_alloc` table) refuses
+    /// the others with `UnknownKey`. Registrations are kept apart from the values.
+    ///
+    /// # Errors
+    /// As [`value`](Store::value).
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        let _ = key;
+        Err(cannot(self.kind(), "keep registered keys"))
+    }
+
+    /// Registers `key`; whether it was not registered already. Its value is not changed: a key
+    /// registered again goes on above every ID it issued before.
+    ///
+    /// # Errors
+    /// As [`value`](Store::value).
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        let _ = key;
+        Err(cannot(self.kind(), "keep registered keys"))
+    }
+
+    /// Unregisters `key`; whether it was registered. Its value is kept (see
+    /// [`register`](Store::register)).
+    ///
+    /// # Errors
+    /// As [`value`](Store::value).
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        let _ = key;
+        Err(cannot(self.kind(), "keep registered keys"))
+    }
+
+    /// A page of the registered keys, in byte order: at most `limit`, those after `after`.
+    ///
+    /// # Errors
+    /// As [`value`](Store::value).
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        let _ = (after, limit);
+        Err(cannot(self.kind(), "keep registered keys"))
+    }
+
     /// Checks that the store answers, changing nothing (a server's readiness probe). Stores in
     /// this process (embedded, memory) always do.
     ///
@@ -108,6 +168,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Lets go of connections and files. The store is not used afterwards.
     async fn close(&self) {}
+}
+
+/// What a store of `kind` cannot do.
+pub(crate) fn cannot(kind: &str, what: &str) -> SeqError {
+    SeqError::new(
+        crate::ErrorKind::Unsupported,
+        format!("store {kind} cannot {what}"),
+    )
 }
 
 /// Runs a call of `store` for `key`, failing it as `Unavailable` after `timeout`: the one bound

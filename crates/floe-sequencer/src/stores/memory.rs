@@ -1,7 +1,8 @@
 //! `memory`: counters in this process's memory. For tests and trials: **not durable** (a
 //! restart starts every key again at 1) and not shared between processes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -9,10 +10,12 @@ use floe_core::sequence::{reserve_after, Key};
 
 use crate::{Capabilities, SeqError, Store};
 
-/// Counters in a map behind a mutex (no await happens while it is held).
+/// Counters in a map behind a mutex (no await happens while it is held), and the registered
+/// keys.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    values: Mutex<HashMap<Key, i64>>,
+    values: Mutex<BTreeMap<Key, i64>>,
+    registered: Mutex<BTreeSet<Key>>,
 }
 
 impl MemoryStore {
@@ -21,7 +24,11 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
-    fn values(&self) -> std::sync::MutexGuard<'_, HashMap<Key, i64>> {
+    fn registered(&self) -> std::sync::MutexGuard<'_, BTreeSet<Key>> {
+        self.registered.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn values(&self) -> std::sync::MutexGuard<'_, BTreeMap<Key, i64>> {
         // A panic while the lock was held cannot leave a half-written i64 behind.
         self.values.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -56,6 +63,42 @@ impl Store for MemoryStore {
         let value = values.entry(key.clone()).or_insert(0);
         *value = (*value).max(floor);
         Ok(())
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        Ok(self.values().get(key).copied())
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        let values = self.values();
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(values
+            .range::<Key, _>((from, Bound::Unbounded))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect())
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.registered().contains(key))
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.registered().insert(key.clone()))
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.registered().remove(key))
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        let registered = self.registered();
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(registered
+            .range::<Key, _>((from, Bound::Unbounded))
+            .take(limit)
+            .cloned()
+            .collect())
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
