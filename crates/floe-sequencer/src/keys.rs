@@ -213,6 +213,28 @@ impl Keys {
         }
     }
 
+    /// Whether `key` is held now.
+    pub(crate) fn holds(&self, key: &str) -> bool {
+        self.read().contains_key(key)
+    }
+
+    /// Lets `key` go if nothing but the map holds it (its WEAK tail parked as usual).
+    pub(crate) fn let_go(&self, key: &Key) {
+        self.remove(vec![key.clone()], |_| true);
+    }
+
+    /// `key`'s WEAK buffer, if it is held.
+    pub(crate) fn weak_of(&self, key: &Key) -> Option<Arc<WeakKey>> {
+        self.read().get(key).and_then(|e| e.weak.get().cloned())
+    }
+
+    /// The first ID of `key`'s parked tail, if it has one.
+    pub(crate) fn parked_first(&self, key: &Key) -> Option<i64> {
+        self.parked()
+            .get(key)
+            .and_then(|p| p.tail.iter().map(|s| s.start).min())
+    }
+
     /// How many keys are held now.
     pub(crate) fn len(&self) -> usize {
         self.read().len()
@@ -232,6 +254,12 @@ impl Keys {
     /// parked keys within `max_keys`: the least recently parked beyond it are given back to
     /// the store or dropped (see the module docs).
     pub(crate) fn park(&self, key: Key, tail: Vec<Segment>) {
+        self.park_sparing(key, tail, None);
+    }
+
+    /// [`park`](Self::park), never letting `spare`'s parked tail go (the key room is being made
+    /// for: its new buffer takes the tail next).
+    fn park_sparing(&self, key: Key, tail: Vec<Segment>, spare: Option<&str>) {
         if tail.is_empty() {
             return;
         }
@@ -242,13 +270,19 @@ impl Keys {
             if parked.len() <= self.limits.max_keys {
                 return;
             }
-            let mut oldest: Vec<(u64, Key)> =
-                parked.iter().map(|(k, p)| (p.parked, k.clone())).collect();
+            let mut oldest: Vec<(u64, Key)> = parked
+                .iter()
+                .filter(|(k, _)| Some(k.as_str()) != spare)
+                .map(|(k, p)| (p.parked, k.clone()))
+                .collect();
+            if oldest.is_empty() {
+                return;
+            }
             let batch = self
                 .limits
                 .batch()
-                .min(oldest.len())
-                .max(parked.len() - self.limits.max_keys);
+                .max(parked.len() - self.limits.max_keys)
+                .min(oldest.len());
             oldest.select_nth_unstable(batch - 1);
             oldest.truncate(batch);
             let over: Vec<(Key, Vec<Segment>)> = oldest
@@ -362,7 +396,7 @@ impl Keys {
             }
             drop(map);
             // A scan of the map on this (async) thread: paid once per max_keys / 16 new keys.
-            self.make_room();
+            self.make_room(key);
             made_room = true;
         }
     }
@@ -371,7 +405,7 @@ impl Keys {
     /// and at least a batch (ties on the same millisecond broken arbitrarily). They are picked
     /// under the read lock and removed under the write lock, each only if it still can go and
     /// was not used since.
-    fn make_room(&self) {
+    fn make_room(&self, for_key: &str) {
         let _one = self.making_room.lock().unwrap_or_else(|p| p.into_inner());
         let (victims, newest) = {
             let map = self.read();
@@ -394,13 +428,23 @@ impl Keys {
             let victims: Vec<Key> = candidates.into_iter().map(|(_, k)| k.clone()).collect();
             (victims, newest)
         };
-        self.remove(victims, |e| e.used() <= newest);
+        self.remove_sparing(victims, |e| e.used() <= newest, Some(for_key));
     }
 
     /// Removes those of `keys` that still can go and pass `still`, under the write lock; how
     /// many went. Their WEAK buffers' tails are parked under the same lock (so the key's next
     /// buffer finds them); their states are dropped after the lock is let go.
     fn remove(&self, keys: Vec<Key>, still: impl Fn(&Entry) -> bool) -> usize {
+        self.remove_sparing(keys, still, None)
+    }
+
+    /// [`remove`](Self::remove), never letting `spare`'s parked tail go.
+    fn remove_sparing(
+        &self,
+        keys: Vec<Key>,
+        still: impl Fn(&Entry) -> bool,
+        spare: Option<&str>,
+    ) -> usize {
         let mut gone = Vec::with_capacity(keys.len());
         {
             let mut map = self.write();
@@ -408,7 +452,7 @@ impl Keys {
                 if map.get(&key).is_some_and(|e| e.unused() && still(e)) {
                     if let Some(entry) = map.remove(&key) {
                         if let Some(weak) = entry.weak.get() {
-                            self.park(key, weak.drain_tail());
+                            self.park_sparing(key, weak.drain_tail(), spare);
                         }
                         gone.push(entry);
                     }

@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod admin;
 pub mod batch;
 mod error;
 mod keys;
@@ -56,6 +57,7 @@ pub mod strong;
 pub mod tails;
 pub mod weak;
 
+pub use admin::{KeyState, MAX_PAGE};
 pub use batch::{Batch, MAX_BATCH};
 pub use error::{ErrorKind, SeqError};
 pub use keys::KeyLimits;

@@ -45,15 +45,18 @@ impl Default for ServeOptions {
 /// reissued elsewhere. See the `keys` module docs in the source for how this stays race-free.
 #[derive(Debug)]
 pub struct StoreHandle {
-    name: String,
-    store: Arc<dyn Store>,
-    options: ServeOptions,
-    keys: Arc<Keys>,
+    pub(crate) name: String,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) options: ServeOptions,
+    pub(crate) keys: Arc<Keys>,
+    /// Serve registered keys only ([`registered_only`](Self::registered_only)).
+    pub(crate) registered_only: bool,
     /// Set by [`with_tails`](Self::with_tails): the store's identity, under which the tails
     /// are kept at a graceful stop.
     tails: Option<String>,
-    /// The `bigger_than` floors [`init`](Self::init) applied, for tails loaded after it.
-    floors: Mutex<HashMap<Key, i64>>,
+    /// The `bigger_than` floors [`init`](Self::init) (and [`raise_floor`](Self::raise_floor))
+    /// applied, for tails loaded after them.
+    pub(crate) floors: Mutex<HashMap<Key, i64>>,
     /// IDs issued, WEAK and STRONG.
     issued: [AtomicU64; 2],
 }
@@ -98,6 +101,7 @@ impl StoreHandle {
             store,
             name,
             options,
+            registered_only: false,
             tails: None,
             floors: Mutex::new(HashMap::new()),
         }
@@ -291,6 +295,7 @@ impl StoreHandle {
 
     async fn next_id_unmeasured(&self, key: &str, mode: Mode) -> Result<i64, SeqError> {
         Key::check(key)?;
+        self.check_registered(key).await?;
         let caps = self.store.capabilities();
         match mode {
             // The buffer's Arc lives through the await: the key is not dropped meanwhile.
@@ -325,6 +330,7 @@ impl StoreHandle {
     ) -> Result<Batch, SeqError> {
         Key::check(key)?;
         check_count(count)?;
+        self.check_registered(key).await?;
         let caps = self.store.capabilities();
         match mode {
             Mode::Weak if caps.segments => self.weak(key).next_batch(count).await,
@@ -385,7 +391,28 @@ impl StoreHandle {
             })
     }
 
-    async fn bounded<T>(
+    /// In registered-keys mode, refuses a key the store does not have registered with
+    /// `UnknownKey`; a key held in memory was checked when it came in.
+    async fn check_registered(&self, key: &str) -> Result<(), SeqError> {
+        if !self.registered_only || self.keys.holds(key) {
+            return Ok(());
+        }
+        let k = Key::new(key)?;
+        let call = self.store.is_registered(&k);
+        if self.bounded("check the registration of", &k, call).await? {
+            Ok(())
+        } else {
+            Err(SeqError::new(
+                ErrorKind::UnknownKey,
+                format!(
+                    "store {}: key {key:?} is not registered (this store serves registered keys only)",
+                    self.name
+                ),
+            ))
+        }
+    }
+
+    pub(crate) async fn bounded<T>(
         &self,
         what: &str,
         key: &Key,

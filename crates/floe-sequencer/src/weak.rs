@@ -93,6 +93,9 @@ struct State {
     step: u32,
     /// When the last fetch started: a segment's life for step adaptation.
     last_fetch: Option<Instant>,
+    /// No ID at or below this is served ([`WeakKey::cut_above`]): a floor raised at run time,
+    /// applied to what the buffer holds and to every segment a fetch under way brings.
+    floor: Option<i64>,
     /// Fetches finished so far; a waiter knows the fetch it waited for has ended.
     rounds: u64,
     /// The last fetch's error, with its round.
@@ -180,6 +183,20 @@ impl std::future::Future for NextLocal<'_> {
     }
 }
 
+/// The IDs of `segment` above `floor`, if any.
+fn cut(segment: Segment, floor: i64) -> Option<Segment> {
+    if segment.end <= floor {
+        None
+    } else if segment.start <= floor {
+        Some(Segment {
+            start: floor + 1,
+            end: segment.end,
+        })
+    } else {
+        Some(segment)
+    }
+}
+
 /// What a key's buffer holds now, for tests and operators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferInfo {
@@ -215,6 +232,7 @@ impl WeakKey {
                 fetching: false,
                 step: policy.min,
                 last_fetch: None,
+                floor: None,
                 rounds: 0,
                 failed: None,
                 retry_at: None,
@@ -242,6 +260,17 @@ impl WeakKey {
             next: st.next,
             step: st.step,
             fetching: st.fetching,
+        }
+    }
+
+    /// The next ID the shared buffer would hand out, without taking it (`None`: nothing
+    /// buffered; the next call fetches).
+    pub fn next_buffered(&self) -> Option<i64> {
+        let st = self.state();
+        if st.left() > 0 {
+            Some(st.cur.0)
+        } else {
+            st.next.map(|s| s.start)
         }
     }
 
@@ -427,6 +456,30 @@ impl WeakKey {
         tail
     }
 
+    /// Serves no ID at or below `floor` from now on (a floor raised at run time): the
+    /// buffer's IDs at or below it are dropped (gaps), threads' blocks too, and so are those of
+    /// a segment a fetch under way brings.
+    pub(crate) fn cut_above(&self, floor: i64) {
+        let mut st = self.state();
+        st.floor = Some(st.floor.map_or(floor, |f| f.max(floor)));
+        let (next, left) = st.cur;
+        if left > 0 && next <= floor {
+            // `left` IDs from `next` were reserved, so their end fits an i64.
+            let end = i128::from(next) + i128::from(left) - 1;
+            st.cur = if end <= i128::from(floor) {
+                (1, 0)
+            } else {
+                // floor < end <= i64::MAX: floor + 1 fits, and so does the count.
+                (
+                    floor + 1,
+                    u64::try_from(end - i128::from(floor)).unwrap_or(0),
+                )
+            };
+        }
+        st.next = st.next.and_then(|s| cut(s, floor));
+        self.gen.fetch_add(1, Ordering::Release);
+    }
+
     /// Makes `segment` the current one; threads' blocks of the one before are dropped.
     fn install(&self, st: &mut State, segment: Segment) {
         st.cur = (segment.start, segment.len());
@@ -484,10 +537,11 @@ impl WeakKey {
                     Ok(segment) => {
                         st.failed = None;
                         st.retry_at = None;
-                        if st.left() == 0 {
-                            this.install(&mut st, segment);
-                        } else {
-                            st.next = Some(segment);
+                        // A floor raised while the fetch was under way.
+                        match st.floor.map_or(Some(segment), |f| cut(segment, f)) {
+                            None => {}
+                            Some(segment) if st.left() == 0 => this.install(&mut st, segment),
+                            Some(segment) => st.next = Some(segment),
                         }
                     }
                     Err(error) => {

@@ -358,3 +358,122 @@ async fn weak_issues_every_id_up_to_the_end_of_the_sequence() {
     );
     assert!(ids.len() >= 240, "only {} of the last 250 IDs", ids.len());
 }
+
+/// The admin API above the store (`floe_sequencer::admin`), on the memory store: a key's state
+/// without taking an ID, a floor raised at run time that the buffer, the parked tail and every
+/// new segment honour, and registered-keys mode.
+mod admin {
+    use super::*;
+    use floe_sequencer::{KeyLimits, Mode, ServeOptions, StoreHandle};
+
+    fn handle(store: Arc<dyn Store>, limits: KeyLimits) -> StoreHandle {
+        StoreHandle::new(
+            "s",
+            store,
+            ServeOptions {
+                step: policy(100, 100),
+                ..ServeOptions::default()
+            },
+        )
+        .key_limits(limits)
+        .unwrap()
+    }
+
+    fn key(k: &str) -> Key {
+        Key::new(k).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_keys_state_is_read_without_taking_an_id() {
+        let h = handle(Arc::new(MemoryStore::new()), KeyLimits::default());
+        let fresh = h.key_state(&key("k")).await.unwrap();
+        assert_eq!(
+            (fresh.value, fresh.next_strong, fresh.next_weak),
+            (None, Some(1), Some(1))
+        );
+        assert_eq!(fresh.registered, Some(false));
+        for want in 1..=3 {
+            assert_eq!(h.next_id("k", Mode::Weak).await.unwrap(), want);
+        }
+        let s = h.key_state(&key("k")).await.unwrap();
+        // The segment 1..=100 is reserved; this process's next WEAK ID is 4, STRONG's 101 or
+        // above (a prefetch may have reserved the next segment).
+        assert_eq!(s.next_weak, Some(4));
+        assert!(s.value.unwrap() >= 100 && s.next_strong == Some(s.value.unwrap() + 1));
+        assert_eq!(
+            h.next_id("k", Mode::Weak).await.unwrap(),
+            4,
+            "nothing was taken"
+        );
+        let page = h.key_states(None, 10).await.unwrap();
+        assert_eq!(page.len(), 1);
+        assert_eq!(page[0].key, key("k"));
+        assert!(h.key_states(None, 0).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_floor_raised_at_run_time_holds_for_buffer_parked_tail_and_new_segments() {
+        let h = handle(Arc::new(MemoryStore::new()), KeyLimits::default());
+        for _ in 0..5 {
+            h.next_id("k", Mode::Weak).await.unwrap();
+        }
+        let value = h.raise_floor(&key("k"), 50).await.unwrap();
+        assert!(value > 50, "{value}");
+        // The buffer held 6..=100: it goes on at 51.
+        assert_eq!(h.next_id("k", Mode::Weak).await.unwrap(), 51);
+        assert!(h.next_id("k", Mode::Strong).await.unwrap() > 51);
+        // Above everything buffered: the buffer is emptied and the next segment is above.
+        h.raise_floor(&key("k"), 1_000).await.unwrap();
+        let next = h.next_id("k", Mode::Weak).await.unwrap();
+        assert!(next > 1_000, "{next}");
+        // A parked tail is cut too: "p" is dropped for "q" (room for one key).
+        let h = handle(
+            Arc::new(MemoryStore::new()),
+            KeyLimits {
+                max_keys: 1,
+                ..KeyLimits::default()
+            },
+        );
+        assert_eq!(h.next_id("p", Mode::Weak).await.unwrap(), 1);
+        assert_eq!(h.next_id("q", Mode::Weak).await.unwrap(), 1);
+        assert_eq!(
+            h.key_state(&key("p")).await.unwrap().next_weak,
+            Some(2),
+            "parked"
+        );
+        h.raise_floor(&key("p"), 30).await.unwrap();
+        assert_eq!(h.key_state(&key("p")).await.unwrap().next_weak, Some(31));
+        assert_eq!(h.next_id("p", Mode::Weak).await.unwrap(), 31);
+        // A floor at i64::MAX leaves nothing to issue.
+        let e = h.raise_floor(&key("p"), i64::MAX).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Exhausted, "{e}");
+    }
+
+    #[tokio::test]
+    async fn registered_keys_mode_refuses_the_others_and_keeps_values_across_registrations() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let h = handle(Arc::clone(&store), KeyLimits::default()).registered_only(true);
+        let e = h.next_id("orders", Mode::Weak).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnknownKey, "{e}");
+        assert!(e.message.contains("orders"), "{e}");
+        let e = h.next_ids("orders", Mode::Strong, 3).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnknownKey, "{e}");
+        assert!(h.register(&key("orders")).await.unwrap());
+        assert!(!h.register(&key("orders")).await.unwrap(), "already");
+        assert_eq!(h.next_id("orders", Mode::Weak).await.unwrap(), 1);
+        assert_eq!(h.next_id("orders", Mode::Weak).await.unwrap(), 2);
+        assert_eq!(
+            h.registered_keys(None, 10).await.unwrap(),
+            vec![key("orders")]
+        );
+        assert!(h.unregister(&key("orders")).await.unwrap());
+        let e = h.next_id("orders", Mode::Weak).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnknownKey, "refused at once here: {e}");
+        // Registered again: it goes on above every ID it issued (its tail was parked).
+        assert!(h.register(&key("orders")).await.unwrap());
+        assert_eq!(h.next_id("orders", Mode::Weak).await.unwrap(), 3);
+        // Without the mode, any key is served.
+        let open = handle(store, KeyLimits::default());
+        assert_eq!(open.next_id("anything", Mode::Weak).await.unwrap(), 1);
+    }
+}

@@ -1,0 +1,214 @@
+//! What an operator sees and changes of a store's keys (the admin API), written once above
+//! every store: a key's value and the next IDs without taking one, the keys a store holds,
+//! a floor raised at run time, and registrations for registered-keys mode
+//! ([`StoreHandle::registered_only`]).
+//!
+//! **Raising a floor at run time** ([`StoreHandle::raise_floor`]) lifts the key's value to at
+//! least the floor, then reserves one more ID (a gap of one), so that a parked tail given back
+//! elsewhere ([`Store::give_back`](crate::Store::give_back)) can no longer lower the value below
+//! the floor; this process's WEAK buffer and parked tail of the key drop their IDs at or below
+//! it. Every STRONG ID and every segment reserved afterwards is above the floor. **WEAK buffers
+//! of other processes** still serve what they hold (at most two segments per key) until they run
+//! out: raise the floor on each server, or wait a segment's life.
+//!
+//! **Registrations** are kept apart from the values ([`Store::register`](crate::Store::register)):
+//! a key unregistered and registered again goes on above every ID it issued. Unregistering a
+//! key lets it go from this process's memory (when no request holds it), so this server refuses
+//! it at once; other servers refuse it once it leaves their memory (`key_idle_secs`).
+
+use floe_core::sequence::Key;
+
+use crate::{ErrorKind, SeqError, StoreHandle};
+
+/// One key as the admin API shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyState {
+    /// The key.
+    pub key: Key,
+    /// The store's value: the last ID reserved (`None`: the store holds none).
+    pub value: Option<i64>,
+    /// The next STRONG ID, if nobody takes one first: the value plus one.
+    pub next_strong: Option<i64>,
+    /// The next WEAK ID this process would serve, if nobody takes one first: from the key's
+    /// buffer or parked tail, else the first of a fresh segment (the value plus one).
+    pub next_weak: Option<i64>,
+    /// Whether the key is registered (`None`: the store keeps no registrations).
+    pub registered: Option<bool>,
+}
+
+/// The most keys one page lists.
+pub const MAX_PAGE: usize = 1000;
+
+fn check_page(limit: usize) -> Result<(), SeqError> {
+    if (1..=MAX_PAGE).contains(&limit) {
+        Ok(())
+    } else {
+        Err(SeqError::new(
+            ErrorKind::InvalidArgument,
+            format!("limit: expected 1 to {MAX_PAGE}, found {limit}"),
+        ))
+    }
+}
+
+impl StoreHandle {
+    /// The same handle, serving only keys the store has registered ([`Store::register`]):
+    /// others are refused with `UnknownKey`, as Leaf refuses tags that are not in its table.
+    ///
+    /// [`Store::register`]: crate::Store::register
+    pub fn registered_only(mut self, on: bool) -> Self {
+        self.registered_only = on;
+        self
+    }
+
+    /// Whether it serves registered keys only.
+    pub fn serves_registered_only(&self) -> bool {
+        self.registered_only
+    }
+
+    /// One key as it stands, nothing taken.
+    ///
+    /// # Errors
+    /// `Unsupported` from a store that cannot read its values; `Unavailable` as ever.
+    pub async fn key_state(&self, key: &Key) -> Result<KeyState, SeqError> {
+        let value = self
+            .bounded("read the value of", key, self.store.value(key))
+            .await?;
+        self.state_of(key.clone(), value).await
+    }
+
+    async fn state_of(&self, key: Key, value: Option<i64>) -> Result<KeyState, SeqError> {
+        let registered = match self
+            .bounded(
+                "read the registration of",
+                &key,
+                self.store.is_registered(&key),
+            )
+            .await
+        {
+            Ok(r) => Some(r),
+            Err(e) if e.kind == ErrorKind::Unsupported => None,
+            Err(e) => return Err(e),
+        };
+        let fresh = value.unwrap_or(0).checked_add(1);
+        let buffered = self
+            .keys
+            .weak_of(&key)
+            .and_then(|w| w.next_buffered())
+            .or_else(|| self.keys.parked_first(&key));
+        Ok(KeyState {
+            next_strong: fresh,
+            next_weak: buffered.or(fresh),
+            value,
+            registered,
+            key,
+        })
+    }
+
+    /// A page of the keys the store holds a value of, in byte order: at most `limit` (1 to
+    /// [`MAX_PAGE`]), those after `after`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for the limit; then as [`key_state`](Self::key_state).
+    pub async fn key_states(
+        &self,
+        after: Option<&Key>,
+        limit: usize,
+    ) -> Result<Vec<KeyState>, SeqError> {
+        check_page(limit)?;
+        let anchor = after
+            .cloned()
+            .unwrap_or_else(|| Key::new("-").expect("a key"));
+        let page = self
+            .bounded(
+                "list the keys after",
+                &anchor,
+                self.store.keys(after, limit),
+            )
+            .await?;
+        let mut states = Vec::with_capacity(page.len());
+        for (key, value) in page {
+            states.push(self.state_of(key, Some(value)).await?);
+        }
+        Ok(states)
+    }
+
+    /// Raises `key`'s floor while serving: every ID issued afterwards by this process, and
+    /// every STRONG ID and new segment by any, is above `floor` (see the module docs for the
+    /// WEAK buffers of other processes). Never lowers anything. The key's value after it.
+    ///
+    /// # Errors
+    /// `Unsupported` on a store without segments (the Snowflake store); `Exhausted` when the
+    /// floor is `i64::MAX`; the store's errors.
+    pub async fn raise_floor(&self, key: &Key, floor: i64) -> Result<i64, SeqError> {
+        if !self.store.capabilities().segments {
+            return Err(SeqError::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "store {} ({}) has no values to raise",
+                    self.name,
+                    self.store.kind()
+                ),
+            ));
+        }
+        {
+            let mut floors = self.floors.lock().unwrap_or_else(|p| p.into_inner());
+            let kept = floors.entry(key.clone()).or_insert(floor);
+            *kept = (*kept).max(floor);
+        }
+        // This process first: nothing at or below the floor is served from here on.
+        if let Some(weak) = self.keys.weak_of(key) {
+            weak.cut_above(floor);
+        }
+        self.keys.cut_parked(key, floor);
+        self.bounded("raise the floor of", key, self.store.raise(key, floor))
+            .await?;
+        // One more ID: the value moves, so no tail given back elsewhere lowers it again.
+        self.bounded("raise the floor of", key, self.store.reserve(key, 1))
+            .await
+    }
+
+    /// Registers `key` (for registered-keys mode); whether it was not registered already.
+    ///
+    /// # Errors
+    /// `Unsupported` from a store that keeps no registrations; the store's errors.
+    pub async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        self.bounded("register", key, self.store.register(key))
+            .await
+    }
+
+    /// Unregisters `key` (its value kept); whether it was registered. This process lets the key
+    /// go from memory when nothing holds it (its unused WEAK IDs parked), so that it is refused
+    /// here at once.
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    pub async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        let was = self
+            .bounded("unregister", key, self.store.unregister(key))
+            .await?;
+        self.keys.let_go(key);
+        Ok(was)
+    }
+
+    /// A page of the registered keys, in byte order: at most `limit` (1 to [`MAX_PAGE`]),
+    /// those after `after`.
+    ///
+    /// # Errors
+    /// As [`key_states`](Self::key_states).
+    pub async fn registered_keys(
+        &self,
+        after: Option<&Key>,
+        limit: usize,
+    ) -> Result<Vec<Key>, SeqError> {
+        check_page(limit)?;
+        let anchor = after
+            .cloned()
+            .unwrap_or_else(|| Key::new("-").expect("a key"));
+        self.bounded(
+            "list the registered keys after",
+            &anchor,
+            self.store.registered(after, limit),
+        )
+        .await
+    }
+}
