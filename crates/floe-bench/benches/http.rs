@@ -24,7 +24,7 @@ fn router() -> floe_server::http::fast::Http {
         ServeOptions::default(),
     ));
     let app = Arc::new(App::sequencer_only(Arc::new(sequencer), Vec::new()));
-    floe_server::http::service(app, None)
+    floe_server::http::service(app, None, false)
 }
 
 const PATHS: [(&str, &str); 4] = [

@@ -124,6 +124,17 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     #[serde(flatten)]
     sequencer: crate::seq::SequencerArgs,
+    /// Stores that serve registered keys only (as Leaf serves the tags of its table): a key not
+    /// registered (`floe seq keys register`) is refused, HTTP 404 / gRPC NOT_FOUND. A list,
+    /// comma-separated.
+    #[arg(
+        long,
+        help_heading = "Stores and sequences",
+        env = "FLOE_REGISTERED_ONLY",
+        value_name = "STORE[,STORE]",
+        value_delimiter = ','
+    )]
+    registered_only: Option<Vec<String>>,
     #[arg(
         long,
         help_heading = "IDs and templates",

@@ -31,6 +31,7 @@ pub(crate) const FLAG_KEYS: &[(&str, &str)] = &[
     ("max_clock_wait_ms", "registry.max_clock_wait_ms"),
     ("stores", "stores"),
     ("bigger_than", "bigger_than"),
+    ("registered_only", "sequencer.registered_only"),
     ("step_min", "sequencer.step_min"),
     ("step_max", "sequencer.step_max"),
     ("step_target_secs", "sequencer.step_target_secs"),

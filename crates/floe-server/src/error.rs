@@ -160,6 +160,8 @@ pub enum Asked {
     NextId(Mode),
     /// A segment.
     Segment,
+    /// The admin API (an operator's call: what the store cannot do is said as it is).
+    Admin,
 }
 
 /// A store's error in the server's own words: the store and the request's key (cut to
@@ -183,6 +185,7 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Ser
             }
             Asked::NextId(Mode::Weak) => format!("store {store} ({kind}) cannot serve WEAK"),
             Asked::Segment => format!("store {store} ({kind}) cannot reserve segments"),
+            Asked::Admin => echo(&e.message, MAX_DETAIL),
         },
         SeqKind::Exhausted => format!(
             "the sequence of key {} in store {store} is exhausted: its next ID would pass i64::MAX",

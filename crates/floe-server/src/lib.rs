@@ -59,6 +59,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod admin;
 pub mod app;
 pub mod config;
 pub mod conn;

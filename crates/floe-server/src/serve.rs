@@ -116,8 +116,10 @@ pub async fn serve_app_secure(
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut health = None;
     let grpc_service = match &grpc {
-        Some(_) => {
-            let (routes, reporter) = grpc::routes(&app).await?;
+        Some(listener) => {
+            let bound = listener.local_addr().ok();
+            let admin = crate::admin::allowed(security.tokens.is_some(), bound);
+            let (routes, reporter) = grpc::routes(&app, admin).await?;
             health = Some(reporter);
             Some(routes)
         }
@@ -184,7 +186,11 @@ pub async fn serve_app_secure(
             protocol: conn::Protocol::Http1,
             service: observe::Observed::new(
                 auth::Guarded {
-                    inner: http::service(Arc::clone(&app), bound),
+                    inner: http::service(
+                        Arc::clone(&app),
+                        bound,
+                        crate::admin::allowed(security.tokens.is_some(), bound),
+                    ),
                     guard: security.guard(auth::HTTP_HEALTH),
                     refuse: auth::refuse_http,
                 },

@@ -288,6 +288,17 @@ impl ServerConfig {
                 ));
             }
         }
+        for name in &self.sequencer.registered_only {
+            if !self.store_specs().contains_key(name) {
+                return Err(bad(
+                    "sequencer.registered_only",
+                    format!(
+                        "no store is named \"{}\"",
+                        crate::echo(name, crate::MAX_ECHO)
+                    ),
+                ));
+            }
+        }
         let floors = self.floors()?;
         let templates = self.templates()?;
         let scramble_domain = floe_core::scramble::Domain::parse(&self.scramble.domain)

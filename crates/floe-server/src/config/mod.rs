@@ -474,6 +474,9 @@ pub struct SequencerConfig {
     /// Keep the unused tail of WEAK segments on a graceful stop and serve it first after the
     /// restart.
     pub keep_tails: bool,
+    /// The stores that serve registered keys only (as Leaf serves only the tags of its
+    /// table): a key not registered (`floe seq keys register`, the admin API) is refused.
+    pub registered_only: Vec<String>,
 }
 
 impl Default for SequencerConfig {
@@ -487,6 +490,7 @@ impl Default for SequencerConfig {
             key_idle_secs: 60,
             leaf_store: None,
             keep_tails: true,
+            registered_only: Vec::new(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The gRPC listener's services: floe's own `floe.v1.Floe` ([`floe`]), Layotto's `Runtime`
+//! The gRPC listener's services: floe's own `floe.v1.Floe` ([`floe`]) and `floe.v1.Admin`
+//! ([`admin`]), Layotto's `Runtime`
 //! ([`layotto`]), `grpc.health.v1.Health` (per service) and server reflection (v1, v1alpha).
 
 use std::sync::Arc;
@@ -10,20 +11,28 @@ use crate::observe::Telemetry;
 use crate::proto::runtime_server::RuntimeServer;
 use crate::{echo, proto_floe, FILE_DESCRIPTOR_SET, MAX_DETAIL, MAX_ECHO};
 
+pub mod admin;
 pub(crate) mod codec;
 pub mod floe;
 pub mod layotto;
 
+pub use admin::AdminService;
 pub use floe::FloeService;
 pub use layotto::RuntimeService;
 
 /// The gRPC methods served, as route labels (the last: a method not served).
-pub(crate) const ROUTES: [&str; 10] = [
+pub(crate) const ROUTES: [&str; 16] = [
     "/spec.proto.runtime.v1.Runtime/GetNextId",
     "/floe.v1.Floe/NextIds",
     "/floe.v1.Floe/StreamIds",
     "/floe.v1.Floe/NextSequence",
     "/floe.v1.Floe/StreamSequence",
+    "/floe.v1.Admin/ListKeys",
+    "/floe.v1.Admin/GetKey",
+    "/floe.v1.Admin/RaiseKey",
+    "/floe.v1.Admin/RegisterKey",
+    "/floe.v1.Admin/UnregisterKey",
+    "/floe.v1.Admin/ListRegistered",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
@@ -35,6 +44,7 @@ pub(crate) const ROUTES: [&str; 10] = [
 /// [`watch`]) and reflection (v1 and v1alpha, for every grpcurl).
 pub(crate) async fn routes(
     app: &Arc<App>,
+    admin: bool,
 ) -> Result<
     (tonic::service::Routes, tonic_health::server::HealthReporter),
     Box<dyn std::error::Error + Send + Sync>,
@@ -53,6 +63,9 @@ pub(crate) async fn routes(
     .add_service(proto_floe::floe_server::FloeServer::new(FloeService::new(
         Arc::clone(app),
     )))
+    .add_service(proto_floe::admin_server::AdminServer::new(
+        AdminService::new(Arc::clone(app), admin),
+    ))
     .add_service(health_service)
     .add_service(reflection)
     .add_service(reflection_alpha);

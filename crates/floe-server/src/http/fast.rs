@@ -296,7 +296,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_common_requests_are_answered_with_the_next_ids() {
-        let mut service = super::super::service(app(), None);
+        let mut service = super::super::service(app(), None, false);
         let get = |path| request("GET", path, "127.0.0.1:1", None);
         // Leaf's layout: 41 bits of milliseconds since 2023, 10 of worker, 12 of sequence.
         let first = ((1_800_000_000_000u64 - 1_672_531_200_000) << 22) | (7 << 12);
@@ -381,7 +381,7 @@ mod tests {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
                 let (fast, alone) = (app(), app());
-                let mut service = super::super::service(fast, None);
+                let mut service = super::super::service(fast, None, false);
                 let mut router = super::super::router(alone);
                 for (method, prefix, segments, query, host, origin) in &asked {
                     let path = format!("{prefix}{}{query}", segments.join("/"));

@@ -48,8 +48,9 @@ impl HostPolicy {
         }
     }
 
-    /// The guard of a listener bound to `listener` (unknown: checked, as on loopback).
-    pub(crate) fn guard(&self, listener: Option<SocketAddr>) -> Arc<Guard> {
+    /// The guard of a listener bound to `listener` (unknown: checked, as on loopback) that
+    /// serves the admin API or not ([`crate::admin::allowed`]).
+    pub(crate) fn guard(&self, listener: Option<SocketAddr>, admin: bool) -> Arc<Guard> {
         let check = match self.check {
             HostCheck::On => true,
             HostCheck::Off => false,
@@ -57,6 +58,7 @@ impl HostPolicy {
         };
         Arc::new(Guard {
             hosts: check.then(|| self.allowed.clone()),
+            admin,
         })
     }
 }
@@ -109,6 +111,8 @@ pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
 pub(crate) struct Guard {
     /// The allowed names when `Host` is checked on this listener.
     hosts: Option<Vec<String>>,
+    /// Whether this listener serves the admin API (`/v1/admin/...`).
+    admin: bool,
 }
 
 /// The routes never refused for their `Host`: a probe or a scrape by any name.
@@ -122,6 +126,16 @@ fn leafs(path: &str) -> bool {
 impl Guard {
     /// The refusal of a request to `path` with `headers`, if it is refused.
     pub(crate) fn refused(&self, path: &str, headers: &HeaderMap) -> Option<Response> {
+        if !self.admin && path.starts_with("/v1/admin/") {
+            return Some(
+                HttpError {
+                    status: StatusCode::FORBIDDEN,
+                    error: "forbidden",
+                    message: crate::admin::REFUSED.into(),
+                }
+                .into_response(),
+            );
+        }
         let foreign = match &self.hosts {
             Some(allowed) if !OPS.contains(&path) => foreign_host(headers, allowed),
             _ => None,
@@ -253,16 +267,16 @@ mod tests {
     #[test]
     fn auto_checks_loopback_listeners_only() {
         let p = HostPolicy::allowing(vec![]);
-        let on = |addr: &str| p.guard(Some(addr.parse().unwrap())).hosts.is_some();
+        let on = |addr: &str| p.guard(Some(addr.parse().unwrap()), false).hosts.is_some();
         assert!(on("127.0.0.1:1") && on("127.9.9.9:1") && on("[::1]:1"));
         assert!(!on("0.0.0.0:1") && !on("10.0.0.5:1") && !on("[::]:1"));
-        assert!(p.guard(None).hosts.is_some());
+        assert!(p.guard(None, false).hosts.is_some());
         let always = HostPolicy {
             check: HostCheck::On,
             allowed: vec![],
         };
         assert!(always
-            .guard(Some("10.0.0.5:1".parse().unwrap()))
+            .guard(Some("10.0.0.5:1".parse().unwrap()), false)
             .hosts
             .is_some());
         let never = HostPolicy {
@@ -270,7 +284,7 @@ mod tests {
             allowed: vec![],
         };
         assert!(never
-            .guard(Some("127.0.0.1:1".parse().unwrap()))
+            .guard(Some("127.0.0.1:1".parse().unwrap()), false)
             .hosts
             .is_none());
     }

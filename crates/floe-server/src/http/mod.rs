@@ -11,11 +11,12 @@ use std::sync::{Arc, LazyLock};
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 
 use crate::app::App;
 
+mod admin;
 pub mod fast;
 mod floe;
 pub mod guard;
@@ -54,20 +55,26 @@ routes! {
     "/api/snowflake/get/{key}" => issuing(leaf::snowflake_id),
     "/decodeSnowflakeId" => get(leaf::decode),
     "/cache" => get(leaf::cache),
+    "/v1/admin/stores/{store}/keys" => get(admin::keys),
+    "/v1/admin/stores/{store}/keys/{key}" =>
+        get(admin::key).put(admin::register).delete(admin::unregister),
+    "/v1/admin/stores/{store}/keys/{key}/raise" => post(admin::raise),
+    "/v1/admin/stores/{store}/registered" => get(admin::registered),
 }
 
 /// The routes, serving `app` on a listener bound to `listener` ([`guard`] decides from it
-/// whether the `Host` is checked; unknown: checked): [`router`], with the requests most
-/// clients send answered in front of it ([`fast`]).
-pub fn service(app: Arc<App>, listener: Option<SocketAddr>) -> fast::Http {
-    let guard = app.hosts.guard(listener);
+/// whether the `Host` is checked; unknown: checked), the admin API with it when `admin`
+/// ([`crate::admin::allowed`]): [`router`], with the requests most clients send answered in
+/// front of it ([`fast`]).
+pub fn service(app: Arc<App>, listener: Option<SocketAddr>, admin: bool) -> fast::Http {
+    let guard = app.hosts.guard(listener, admin);
     fast::Http::new(routed(Arc::clone(&app), Arc::clone(&guard)), app, guard)
 }
 
 /// The routes alone, as axum serves them (every request, the common ones too), on a listener
-/// whose address is unknown.
+/// whose address is unknown (without the admin API).
 pub fn router(app: Arc<App>) -> Router {
-    let guard = app.hosts.guard(None);
+    let guard = app.hosts.guard(None, false);
     routed(app, guard)
 }
 

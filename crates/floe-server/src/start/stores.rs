@@ -79,7 +79,8 @@ pub(super) async fn open(
         };
         let handle = StoreHandle::new(name.clone(), store, plan.serve)
             .key_limits(plan.key_limits)
-            .map_err(|e| StartError::config(format!("sequencer.max_keys: {e}")))?;
+            .map_err(|e| StartError::config(format!("sequencer.max_keys: {e}")))?
+            .registered_only(plan.config.sequencer.registered_only.contains(name));
         let handle = handle.with_tails(url, state_dir, saved);
         if handle.tails_pending() > 0 {
             notes.push(Note::Info(format!(
