@@ -720,10 +720,10 @@ impl VersionedRecords for ZkRegistry {
 
     async fn read(
         &self,
-        service: &str,
+        identity: &Identity,
         id: u32,
     ) -> Result<Option<(WorkerRecord, i32)>, RegistryError> {
-        let path = self.worker(service, id);
+        let path = self.worker(&identity.service, id);
         match self.client().get_data(&path).await {
             Ok((data, stat)) => Ok(Some((decode("zookeeper", &path, &data)?, stat.version))),
             Err(ZkError::NoNode) => Ok(None),
@@ -808,8 +808,8 @@ impl VersionedRecords for ZkRegistry {
         }
     }
 
-    async fn delete(&self, service: &str, id: u32, version: i32) -> Result<bool, RegistryError> {
-        let path = self.worker(service, id);
+    async fn delete(&self, record: &WorkerRecord, version: i32) -> Result<bool, RegistryError> {
+        let path = self.worker(&record.identity.service, record.id);
         match self.client().delete(&path, Some(version)).await {
             Ok(()) => Ok(true),
             Err(ZkError::NoNode | ZkError::BadVersion) => Ok(false),
