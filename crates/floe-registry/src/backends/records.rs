@@ -61,16 +61,7 @@ pub(crate) trait VersionedRecords: Send + Sync {
         free: &[u32],
     ) -> Result<Option<WorkerRecord>, RegistryError> {
         let _ = space;
-        for &id in free {
-            let record = WorkerRecord {
-                id,
-                ..template.clone()
-            };
-            if self.create(&record).await? {
-                return Ok(Some(record));
-            }
-        }
-        Ok(None)
+        create_first_free(self, template, free).await
     }
 
     /// Called before a registration takes its identity's own record `own` (read at `version`)
@@ -113,6 +104,25 @@ pub(crate) trait VersionedRecords: Send + Sync {
         record: &WorkerRecord,
         version: Self::Version,
     ) -> Result<bool, RegistryError>;
+}
+
+/// [`VersionedRecords::create_new`]'s default: `template` under the first of the `free` IDs
+/// that create-if-absent wins.
+pub(crate) async fn create_first_free<S: VersionedRecords + ?Sized>(
+    store: &S,
+    template: &WorkerRecord,
+    free: &[u32],
+) -> Result<Option<WorkerRecord>, RegistryError> {
+    for &id in free {
+        let record = WorkerRecord {
+            id,
+            ..template.clone()
+        };
+        if store.create(&record).await? {
+            return Ok(Some(record));
+        }
+    }
+    Ok(None)
 }
 
 /// A record as stored: JSON.
@@ -301,7 +311,7 @@ pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
                 return Err(RegistryError::new(
                     ErrorKind::Conflict,
                     format!(
-                        "worker ID {id} of {identity} was registered again by another process (a replacement with this identity?): stop issuing IDs"
+                        "worker ID {id} of {identity} was registered again by another process (a replacement with this identity, or a Leaf server writing its node?): stop issuing IDs"
                     ),
                 ));
             }
