@@ -57,7 +57,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_STATE_DIR")]
     state_dir: Option<PathBuf>,
     /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix,
-    /// static:ID [default: a file registry in the state directory].
+    /// static:ID, or leaf+zk://host:port (Meituan Leaf's nodes in ZooKeeper: --service is
+    /// leaf.name, --host and --port the Leaf server's IPv4 and leaf.snowflake.port)
+    /// [default: a file registry in the state directory].
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_REGISTRY")]
     registry: Option<String>,
     /// Service name of this server's identity.

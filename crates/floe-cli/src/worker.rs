@@ -20,7 +20,9 @@ use crate::Failure;
 #[derive(Debug, Clone, Args)]
 pub(crate) struct RegistryArgs {
     /// Registry URL: file:///state/dir (the embedded default), static:ID,
-    /// zk://HOST:PORT[,HOST:PORT...][/ROOT][?session_timeout=SECONDS] or
+    /// zk://HOST:PORT[,HOST:PORT...][/ROOT][?session_timeout=SECONDS],
+    /// leaf+zk://HOST:PORT[,HOST:PORT...][/CHROOT/snowflake][?session_timeout=SECONDS]
+    /// (Meituan Leaf's nodes: the service is leaf.name) or
     /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS].
     #[arg(long, global = true)]
     pub registry: Option<String>,

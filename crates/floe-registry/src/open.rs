@@ -27,6 +27,8 @@ enum Target {
         cluster: String,
         root: String,
         session_timeout: std::time::Duration,
+        /// Meituan Leaf's nodes (`leaf+zk://`) rather than floe's.
+        leaf: bool,
     },
     #[cfg(feature = "etcd")]
     Etcd {
@@ -78,7 +80,8 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             Ok(Target::Static(id))
         }
         #[cfg(feature = "zookeeper")]
-        "zk" | "zookeeper" => {
+        "zk" | "zookeeper" | "leaf+zk" => {
+            let leaf = scheme == "leaf+zk";
             let (base, options) = floe_core::endpoint::take_options(url, &["session_timeout"]);
             once(&options)?;
             let secs = match options.last() {
@@ -94,12 +97,25 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                     "registry: session_timeout must be 2 to 3600 seconds, found {secs}"
                 )));
             }
-            let (cluster, root) = servers_and_root("ZooKeeper", &base)?;
+            let (cluster, root) = if leaf {
+                floe_core::endpoint::servers_and_root(
+                    "ZooKeeper",
+                    &base,
+                    zookeeper::leaf::LEAF_ROOT,
+                )
+                .map_err(|e| RegistryError::config(format!("registry: {e}")))?
+            } else {
+                servers_and_root("ZooKeeper", &base)?
+            };
             check_servers("ZooKeeper", cluster, root)?;
+            if leaf {
+                zookeeper::leaf::check_root(root)?;
+            }
             Ok(Target::Zk {
                 cluster: cluster.to_string(),
                 root: root.to_string(),
                 session_timeout: std::time::Duration::from_secs(secs),
+                leaf,
             })
         }
         #[cfg(feature = "etcd")]
@@ -126,7 +142,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             })
         }
         #[cfg(not(feature = "zookeeper"))]
-        "zk" | "zookeeper" => Err(RegistryError::config(
+        "zk" | "zookeeper" | "leaf+zk" => Err(RegistryError::config(
             "registry: ZooKeeper is not in this build: build floe with the cargo feature zookeeper (on by default)",
         )),
         #[cfg(not(feature = "etcd"))]
@@ -134,7 +150,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             "registry: etcd is not in this build: build floe with the cargo feature etcd (on by default)",
         )),
         other => Err(RegistryError::config(format!(
-            "registry: unknown scheme {other:?} in {:?}: expected file:, static:, zk: or etcd:",
+            "registry: unknown scheme {other:?} in {:?}: expected file:, static:, zk:, leaf+zk: or etcd:",
             floe_core::endpoint::redacted(url)
         ))),
     }
@@ -158,7 +174,11 @@ pub fn leases(url: &str) -> bool {
 
 /// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
 /// `zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (root `/floe` and a 6 s
-/// session by default; the server may grant another within its own bounds), or
+/// session by default; the server may grant another within its own bounds),
+/// `leaf+zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (ZooKeeper with the
+/// worker IDs in Meituan Leaf's nodes, `/snowflake/{service}/forever/{ip}:{port}-{sequence}`:
+/// root `/snowflake` by default, `/chroot/snowflake` under a chroot; the service is Leaf's
+/// `leaf.name`; see [`zookeeper::leaf`](crate::zookeeper::leaf)), or
 /// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]` (10 s by default).
 ///
 /// # Errors
@@ -210,9 +230,18 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
             cluster,
             root,
             session_timeout,
-        } => Ok(Box::new(
-            zookeeper::ZkRegistry::connect_with(&cluster, &root, session_timeout).await?,
-        )),
+            leaf,
+        } => Ok(Box::new(if leaf {
+            zookeeper::ZkRegistry::connect_leaf(
+                &cluster,
+                &root,
+                session_timeout,
+                zookeeper::LeafGuard::DEFAULT,
+            )
+            .await?
+        } else {
+            zookeeper::ZkRegistry::connect_with(&cluster, &root, session_timeout).await?
+        })),
         #[cfg(feature = "etcd")]
         Target::Etcd {
             endpoints,
@@ -245,17 +274,22 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
 }
 
 /// A registry URL as [`Registry::location`](crate::Registry::location) gives it: without floe's options (`?ttl=`,
-/// `?session_timeout=`), and with the server registries' default root `/floe` when none is
-/// given.
+/// `?session_timeout=`), and with the server registries' default root (`/floe`; `/snowflake`
+/// for `leaf+zk://`) when none is given.
 pub fn location_of(url: &str) -> String {
     let (base, _) = floe_core::endpoint::take_options(url, &["ttl", "session_timeout"]);
     match base.split_once("://") {
-        Some((scheme @ ("zk" | "zookeeper" | "etcd"), rest)) => {
+        Some((scheme @ ("zk" | "zookeeper" | "leaf+zk" | "etcd"), rest)) => {
             let scheme = if scheme == "zookeeper" { "zk" } else { scheme };
+            let default_root = if scheme == "leaf+zk" {
+                "/snowflake"
+            } else {
+                "/floe"
+            };
             if rest.contains('/') {
                 format!("{scheme}://{rest}")
             } else {
-                format!("{scheme}://{rest}/floe")
+                format!("{scheme}://{rest}{default_root}")
             }
         }
         _ => match base.strip_prefix("file:") {
@@ -286,6 +320,42 @@ mod tests {
         assert!(!leases("nosuch://x"));
     }
 
+    /// `leaf+zk://` is ZooKeeper in Leaf's layout, rooted at Leaf's `/snowflake`; a leaf.name
+    /// written into the URL is refused, naming the service setting.
+    #[cfg(feature = "zookeeper")]
+    #[test]
+    fn leaf_urls_name_leafs_directory_and_leave_the_name_to_the_service() {
+        let parsed = parse("leaf+zk://127.0.0.1:2181,127.0.0.2:2181?session_timeout=8").unwrap();
+        assert_eq!(
+            parsed,
+            Target::Zk {
+                cluster: "127.0.0.1:2181,127.0.0.2:2181".into(),
+                root: "/snowflake".into(),
+                session_timeout: std::time::Duration::from_secs(8),
+                leaf: true,
+            }
+        );
+        assert!(leases("leaf+zk://127.0.0.1:2181"));
+        check_url("leaf+zk://127.0.0.1:2181/app/snowflake").unwrap();
+        let e = check_url("leaf+zk://127.0.0.1:2181/snowflake/orders").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+        assert!(
+            e.message
+                .contains("give leaf.name \"orders\" as the service"),
+            "{e}"
+        );
+        let e = check_url("leaf+zk://127.0.0.1:2181/floe").unwrap_err();
+        assert!(e.message.contains("Leaf's /snowflake directory"), "{e}");
+        assert_eq!(
+            location_of("leaf+zk://127.0.0.1:2181?session_timeout=8"),
+            "leaf+zk://127.0.0.1:2181/snowflake"
+        );
+        assert_eq!(
+            location_of("leaf+zk://127.0.0.1:2181/app/snowflake"),
+            "leaf+zk://127.0.0.1:2181/app/snowflake"
+        );
+    }
+
     /// A server registry of this build parses; one whose feature is off is refused as a
     /// configuration error naming the feature (not as an unknown scheme).
     #[test]
@@ -293,6 +363,7 @@ mod tests {
         for (url, built) in [
             ("zk://127.0.0.1:2181/floe", cfg!(feature = "zookeeper")),
             ("zookeeper://127.0.0.1:2181", cfg!(feature = "zookeeper")),
+            ("leaf+zk://127.0.0.1:2181", cfg!(feature = "zookeeper")),
             ("etcd://127.0.0.1:2379/floe", cfg!(feature = "etcd")),
         ] {
             match check_url(url) {

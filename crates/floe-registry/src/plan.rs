@@ -14,7 +14,9 @@ pub(crate) enum Plan {
 ///
 /// # Errors
 /// [`ErrorKind::Config`](crate::ErrorKind::Config) when the identity's own ID is outside `space` (a smaller layout than
-/// it was registered with); [`ErrorKind::SpaceFull`](crate::ErrorKind::SpaceFull) when no ID is free.
+/// it was registered with); [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) when the
+/// identity has two records (Leaf's nodes can: two for one ip:port, of which Leaf takes
+/// either); [`ErrorKind::SpaceFull`](crate::ErrorKind::SpaceFull) when no ID is free.
 pub(crate) fn plan<'a>(
     records: impl IntoIterator<Item = &'a WorkerRecord>,
     identity: &Identity,
@@ -22,17 +24,31 @@ pub(crate) fn plan<'a>(
     store: &str,
 ) -> Result<Plan, RegistryError> {
     let mut used = std::collections::HashSet::new();
+    let mut own: Option<&WorkerRecord> = None;
     for record in records {
         if &record.identity == identity {
-            if record.id >= space.size {
-                return Err(RegistryError::config(format!(
-                    "{identity} holds worker ID {} in {store}, outside this layout's {} IDs: release it first",
-                    record.id, space.size
-                )));
+            if let Some(first) = own {
+                return Err(RegistryError::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "{identity} has two worker IDs in {store}, {} and {}: which one its previous runs used is unknown; delete the record of the one not in use",
+                        first.id.min(record.id),
+                        first.id.max(record.id)
+                    ),
+                ));
             }
-            return Ok(Plan::Own(record.clone()));
+            own = Some(record);
         }
         used.insert(record.id);
+    }
+    if let Some(record) = own {
+        if record.id >= space.size {
+            return Err(RegistryError::config(format!(
+                "{identity} holds worker ID {} in {store}, outside this layout's {} IDs: release it first",
+                record.id, space.size
+            )));
+        }
+        return Ok(Plan::Own(record.clone()));
     }
     let free: Vec<u32> = (0..space.size).filter(|id| !used.contains(id)).collect();
     if free.is_empty() {

@@ -56,6 +56,16 @@ fn zk_backend() -> ServerBackend {
     }
 }
 
+/// The same ZooKeeper in Meituan Leaf's layout (`/snowflake` under a root of the test's own,
+/// as under a chroot): the worker IDs are ZooKeeper's sequence numbers.
+#[cfg(feature = "zookeeper")]
+fn leaf_zk_backend() -> ServerBackend {
+    let server = env("FLOE_TEST_ZOOKEEPER");
+    ServerBackend {
+        url: format!("leaf+zk://{server}{}/snowflake", unique_root("floe-test")),
+    }
+}
+
 const SPACE: IdSpace = IdSpace { size: 1024 };
 
 fn who(port: u16) -> Identity {
@@ -131,7 +141,7 @@ async fn a_full_space_fails_clearly(b: &impl Backend) {
     let r = b.handle().await;
     let small = IdSpace { size: 4 };
     let mut held = Vec::new();
-    for port in 0..4 {
+    for port in 1..=4 {
         held.push(r.register(&who(port), small).await.unwrap());
     }
     let e = r.register(&who(9), small).await.unwrap_err();
@@ -247,3 +257,19 @@ all_cases!(file_backend);
 all_cases!(zk_backend);
 #[cfg(feature = "etcd")]
 all_cases!(etcd_backend);
+
+// Leaf's layout: every case but two, which do not hold there by design. A released ID is never
+// given again (ZooKeeper's sequence numbers only grow: `release_frees_the_id` expects ID 0
+// back), and an ID stays with the ip:port its node is named by (`reclaim` is refused, so
+// `an_idle_id_is_taken_over_with_its_last_time` cannot pass). tests/zk_claim.rs tests both
+// rules of Leaf's layout instead.
+#[cfg(feature = "zookeeper")]
+suite!(leaf_zk_backend:
+    distinct_identities_get_distinct_ids,
+    a_restart_gets_the_same_id_and_last_time,
+    a_live_holder_blocks_a_second_process,
+    concurrent_registrations_get_distinct_ids,
+    a_full_space_fails_clearly,
+    heartbeats_never_move_back_and_list_shows_them,
+    bad_identities_are_config_errors,
+);

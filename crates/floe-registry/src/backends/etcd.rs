@@ -204,10 +204,10 @@ impl VersionedRecords for Keys {
 
     async fn read(
         &self,
-        service: &str,
+        identity: &Identity,
         id: u32,
     ) -> Result<Option<(WorkerRecord, i64)>, RegistryError> {
-        let key = self.worker_key(service, id);
+        let key = self.worker_key(&identity.service, id);
         let resp = self
             .client
             .get(key.as_str())
@@ -273,8 +273,8 @@ impl VersionedRecords for Keys {
         self.run(txn, &format!("take over {key}")).await
     }
 
-    async fn delete(&self, service: &str, id: u32, version: i64) -> Result<bool, RegistryError> {
-        let key = self.worker_key(service, id);
+    async fn delete(&self, record: &WorkerRecord, version: i64) -> Result<bool, RegistryError> {
+        let key = self.worker_key(&record.identity.service, record.id);
         let txn = Txn::new()
             .when([Compare::mod_revision(
                 key.as_str(),

@@ -5,7 +5,10 @@
 //! create-if-absent, compare-and-set, take-over, delete-if-version) and maps its client's errors
 //! in one function; allocation, heartbeats, release and listing are written once here, above
 //! them. How a live holder claims its identity (a ZooKeeper ephemeral node, an etcd lease)
-//! stays each server's own.
+//! stays each server's own. Two primitives have defaults that a layout whose records other
+//! programs also write overrides (ZooKeeper in Leaf's layout): how a new ID is chosen
+//! ([`VersionedRecords::create_new`]) and what is checked before an identity takes its own
+//! record again ([`VersionedRecords::check_own`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -18,7 +21,8 @@ use crate::plan::{idle_first, plan, space_full, Plan};
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
 
 /// The worker records of a server registry, one per allocated ID (`{root}/{service}/workers/{id}`
-/// on both servers), each with a version that changes with every write.
+/// on both servers in floe's layout; Leaf's `{root}/{service}/forever/{ip}:{port}-{id}` on
+/// ZooKeeper in Leaf's), each with a version that changes with every write.
 #[async_trait]
 pub(crate) trait VersionedRecords: Send + Sync {
     /// A record's version (ZooKeeper: the node's data version; etcd: its mod revision).
@@ -27,10 +31,12 @@ pub(crate) trait VersionedRecords: Send + Sync {
     /// The store's name in messages (`ZooKeeper`, `etcd`).
     fn store(&self) -> &'static str;
 
-    /// The record of `id` in `service` and its version; `None` when there is none.
+    /// The record of `id` in `identity`'s service and its version; `None` when there is none.
+    /// Where a record's place is named by its holder (Leaf's layout), only `identity`'s own
+    /// record of `id` is found: another identity's is `None`, as good as gone to this one.
     async fn read(
         &self,
-        service: &str,
+        identity: &Identity,
         id: u32,
     ) -> Result<Option<(WorkerRecord, Self::Version)>, RegistryError>;
 
@@ -43,6 +49,36 @@ pub(crate) trait VersionedRecords: Send + Sync {
     /// Creates the record of `record.id` unless one exists; whether it did.
     async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError>;
 
+    /// Creates a record like `template` for its identity under a new ID of `space`: by
+    /// default the first of the `free` IDs (lowest first) that [`create`](Self::create) wins,
+    /// so that two registrations at once never get the same ID. The record created; `None`
+    /// when every one of them was taken meanwhile. A store that names new IDs itself (Leaf's
+    /// layout: ZooKeeper's sequence numbers) ignores `free`.
+    async fn create_new(
+        &self,
+        template: &WorkerRecord,
+        space: IdSpace,
+        free: &[u32],
+    ) -> Result<Option<WorkerRecord>, RegistryError> {
+        let _ = space;
+        create_first_free(self, template, free).await
+    }
+
+    /// Called before a registration takes its identity's own record `own` (read at `version`)
+    /// again: a store whose records another program may still be writing (Leaf's processes,
+    /// in Leaf's layout) refuses here, or waits to be sure it is not. The version to write
+    /// at; by default `version`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Conflict`] naming the record and what still writes it.
+    async fn check_own(
+        &self,
+        own: &WorkerRecord,
+        version: Self::Version,
+    ) -> Result<Self::Version, RegistryError> {
+        let _ = own;
+        Ok(version)
+    }
     /// Replaces the record of `record.id` if its version is still `version`; whether it did
     /// (`false`: it changed or went meanwhile).
     async fn replace(
@@ -61,14 +97,32 @@ pub(crate) trait VersionedRecords: Send + Sync {
         previous: &Identity,
     ) -> Result<bool, RegistryError>;
 
-    /// Deletes the record of `id` in `service` if its version is still `version`; whether it
-    /// did.
+    /// Deletes `record` (its ID, in its identity's service) if its version is still
+    /// `version`; whether it did.
     async fn delete(
         &self,
-        service: &str,
-        id: u32,
+        record: &WorkerRecord,
         version: Self::Version,
     ) -> Result<bool, RegistryError>;
+}
+
+/// [`VersionedRecords::create_new`]'s default: `template` under the first of the `free` IDs
+/// that create-if-absent wins.
+pub(crate) async fn create_first_free<S: VersionedRecords + ?Sized>(
+    store: &S,
+    template: &WorkerRecord,
+    free: &[u32],
+) -> Result<Option<WorkerRecord>, RegistryError> {
+    for &id in free {
+        let record = WorkerRecord {
+            id,
+            ..template.clone()
+        };
+        if store.create(&record).await? {
+            return Ok(Some(record));
+        }
+    }
+    Ok(None)
 }
 
 /// A record as stored: JSON.
@@ -123,9 +177,11 @@ pub(crate) fn new_holder() -> u64 {
     h.finish().max(1)
 }
 
-/// The identity's own ID (`existing`: it had one), or a newly created record for it: the free
-/// IDs lowest first, each taken by create-if-absent, so that two registrations at once never
-/// get the same ID (the loser tries the next). Its own record is marked held by registration
+/// The identity's own ID (`existing`: it had one), or a newly created record for it
+/// ([`VersionedRecords::create_new`]: the free IDs lowest first, each taken by
+/// create-if-absent, so that two registrations at once never get the same ID; or the store's
+/// own choice). Before its own record is taken again the store may refuse
+/// ([`VersionedRecords::check_own`]). Its own record is marked held by registration
 /// `holder`, open, with this holder's window (`window_ms`), by compare-and-set before it is
 /// handed out: should this holder crash or be cut off, the next one knows to wait out its
 /// window, and an earlier registration of the same identity still running (cut off, paused)
@@ -149,13 +205,14 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
                 let Some((_, version)) = records.iter().find(|(r, _)| r == &own) else {
                     continue;
                 };
+                let version = store.check_own(&own, *version).await?;
                 let record = WorkerRecord {
                     window_ms,
                     closed: false,
                     holder,
                     ..own.clone()
                 };
-                if !store.replace(&record, *version).await? {
+                if !store.replace(&record, version).await? {
                     continue; // changed meanwhile (a heartbeat, a release): read again
                 }
                 return Ok(Allocation {
@@ -166,21 +223,19 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
             }
             Plan::Free(free) => free,
         };
-        for id in free {
-            let record = WorkerRecord {
-                window_ms,
-                holder,
-                ..WorkerRecord::new(id, identity.clone(), 0)
-            };
-            if store.create(&record).await? {
-                return Ok(Allocation {
-                    record,
-                    existing: false,
-                    previous: None,
-                });
-            }
-        }
-        return Err(space_full(identity, space, store.store()));
+        let template = WorkerRecord {
+            window_ms,
+            holder,
+            ..WorkerRecord::new(0, identity.clone(), 0)
+        };
+        return match store.create_new(&template, space, &free).await? {
+            Some(record) => Ok(Allocation {
+                record,
+                existing: false,
+                previous: None,
+            }),
+            None => Err(space_full(identity, space, store.store())),
+        };
     }
     Err(RegistryError::new(
         ErrorKind::Unavailable,
@@ -202,7 +257,7 @@ pub(crate) async fn mark_closed<S: VersionedRecords + ?Sized>(
     holder: u64,
 ) -> Result<(), RegistryError> {
     for _ in 0..ATTEMPTS {
-        let Some((record, version)) = store.read(&identity.service, id).await? else {
+        let Some((record, version)) = store.read(identity, id).await? else {
             return Ok(());
         };
         if &record.identity != identity || record.holder != holder || record.closed {
@@ -245,7 +300,7 @@ pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
     holder: Option<u64>,
 ) -> Result<(), RegistryError> {
     for _ in 0..ATTEMPTS {
-        let Some((mut record, version)) = store.read(&identity.service, id).await? else {
+        let Some((mut record, version)) = store.read(identity, id).await? else {
             return Err(lost(identity, id));
         };
         if &record.identity != identity {
@@ -256,7 +311,7 @@ pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
                 return Err(RegistryError::new(
                     ErrorKind::Conflict,
                     format!(
-                        "worker ID {id} of {identity} was registered again by another process (a replacement with this identity?): stop issuing IDs"
+                        "worker ID {id} of {identity} was registered again by another process (a replacement with this identity, or a Leaf server writing its node?): stop issuing IDs"
                     ),
                 ));
             }
@@ -300,7 +355,7 @@ pub(crate) async fn release<S: VersionedRecords + ?Sized>(
         else {
             return Ok(false);
         };
-        if store.delete(&identity.service, record.id, version).await? {
+        if store.delete(&record, version).await? {
             return Ok(true);
         }
     }
@@ -511,7 +566,7 @@ pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
             ),
         )
     };
-    match store.read(&identity.service, id).await? {
+    match store.read(identity, id).await? {
         // Released (an operator's mistake, or the ID is about to be someone else's): not held
         // again while there is no record, nor lost: the next try looks again.
         None => Err(RegistryError::new(
@@ -592,7 +647,7 @@ mod tests {
         }
         async fn read(
             &self,
-            _: &str,
+            _: &Identity,
             id: u32,
         ) -> Result<Option<(WorkerRecord, i64)>, RegistryError> {
             Ok(self.records.lock().unwrap().get(&id).cloned())
@@ -632,12 +687,12 @@ mod tests {
         ) -> Result<bool, RegistryError> {
             self.replace(record, version).await
         }
-        async fn delete(&self, _: &str, id: u32, version: i64) -> Result<bool, RegistryError> {
+        async fn delete(&self, record: &WorkerRecord, version: i64) -> Result<bool, RegistryError> {
             self.interfere();
             let mut records = self.records.lock().unwrap();
-            match records.get(&id) {
+            match records.get(&record.id) {
                 Some((_, v)) if *v == version => {
-                    records.remove(&id);
+                    records.remove(&record.id);
                     Ok(true)
                 }
                 _ => Ok(false),
@@ -667,7 +722,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
         assert_eq!(
-            store.read("orders", 3).await.unwrap().unwrap().0,
+            store.read(&who(1), 3).await.unwrap().unwrap().0,
             record(3, 2, 1_000)
         );
 
@@ -679,7 +734,7 @@ mod tests {
         heartbeat(&store, &who(1), 4, 2_000, None).await.unwrap();
         assert_eq!(
             store
-                .read("orders", 4)
+                .read(&who(1), 4)
                 .await
                 .unwrap()
                 .unwrap()
@@ -693,7 +748,7 @@ mod tests {
         heartbeat(&store, &who(1), 4, 2_500, None).await.unwrap();
         assert_eq!(
             store
-                .read("orders", 4)
+                .read(&who(1), 4)
                 .await
                 .unwrap()
                 .unwrap()
@@ -727,22 +782,14 @@ mod tests {
         mark_closed(&store, &who(1), first.record.id, 21)
             .await
             .unwrap();
-        let (now, _) = store
-            .read("orders", first.record.id)
-            .await
-            .unwrap()
-            .unwrap();
+        let (now, _) = store.read(&who(1), first.record.id).await.unwrap().unwrap();
         assert!(!now.closed);
         assert_eq!(now.holder, 22);
         // Its own holder closes it.
         mark_closed(&store, &who(1), first.record.id, 22)
             .await
             .unwrap();
-        let (now, _) = store
-            .read("orders", first.record.id)
-            .await
-            .unwrap()
-            .unwrap();
+        let (now, _) = store.read(&who(1), first.record.id).await.unwrap().unwrap();
         assert!(now.closed);
         assert_eq!(now.last_time_ms, 1_000);
     }
@@ -757,7 +804,7 @@ mod tests {
             r.insert(0, (record(0, 1, 2_000), 7));
         }));
         assert!(release(&store, &who(1)).await.unwrap());
-        assert!(store.read("orders", 0).await.unwrap().is_none());
+        assert!(store.read(&who(1), 0).await.unwrap().is_none());
         // Taken over between the read and the delete: not ours to release any more.
         store.put(record(1, 1, 1_000));
         store.before_write.lock().unwrap().push(Box::new(|r| {
@@ -765,8 +812,24 @@ mod tests {
         }));
         assert!(!release(&store, &who(1)).await.unwrap());
         assert_eq!(
-            store.read("orders", 1).await.unwrap().unwrap().0.identity,
+            store.read(&who(1), 1).await.unwrap().unwrap().0.identity,
             who(2)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_identity_with_two_records_is_refused_naming_both() {
+        // Leaf's nodes can name one ip:port twice; Leaf then takes either. floe takes neither.
+        let store = Memory::default();
+        store.put(record(3, 1, 1_000));
+        store.put(record(7, 1, 2_000));
+        let e = allocate(&store, &who(1), IdSpace { size: 16 }, 4_000, 11)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Corrupt, "{e}");
+        assert!(
+            e.message.contains("two worker IDs in memory, 3 and 7"),
+            "{e}"
         );
     }
 

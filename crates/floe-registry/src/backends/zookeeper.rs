@@ -47,6 +47,11 @@
 //! close it cleanly (the same identity restarted, or `reclaim_after`) therefore waits that
 //! holder's window plus a margin ([`LeaseTerms::takeover_wait`]) before its first ID, counted
 //! from the moment it found the ID free: after every write the old holder had confirmed.
+//!
+//! **Leaf's layout** (`leaf+zk://`, [`leaf`]): the same sessions, keeper, claims, fences and
+//! takeover rules, with the records in Meituan Leaf's nodes
+//! (`/snowflake/{leaf.name}/forever/{ip}:{port}-{sequence}`) instead of `workers/{id}`: only
+//! where the records live and how they are encoded differs.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
@@ -64,6 +69,46 @@ use crate::{
     ErrorKind, Hold, IdSpace, Identity, Registration, Registry, RegistryError, WorkerRecord,
 };
 
+pub mod leaf;
+
+pub use leaf::LeafGuard;
+
+/// Where a registry's records live and how they are encoded: the one thing floe's layout and
+/// Leaf's do not share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nodes {
+    /// floe's own: `{root}/{service}/workers/{id}` holding a [`WorkerRecord`] as JSON, the
+    /// holder nodes at `{root}/{service}/holders/{host}:{port}`.
+    Floe,
+    /// Meituan Leaf's, taken over with this guard ([`leaf`]).
+    Leaf(LeafGuard),
+}
+
+/// A record's version: the data version of its node, and in Leaf's layout that of floe's side
+/// record beside it and whether another program (a Leaf server) wrote the node last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeVersion {
+    /// The data version of the record's node (floe's worker node, Leaf's node).
+    node: i32,
+    /// Leaf's layout: the data version of floe's side record of the ip:port (`None`: it has
+    /// none). Always `None` in floe's layout.
+    side: Option<i32>,
+    /// Leaf's layout: whether the node was last written by another program than floe. Always
+    /// false in floe's layout.
+    foreign: bool,
+}
+
+impl NodeVersion {
+    /// The version of a node of floe's layout.
+    fn floe(version: i32) -> Self {
+        NodeVersion {
+            node: version,
+            side: None,
+            foreign: false,
+        }
+    }
+}
+
 /// A registry on a ZooKeeper ensemble.
 pub struct ZkRegistry {
     shared: Arc<Shared>,
@@ -73,6 +118,8 @@ pub struct ZkRegistry {
 struct Shared {
     root: String,
     cluster: String,
+    /// Where the records live and how they are encoded.
+    nodes: Nodes,
     /// The session timeout asked of the server (it may grant another).
     asked: Duration,
     session: Mutex<Session>,
@@ -157,10 +204,13 @@ impl Shared {
     }
 
     fn holder(&self, identity: &Identity) -> String {
-        format!(
-            "{}/{}/holders/{}:{}",
-            self.root, identity.service, identity.host, identity.port
-        )
+        match self.nodes {
+            Nodes::Floe => format!(
+                "{}/{}/holders/{}:{}",
+                self.root, identity.service, identity.host, identity.port
+            ),
+            Nodes::Leaf(_) => leaf::holder(&self.root, identity),
+        }
     }
 
     /// The terms of the current session: expiry = the session timeout the server granted.
@@ -193,6 +243,7 @@ impl fmt::Debug for ZkRegistry {
         f.debug_struct("ZkRegistry")
             .field("cluster", &self.shared.cluster)
             .field("root", &self.shared.root)
+            .field("nodes", &self.shared.nodes)
             .finish()
     }
 }
@@ -312,6 +363,32 @@ impl ZkRegistry {
         root: &str,
         session_timeout: Duration,
     ) -> Result<Self, RegistryError> {
+        Self::connect_nodes(cluster, root, session_timeout, Nodes::Floe).await
+    }
+
+    /// As [`connect_with`](Self::connect_with), with the records in Meituan Leaf's nodes under
+    /// `root` (Leaf's `/snowflake`, or `/chroot/snowflake`), a node a Leaf server wrote last
+    /// taken over only as `guard` allows ([`leaf`]).
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); [`ErrorKind::Config`] for a root whose last part is not
+    /// `snowflake`.
+    pub async fn connect_leaf(
+        cluster: &str,
+        root: &str,
+        session_timeout: Duration,
+        guard: LeafGuard,
+    ) -> Result<Self, RegistryError> {
+        leaf::check_root(root)?;
+        Self::connect_nodes(cluster, root, session_timeout, Nodes::Leaf(guard)).await
+    }
+
+    async fn connect_nodes(
+        cluster: &str,
+        root: &str,
+        session_timeout: Duration,
+        nodes: Nodes,
+    ) -> Result<Self, RegistryError> {
         super::check_servers("ZooKeeper", cluster, root)?;
         let client = open_session(cluster, session_timeout)
             .await
@@ -320,6 +397,7 @@ impl ZkRegistry {
         let shared = Arc::new(Shared {
             root: root.to_string(),
             cluster: cluster.to_string(),
+            nodes,
             asked: session_timeout,
             session: Mutex::new(Session {
                 client,
@@ -367,8 +445,15 @@ impl ZkRegistry {
         } = allocation;
         let terms = self.shared.terms();
         let previous_open = taken_over && previous.as_ref().is_some_and(|p| !p.closed);
+        // In Leaf's layout a record with no registration number is a Leaf server's: it has no
+        // window to wait out (it issues until it is stopped); the guard watched its node
+        // instead (leaf::check_own). Its IDs are still kept behind: previous_open.
+        let leaf_server = matches!(self.shared.nodes, Nodes::Leaf(_))
+            && previous.as_ref().is_some_and(|p| p.holder == 0);
         let takeover_wait = match &previous {
-            Some(p) if previous_open => LeaseTerms::takeover_wait(p.window_ms, terms.window),
+            Some(p) if previous_open && !leaf_server => {
+                LeaseTerms::takeover_wait(p.window_ms, terms.window)
+            }
             _ => Duration::ZERO,
         };
         let fence = Arc::new(Fence::new());
@@ -712,7 +797,7 @@ async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
 
 #[async_trait]
 impl VersionedRecords for ZkRegistry {
-    type Version = i32;
+    type Version = NodeVersion;
 
     fn store(&self) -> &'static str {
         "ZooKeeper"
@@ -720,18 +805,30 @@ impl VersionedRecords for ZkRegistry {
 
     async fn read(
         &self,
-        service: &str,
+        identity: &Identity,
         id: u32,
-    ) -> Result<Option<(WorkerRecord, i32)>, RegistryError> {
-        let path = self.worker(service, id);
+    ) -> Result<Option<(WorkerRecord, NodeVersion)>, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            return leaf::read(&self.client(), &self.shared.root, identity, id).await;
+        }
+        let path = self.worker(&identity.service, id);
         match self.client().get_data(&path).await {
-            Ok((data, stat)) => Ok(Some((decode("zookeeper", &path, &data)?, stat.version))),
+            Ok((data, stat)) => Ok(Some((
+                decode("zookeeper", &path, &data)?,
+                NodeVersion::floe(stat.version),
+            ))),
             Err(ZkError::NoNode) => Ok(None),
             Err(e) => Err(map_err(&format!("read {path}"), e)),
         }
     }
 
-    async fn read_all(&self, service: &str) -> Result<Vec<(WorkerRecord, i32)>, RegistryError> {
+    async fn read_all(
+        &self,
+        service: &str,
+    ) -> Result<Vec<(WorkerRecord, NodeVersion)>, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            return leaf::read_all(&self.client(), &self.shared.root, service).await;
+        }
         let dir = self.workers(service);
         let children = match self.client().list_children(&dir).await {
             Ok(c) => c,
@@ -743,7 +840,10 @@ impl VersionedRecords for ZkRegistry {
             let path = format!("{dir}/{child}");
             match self.client().get_data(&path).await {
                 Ok((data, stat)) => {
-                    records.push((decode("zookeeper", &path, &data)?, stat.version));
+                    records.push((
+                        decode("zookeeper", &path, &data)?,
+                        NodeVersion::floe(stat.version),
+                    ));
                 }
                 Err(ZkError::NoNode) => continue, // released meanwhile
                 Err(e) => return Err(map_err(&format!("read {path}"), e)),
@@ -753,6 +853,16 @@ impl VersionedRecords for ZkRegistry {
     }
 
     async fn create(&self, record: &WorkerRecord) -> Result<bool, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            // Leaf's nodes are numbered by ZooKeeper: only create_new makes one.
+            return Err(RegistryError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "internal: worker ID {} of {} cannot be chosen in Leaf's layout",
+                    record.id, record.identity
+                ),
+            ));
+        }
         let path = self.worker(&record.identity.service, record.id);
         let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
         match self
@@ -766,11 +876,45 @@ impl VersionedRecords for ZkRegistry {
         }
     }
 
-    async fn replace(&self, record: &WorkerRecord, version: i32) -> Result<bool, RegistryError> {
+    async fn create_new(
+        &self,
+        template: &WorkerRecord,
+        space: IdSpace,
+        free: &[u32],
+    ) -> Result<Option<WorkerRecord>, RegistryError> {
+        match self.shared.nodes {
+            Nodes::Leaf(_) => {
+                leaf::create_new(&self.client(), &self.shared.root, template, space).await
+            }
+            Nodes::Floe => records::create_first_free(self, template, free).await,
+        }
+    }
+
+    async fn check_own(
+        &self,
+        own: &WorkerRecord,
+        version: NodeVersion,
+    ) -> Result<NodeVersion, RegistryError> {
+        match self.shared.nodes {
+            Nodes::Leaf(guard) => {
+                leaf::check_own(&self.client(), &self.shared.root, guard, own, version).await
+            }
+            Nodes::Floe => Ok(version),
+        }
+    }
+
+    async fn replace(
+        &self,
+        record: &WorkerRecord,
+        version: NodeVersion,
+    ) -> Result<bool, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            return leaf::replace(&self.client(), &self.shared.root, record, version).await;
+        }
         let path = self.worker(&record.identity.service, record.id);
         match self
             .client()
-            .set_data(&path, &encode(record)?, Some(version))
+            .set_data(&path, &encode(record)?, Some(version.node))
             .await
         {
             Ok(_) => Ok(true),
@@ -782,9 +926,19 @@ impl VersionedRecords for ZkRegistry {
     async fn take_over(
         &self,
         record: &WorkerRecord,
-        version: i32,
+        version: NodeVersion,
         previous: &Identity,
     ) -> Result<bool, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            // A Leaf node's name is its ip:port: it cannot change hands (reclaim refuses).
+            return Err(RegistryError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "internal: worker ID {} of {previous} cannot be taken over by {} in Leaf's layout",
+                    record.id, record.identity
+                ),
+            ));
+        }
         // One transaction, so that the previous holder cannot come back between a check and
         // the write: create its holder node (fails if its session is alive: not idle after
         // all), write the record if unchanged since read, delete the holder node again.
@@ -795,7 +949,7 @@ impl VersionedRecords for ZkRegistry {
         let data = encode(record)?;
         let mut txn = client.new_multi_writer();
         txn.add_create(&previous_holder, b"", &ephemeral)
-            .and_then(|()| txn.add_set_data(&path, &data, Some(version)))
+            .and_then(|()| txn.add_set_data(&path, &data, Some(version.node)))
             .and_then(|()| txn.add_delete(&previous_holder, None))
             .map_err(|e| map_err(&format!("take over {path}"), e))?;
         match txn.commit().await {
@@ -808,9 +962,16 @@ impl VersionedRecords for ZkRegistry {
         }
     }
 
-    async fn delete(&self, service: &str, id: u32, version: i32) -> Result<bool, RegistryError> {
-        let path = self.worker(service, id);
-        match self.client().delete(&path, Some(version)).await {
+    async fn delete(
+        &self,
+        record: &WorkerRecord,
+        version: NodeVersion,
+    ) -> Result<bool, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            return leaf::delete(&self.client(), &self.shared.root, record, version).await;
+        }
+        let path = self.worker(&record.identity.service, record.id);
+        match self.client().delete(&path, Some(version.node)).await {
             Ok(()) => Ok(true),
             Err(ZkError::NoNode | ZkError::BadVersion) => Ok(false),
             Err(e) => Err(map_err(&format!("delete {path}"), e)),
@@ -825,7 +986,11 @@ impl Registry for ZkRegistry {
     }
 
     fn location(&self) -> String {
-        format!("zk://{}{}", self.shared.cluster, self.shared.root)
+        let scheme = match self.shared.nodes {
+            Nodes::Floe => "zk",
+            Nodes::Leaf(_) => "leaf+zk",
+        };
+        format!("{scheme}://{}{}", self.shared.cluster, self.shared.root)
     }
 
     fn holder_linger(&self) -> Duration {
@@ -844,12 +1009,20 @@ impl Registry for ZkRegistry {
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
         identity.validate()?;
+        let dirs = match self.shared.nodes {
+            Nodes::Floe => [
+                self.workers(&identity.service),
+                format!("{}/{}/holders", self.shared.root, identity.service),
+            ]
+            .to_vec(),
+            Nodes::Leaf(_) => {
+                leaf::check_identity(identity)?;
+                leaf::dirs(&self.shared.root, &identity.service).to_vec()
+            }
+        };
         let Session { client, epoch, .. } = self.shared.session();
         let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        for dir in [
-            self.workers(&identity.service),
-            format!("{}/{}/holders", self.shared.root, identity.service),
-        ] {
+        for dir in dirs {
             client
                 .mkdir(&dir, &persistent)
                 .await
@@ -872,8 +1045,18 @@ impl Registry for ZkRegistry {
             }
         };
         let window_ms = self.shared.terms().window_ms();
-        let result =
+        let mut result =
             records::allocate(self, identity, space, window_ms, records::new_holder()).await;
+        let mut sent = sent;
+        if result.is_ok() && matches!(self.shared.nodes, Nodes::Leaf(_)) {
+            // Taking a Leaf server's node may have watched it for seconds (leaf::check_own),
+            // longer than the window the holder node's creation opened: confirm the session
+            // again by a write, from now.
+            sent = Sent::now(&SystemClock);
+            if let Err(e) = client.set_data(&holder, b"", None).await {
+                result = Err(map_err(&format!("write {holder}"), e));
+            }
+        }
         if result.is_err() && created {
             // Do not keep the identity claimed by a registration that failed.
             let _ = client.delete(&holder, None).await;
@@ -968,6 +1151,11 @@ impl Registry for ZkRegistry {
         idle_before_ms: u64,
     ) -> Result<Option<Registration>, RegistryError> {
         identity.validate()?;
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            return Err(RegistryError::config(format!(
+                "{identity}: in Leaf's layout a worker ID belongs to the ip:port its node is named by, and cannot be taken over by another (reclaim_after); start on the ip:port of a node no longer in use instead (`floe worker list`)"
+            )));
+        }
         let Session { client, epoch, .. } = self.shared.session();
         let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
         let holder = self.holder(identity);
