@@ -15,6 +15,7 @@
 
 use std::time::Duration;
 
+use floe_server::proto_floe::admin_client::AdminClient;
 use floe_server::proto_floe::floe_client::FloeClient;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
@@ -222,6 +223,8 @@ pub(crate) fn status(s: Status) -> Failure {
 pub(crate) struct Client {
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) floe: FloeClient<InterceptedService<Channel, Bearer>>,
+    /// The admin API (`floe.v1.Admin`) on the same connection.
+    pub(crate) admin: AdminClient<InterceptedService<Channel, Bearer>>,
 }
 
 impl Client {
@@ -242,9 +245,11 @@ impl Client {
                 Failure::Unavailable(message)
             }
         })?;
+        let admin = AdminClient::with_interceptor(channel.clone(), Bearer(token.clone()))
+            .max_decoding_message_size(MAX_MESSAGE);
         let floe = FloeClient::with_interceptor(channel, Bearer(token))
             .max_decoding_message_size(MAX_MESSAGE);
-        Ok(Client { rt, floe })
+        Ok(Client { rt, floe, admin })
     }
 
     /// The next message of `stream`, or `None` at its end.

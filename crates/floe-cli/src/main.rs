@@ -12,6 +12,7 @@ mod describe;
 mod failure;
 mod gen;
 mod inspect;
+mod keys;
 mod present;
 mod progress;
 mod seq;

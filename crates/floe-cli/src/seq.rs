@@ -73,9 +73,13 @@ impl SequencerArgs {
 
 /// `floe seq`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(crate) struct SeqArgs {
-    /// The sequence key.
-    pub(crate) key: String,
+    /// The sequence key (a key named `keys`: `floe seq -- keys`).
+    #[arg(required = true)]
+    pub(crate) key: Option<String>,
+    #[command(subcommand)]
+    pub(crate) admin: Option<SeqCommand>,
     /// How many IDs. With --server: more than one are streamed in messages of the server's
     /// --max-batch, at most 1,000,000,000 in all.
     #[arg(short = 'n', long = "count", default_value_t = 1)]
@@ -116,13 +120,27 @@ pub(crate) struct SeqArgs {
     pub(crate) present: crate::present::TemplateArgs,
 }
 
+/// What `floe seq` does besides issuing IDs.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum SeqCommand {
+    /// A store's keys: list them, show one, raise its floor, register it (see `floe seq keys
+    /// --help`).
+    Keys(crate::keys::KeysArgs),
+}
+
 /// Prints a key's IDs (or segments), from a store opened here or from a server (`--server`).
 pub(crate) fn run(args: &SeqArgs) -> Result<(), crate::Failure> {
+    if let Some(SeqCommand::Keys(keys)) = &args.admin {
+        return crate::keys::run(keys);
+    }
+    let Some(key_text) = args.key.as_deref() else {
+        return Err(crate::Failure::Usage("floe seq: a KEY is required".into()));
+    };
     if let Some(url) = &args.server {
-        return remote(url, args);
+        return remote(url, args, key_text);
     }
     let mode: Mode = args.increment.parse()?;
-    let key = Key::new(args.key.as_str()).map_err(|e| e.to_string())?;
+    let key = Key::new(key_text).map_err(|e| e.to_string())?;
     let presenter = args.present.presenter()?;
     // The date of a dated template: this machine's clock, never back within the run.
     let now_ms = || floe_core::clock::SystemClock.now_nanos() / 1_000_000;
@@ -184,14 +202,14 @@ pub(crate) fn run(args: &SeqArgs) -> Result<(), crate::Failure> {
 }
 
 /// `floe seq KEY --server URL`: `args.count` IDs of the key from the server, one a line.
-fn remote(url: &str, args: &SeqArgs) -> Result<(), Failure> {
+fn remote(url: &str, args: &SeqArgs, key: &str) -> Result<(), Failure> {
     let mode: Mode = args.increment.parse()?;
     let increment = match mode {
         Mode::Weak => pb::Increment::Weak,
         Mode::Strong => pb::Increment::Strong,
     } as i32;
     let store = args.store.clone().unwrap_or_default();
-    let key = args.key.clone();
+    let key = key.to_string();
     let mut client = Client::connect(url, &args.client)?;
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());

@@ -202,3 +202,122 @@ fn a_bad_host_pattern_or_check_is_refused_at_start() {
         assert!(err.contains(key), "{args:?}: {err}");
     }
 }
+
+/// `floe seq keys ARGS --server http://GRPC`: its standard output, or its exit code and error.
+fn keys_at(server: &crate::serving::Serve, args: &[&str]) -> Result<String, (i32, String)> {
+    let url = format!("http://{}", server.grpc);
+    let out = common::cmd()
+        .args(["seq", "keys"])
+        .args(args)
+        .args(["--server", &url])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+}
+
+/// The admin API, as Leaf's `/db` and tag table are to a Leaf operator: a store's keys with
+/// their values, a key read without taking an ID, a floor raised while serving, and a store
+/// that serves registered keys only (a typo refused: 404 unknown_key), over HTTP and over gRPC
+/// (`floe seq keys --server`).
+#[test]
+fn keys_are_seen_raised_and_registered_over_http_and_grpc() {
+    let server = start(&[
+        "--store",
+        "open=memory",
+        "--store",
+        "tags=memory",
+        "--registered-only",
+        "tags",
+    ]);
+    let h = server.http.as_str();
+    for want in 1..=3 {
+        let (status, body) = http(h, "GET", "/v1/sequencer/open/orders").unwrap();
+        assert_eq!((status, body), (200, format!("{{\"next_id\":\"{want}\"}}")));
+    }
+    let (status, body) = http(h, "GET", "/v1/admin/stores/open/keys/orders").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let state: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(state["next_weak"], "4", "{body}");
+    assert_eq!(state["registered"], false, "{body}");
+    let (_, body) = http(h, "GET", "/v1/sequencer/open/orders").unwrap();
+    assert_eq!(body, "{\"next_id\":\"4\"}", "reading took nothing");
+    // A floor raised while serving: this server's buffer goes on above it.
+    let (status, body) = http(
+        h,
+        "POST",
+        "/v1/admin/stores/open/keys/orders/raise?above=500",
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = http(h, "GET", "/v1/sequencer/open/orders").unwrap();
+    assert_eq!(body, "{\"next_id\":\"501\"}");
+    let (_, body) = http(h, "GET", "/v1/sequencer/open/orders?increment=strong").unwrap();
+    let strong: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(strong["next_id"].as_str().unwrap().parse::<i64>().unwrap() > 501);
+    let (status, body) = http(h, "GET", "/v1/admin/stores/open/keys").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"key\":\"orders\""), "{body}");
+    // Registered keys only: refused until registered, over HTTP and Leaf's route alike.
+    let (status, body) = http(h, "GET", "/v1/sequencer/tags/ordres").unwrap();
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body.contains("unknown_key") && body.contains("ordres"),
+        "{body}"
+    );
+    assert_eq!(
+        keys_at(&server, &["register", "invoices", "--store", "tags"]).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        keys_at(&server, &["register", "invoices", "--store", "tags"]).unwrap(),
+        "unchanged\n"
+    );
+    let (status, body) = http(h, "GET", "/v1/sequencer/tags/invoices").unwrap();
+    assert_eq!((status, body.as_str()), (200, "{\"next_id\":\"1\"}"));
+    assert_eq!(
+        keys_at(&server, &["registered", "--store", "tags"]).unwrap(),
+        "invoices\n"
+    );
+    let shown = keys_at(&server, &["show", "invoices", "--store", "tags"]).unwrap();
+    assert!(
+        shown.starts_with("invoices\t") && shown.contains("\t2\t"),
+        "{shown}"
+    );
+    let (status, _) = http(h, "DELETE", "/v1/admin/stores/tags/keys/invoices").unwrap();
+    assert_eq!(status, 200);
+    let (status, body) = http(h, "GET", "/v1/sequencer/tags/invoices").unwrap();
+    assert_eq!(status, 404, "refused at once: {body}");
+    // Registered again, it goes on: never a repeat.
+    let (status, _) = http(h, "PUT", "/v1/admin/stores/tags/keys/invoices").unwrap();
+    assert_eq!(status, 200);
+    let (_, body) = http(h, "GET", "/v1/sequencer/tags/invoices").unwrap();
+    assert_eq!(body, "{\"next_id\":\"2\"}");
+    // Errors name what is wrong.
+    let (status, body) = http(h, "GET", "/v1/admin/stores/nope/keys/k").unwrap();
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = http(h, "POST", "/v1/admin/stores/open/keys/k/raise?above=%201").unwrap();
+    assert_eq!(status, 400, "{body}");
+    let (code, err) = keys_at(&server, &["show", "k", "--store", "nope"]).unwrap_err();
+    assert_eq!(code, 2, "{err}");
+}
+
+/// A listener beyond loopback without tokens does not serve the admin API: 403 and
+/// PERMISSION_DENIED, while IDs are served as ever.
+#[test]
+fn the_admin_api_needs_tokens_beyond_loopback() {
+    let server = crate::serving::start_on("0.0.0.0:0", "0.0.0.0:0", &["--store", "s=memory"]);
+    let (status, body) = http(&server.http, "GET", "/v1/admin/stores/s/keys/k").unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("token"), "{body}");
+    let (status, _) = http(&server.http, "GET", "/v1/sequencer/s/k").unwrap();
+    assert_eq!(status, 200);
+    let (code, err) = keys_at(&server, &["show", "k", "--store", "s"]).unwrap_err();
+    assert!(err.contains("PERMISSION_DENIED"), "{code}: {err}");
+}
