@@ -321,3 +321,313 @@ fn the_admin_api_needs_tokens_beyond_loopback() {
     let (code, err) = keys_at(&server, &["show", "k", "--store", "s"]).unwrap_err();
     assert!(err.contains("PERMISSION_DENIED"), "{code}: {err}");
 }
+
+/// A Meituan Leaf fleet, written as Leaf writes it: its servers' ZooKeeper nodes
+/// (`/snowflake/{leaf.name}/forever/{ip}:{port}-{seq}`, heartbeats of `{"ip","port","timestamp"}`
+/// every 3 s) and their segment transactions on `leaf_alloc` (`UPDATE ... SET max_id = max_id +
+/// step`, then `SELECT`, one transaction), each server issuing Snowflake IDs in Leaf's layout
+/// with its worker ID.
+mod leaf_fleet {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use zookeeper_client::{Acls, Client, CreateMode};
+
+    pub const STEP: i64 = 100;
+
+    pub fn json(ip: &str, port: u16, timestamp: u64) -> String {
+        format!(r#"{{"ip":"{ip}","port":"{port}","timestamp":{timestamp}}}"#)
+    }
+
+    /// What the fleet issued: Snowflake IDs and segment IDs, by whom.
+    #[derive(Default)]
+    pub struct Issued {
+        pub snowflake: Mutex<Vec<(String, u64)>>,
+        pub segment: Mutex<Vec<(String, i64)>>,
+    }
+
+    impl Issued {
+        pub fn snowflake_max(&self) -> u64 {
+            self.snowflake
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(_, id)| *id)
+                .max()
+                .unwrap_or(0)
+        }
+
+        /// Every ID issued once, by whoever issued it.
+        pub fn assert_unique(&self) {
+            let mut seen = HashSet::new();
+            for (who, id) in self.snowflake.lock().unwrap().iter() {
+                assert!(seen.insert(*id), "Snowflake ID {id} issued twice ({who})");
+            }
+            let mut seen = HashSet::new();
+            for (who, id) in self.segment.lock().unwrap().iter() {
+                assert!(seen.insert(*id), "segment ID {id} issued twice ({who})");
+            }
+        }
+    }
+
+    /// One Leaf server: its node, and a stop switch.
+    pub struct LeafServer {
+        pub ip: String,
+        pub worker: u64,
+        stop: Arc<AtomicBool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl LeafServer {
+        /// Starts as Leaf starts on `ip:8080` (a new persistent sequential node), then heartbeats
+        /// and issues Snowflake IDs and IDs of `tag` from segments of `table` until stopped.
+        pub async fn start(
+            zk: &Client,
+            forever: &str,
+            ip: &str,
+            mysql: &str,
+            table: &str,
+            tag: &str,
+            issued: Arc<Issued>,
+        ) -> LeafServer {
+            let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            zk.mkdir(forever, &persistent).await.unwrap();
+            let sequential = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+            let prefix = format!("{forever}/{ip}:8080-");
+            let (_, seq) = zk
+                .create(
+                    &prefix,
+                    json(ip, 8080, super::now_ms()).as_bytes(),
+                    &sequential,
+                )
+                .await
+                .unwrap();
+            let path = format!("{prefix}{seq}");
+            let worker: u64 = path.rsplit('-').next().unwrap().parse().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let pool = sqlx::mysql::MySqlPoolOptions::new()
+                .max_connections(2)
+                .connect(mysql)
+                .await
+                .unwrap();
+            let (zk, who, ip_) = (zk.clone(), format!("leaf {ip}"), ip.to_string());
+            let (table, tag, stop_) = (table.to_string(), tag.to_string(), Arc::clone(&stop));
+            let task = tokio::spawn(async move {
+                let mut last_beat = std::time::Instant::now();
+                let (mut last_ms, mut seq) = (0u64, 0u64);
+                let (mut next, mut end) = (0i64, -1i64);
+                while !stop_.load(Ordering::SeqCst) {
+                    if last_beat.elapsed() >= Duration::from_secs(3) {
+                        let data = json(&ip_, 8080, super::now_ms());
+                        zk.set_data(&path, data.as_bytes(), None).await.unwrap();
+                        last_beat = std::time::Instant::now();
+                    }
+                    // Leaf's SnowflakeIDGenImpl: a random start each new millisecond.
+                    let ms = super::now_ms();
+                    if ms > last_ms {
+                        (last_ms, seq) = (ms, (crate::common::nanos() % 100) as u64);
+                    } else {
+                        seq += 1;
+                    }
+                    issued
+                        .snowflake
+                        .lock()
+                        .unwrap()
+                        .push((who.clone(), super::leaf_id(last_ms, worker, seq)));
+                    // Leaf's SegmentIDGenImpl over IDAllocDaoImpl's transaction.
+                    if next > end {
+                        let mut tx = pool.begin().await.unwrap();
+                        sqlx::query(sqlx::AssertSqlSafe(format!(
+                            "UPDATE {table} SET max_id = max_id + step WHERE biz_tag = ?"
+                        )))
+                        .bind(&tag)
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                        let (max_id, step): (i64, i32) = sqlx::query_as(sqlx::AssertSqlSafe(
+                            format!("SELECT max_id, step FROM {table} WHERE biz_tag = ?"),
+                        ))
+                        .bind(&tag)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .unwrap();
+                        tx.commit().await.unwrap();
+                        (next, end) = (max_id - i64::from(step), max_id - 1);
+                    }
+                    issued.segment.lock().unwrap().push((who.clone(), next));
+                    next += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                pool.close().await;
+            });
+            LeafServer {
+                ip: ip.to_string(),
+                worker,
+                stop,
+                task,
+            }
+        }
+
+        /// Stops it (its node stays, as Leaf's does).
+        pub async fn stop(self) {
+            self.stop.store(true, Ordering::SeqCst);
+            self.task.await.unwrap();
+        }
+    }
+}
+
+/// The issue's scenario: a Leaf fleet of two servers (ZooKeeper worker IDs, a `leaf_alloc`
+/// tag) moved to floe node by node under load: each Leaf server stopped and a floe node started
+/// with its ip:port (`leaf+zk://`, Leaf's layout, its last ID as the floor, Leaf's table as the
+/// store) while the other goes on. Every Snowflake and segment ID is issued once across Leaf and
+/// floe, each floe node has its Leaf server's worker ID, and no floe ID is below an ID Leaf
+/// issued before it started.
+#[test]
+fn a_leaf_fleet_moves_to_floe_node_by_node_under_load() {
+    use leaf_fleet::{Issued, LeafServer, STEP};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let zk = floe_testkit::env("FLOE_TEST_ZOOKEEPER");
+    let mysql = floe_testkit::env("FLOE_TEST_MARIADB");
+    let name = floe_testkit::unique("fleet").replace('-', "_");
+    let table = format!("leaf_alloc_{}", &name[name.len() - 12..]).replace('-', "_");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let issued = Arc::new(Issued::default());
+    let admin = rt.block_on(zookeeper_client::Client::connect(&zk)).unwrap();
+    let forever = format!("/snowflake/{name}/forever");
+    rt.block_on(async {
+        let pool = sqlx::mysql::MySqlPoolOptions::new().connect(&mysql).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {table} (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {table} (biz_tag, max_id, step) VALUES ('orders', 1, {STEP})"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+    });
+    let start_leaf = |ip: &str| {
+        rt.block_on(LeafServer::start(
+            &admin,
+            &forever,
+            ip,
+            &mysql,
+            &table,
+            "orders",
+            Arc::clone(&issued),
+        ))
+    };
+    let mut leafs = vec![start_leaf("10.0.0.1"), start_leaf("10.0.0.2")];
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // Load on the floe nodes while they run, from a thread of its own.
+    let stop_load = Arc::new(AtomicBool::new(false));
+    let floes: Arc<std::sync::Mutex<Vec<(String, String)>>> = Arc::default();
+    let load = {
+        let (stop, floes, issued) = (
+            Arc::clone(&stop_load),
+            Arc::clone(&floes),
+            Arc::clone(&issued),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let nodes = floes.lock().unwrap().clone();
+                for (who, addr) in nodes {
+                    let (status, body) = http(&addr, "GET", "/api/snowflake/get/orders").unwrap();
+                    assert_eq!(status, 200, "{who}: {body}");
+                    let id: u64 = body.trim().parse().unwrap();
+                    issued.snowflake.lock().unwrap().push((who.clone(), id));
+                    let (status, body) = http(&addr, "GET", "/api/segment/get/orders").unwrap();
+                    assert_eq!(status, 200, "{who}: {body}");
+                    issued
+                        .segment
+                        .lock()
+                        .unwrap()
+                        .push((who, body.trim().parse().unwrap()));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+
+    // Snowflake IDs only (no sno or LexicalUUID identities of their own in Leaf's tree).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("floe.toml");
+    std::fs::write(&config, "[ids]\nkinds = [\"snowflake\"]\n").unwrap();
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        let leaf = leafs.remove(0);
+        let (ip, worker) = (leaf.ip.clone(), leaf.worker);
+        rt.block_on(leaf.stop());
+        let floor = issued.snowflake_max();
+        // The Leaf server's identity, Leaf's layout, its IDs as the floor, Leaf's table.
+        let server = start(&[
+            "--registry",
+            &format!("leaf+zk://{zk}/snowflake"),
+            "--service",
+            &name,
+            "--host",
+            &ip,
+            "--port",
+            "8080",
+            "--layout",
+            "meituan-leaf",
+            "--snowflake-above",
+            &floor.to_string(),
+            "--config",
+            config.to_str().unwrap(),
+            "--store",
+            &format!("leaf=leaf-{mysql}?table={table}"),
+            "--state-dir",
+            dir.path().join(&ip).to_str().unwrap(),
+        ]);
+        let (status, body) = http(&server.http, "GET", "/api/snowflake/get/orders").unwrap();
+        assert_eq!(status, 200, "{body}");
+        let first: u64 = body.trim().parse().unwrap();
+        assert!(
+            first > floor,
+            "{ip}: floe's first ID {first} is not above Leaf's {floor}"
+        );
+        assert_eq!((first >> 12) & 1023, worker, "{ip}: Leaf's worker ID");
+        issued
+            .snowflake
+            .lock()
+            .unwrap()
+            .push((format!("floe {ip}"), first));
+        floes
+            .lock()
+            .unwrap()
+            .push((format!("floe {ip}"), server.http.clone()));
+        servers.push(server);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    stop_load.store(true, Ordering::SeqCst);
+    load.join().unwrap();
+    issued.assert_unique();
+    let by_floe = issued
+        .segment
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(who, _)| who.starts_with("floe"))
+        .count();
+    assert!(by_floe > 100, "floe served {by_floe} segment IDs");
+    // Leaf's nodes are still Leaf's: two children, each ip:port with Leaf's three keys.
+    let children = rt.block_on(admin.list_children(&forever)).unwrap();
+    assert_eq!(children.len(), 2, "{children:?}");
+    for c in children {
+        let (data, _) = rt
+            .block_on(admin.get_data(&format!("{forever}/{c}")))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&data).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 3, "{v}");
+        assert!(v["port"].is_string() && v["timestamp"].is_u64(), "{v}");
+    }
+}
