@@ -27,6 +27,22 @@ impl AdminService {
         AdminService { app, allowed }
     }
 
+    /// Registers (`on`) or unregisters the key asked for.
+    async fn registration(
+        &self,
+        request: Request<KeyRequest>,
+        on: bool,
+    ) -> Result<Response<RegisterKeyResponse>, Status> {
+        self.check()?;
+        let r = request.into_inner();
+        let changed = self
+            .app
+            .admin_register(&r.store, &r.key, on)
+            .await
+            .map_err(|e| status(&e))?;
+        Ok(Response::new(RegisterKeyResponse { changed }))
+    }
+
     fn check(&self) -> Result<(), Status> {
         if self.allowed {
             Ok(())
@@ -104,28 +120,14 @@ impl Admin for AdminService {
         &self,
         request: Request<KeyRequest>,
     ) -> Result<Response<RegisterKeyResponse>, Status> {
-        self.check()?;
-        let r = request.into_inner();
-        let changed = self
-            .app
-            .admin_register(&r.store, &r.key, true)
-            .await
-            .map_err(|e| status(&e))?;
-        Ok(Response::new(RegisterKeyResponse { changed }))
+        self.registration(request, true).await
     }
 
     async fn unregister_key(
         &self,
         request: Request<KeyRequest>,
     ) -> Result<Response<RegisterKeyResponse>, Status> {
-        self.check()?;
-        let r = request.into_inner();
-        let changed = self
-            .app
-            .admin_register(&r.store, &r.key, false)
-            .await
-            .map_err(|e| status(&e))?;
-        Ok(Response::new(RegisterKeyResponse { changed }))
+        self.registration(request, false).await
     }
 
     async fn list_registered(

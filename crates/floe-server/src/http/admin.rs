@@ -126,17 +126,20 @@ pub(super) async fn register(
     State(app): State<Arc<App>>,
     parts: Parts,
 ) -> Result<Json<Value>, HttpError> {
-    let Path((store, key)) = parts.map_err(|_| bad_path())?;
-    let changed = app.admin_register(&store, &key, true).await?;
-    Ok(Json(json!({ "changed": changed })))
+    registration(&app, parts, true).await
 }
 
 pub(super) async fn unregister(
     State(app): State<Arc<App>>,
     parts: Parts,
 ) -> Result<Json<Value>, HttpError> {
+    registration(&app, parts, false).await
+}
+
+/// `PUT` (`on`) or `DELETE`: `{"changed":BOOL}`.
+async fn registration(app: &App, parts: Parts, on: bool) -> Result<Json<Value>, HttpError> {
     let Path((store, key)) = parts.map_err(|_| bad_path())?;
-    let changed = app.admin_register(&store, &key, false).await?;
+    let changed = app.admin_register(&store, &key, on).await?;
     Ok(Json(json!({ "changed": changed })))
 }
 
