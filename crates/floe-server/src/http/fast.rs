@@ -8,8 +8,8 @@
 //! future of its own. Measured with callgrind over loopback, that was about 5,000 of the 28,000
 //! instructions of the whole request, and the route served 0.82x the requests per second of
 //! `/healthz` (scripts/load.sh). Here the same handler code answers it directly
-//! ([`super::floe::weak_next_id`], [`super::floe::one_id`], [`super::leaf::segment_number`],
-//! [`super::leaf::snowflake_number`]), behind the same guard ([`super::guard`]).
+//! (`floe::weak_next_id`, `floe::one_id`, `leaf::segment_number`, `leaf::snowflake_number`),
+//! behind the same guard ([`super::guard`]).
 //!
 //! **Only what is certain to reach those routes is taken**: the method is `GET` or `POST`, the
 //! query is absent or empty, and the path is exactly the route's, each parameter a non-empty

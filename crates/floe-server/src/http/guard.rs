@@ -1,4 +1,5 @@
-//! The HTTP listener's guard against browsers, before any route runs ([`Guard`]).
+//! The HTTP listener's guard against browsers, before any route runs (one per listener, made
+//! from the [`HostPolicy`]).
 //!
 //! - **Cross-site requests.** A browser can be made to send a request to any server it can
 //!   reach from any page it shows. A request carrying an `Origin` that is not this server's
