@@ -33,7 +33,9 @@
 //! quiet key goes on 1, 2, 3 however long it was idle. At most `max_keys` keys are parked;
 //! beyond that the least recently parked go, each given back to the store when nothing was
 //! reserved after it ([`Store::give_back`](crate::Store::give_back): the key's next segment then
-//! starts where it stopped) and a gap otherwise. A graceful stop keeps the parked tails with
+//! starts where it stopped) and a gap otherwise. Give-backs run one after another in at most two
+//! tasks per store, at most 4,096 tails a task: a crowd of keys let go at once becomes gaps
+//! rather than a flood of store calls (or of tasks in memory). A graceful stop keeps the parked tails with
 //! the others ([`crate::tails`]).
 //!
 //! **Gaps, never repeats.** Parked IDs were never served and are served only by the key's next
@@ -43,7 +45,7 @@
 //! gap.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
@@ -181,6 +183,33 @@ struct ParkedTail {
 pub(crate) struct GiveBack {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) timeout: Duration,
+    /// Tasks giving tails back now.
+    pub(crate) running: Arc<AtomicUsize>,
+}
+
+impl GiveBack {
+    /// Tails of `store` given back within `timeout` a call.
+    pub(crate) fn new(store: Arc<dyn Store>, timeout: Duration) -> GiveBack {
+        GiveBack {
+            store,
+            timeout,
+            running: Arc::default(),
+        }
+    }
+}
+
+/// The most tasks giving tails back at once, per store.
+const GIVE_BACKS_AT_ONCE: usize = 2;
+/// The most tails one task gives back (the rest of a larger batch are gaps).
+const GIVE_BACK_BATCH: usize = 4096;
+
+/// Counts a give-back task as running until it is dropped.
+struct Running(Arc<AtomicUsize>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The keys of one store held in memory.
@@ -295,24 +324,34 @@ impl Keys {
         self.give_back_all(over);
     }
 
-    /// Gives each tail back to the store in a task of its own (best effort: a tail the store
-    /// does not take back is a gap).
+    /// Gives the tails back to the store, one after another in a task of their own, at most
+    /// [`GIVE_BACKS_AT_ONCE`] such tasks per store at a time (best effort: a tail the store
+    /// does not take back, or beyond those bounds, is a gap), so that many keys let go at once
+    /// never flood the store.
     fn give_back_all(&self, tails: Vec<(Key, Vec<Segment>)>) {
         let (Some(to), Ok(runtime)) = (&self.give_back, tokio::runtime::Handle::try_current())
         else {
             return;
         };
-        for (key, tail) in tails {
-            let Some((first, last)) = returnable(&tail) else {
-                continue;
-            };
-            let to = to.clone();
-            runtime.spawn(async move {
+        let running = Arc::clone(&to.running);
+        let started = running.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < GIVE_BACKS_AT_ONCE).then_some(n + 1)
+        });
+        if started.is_err() {
+            return;
+        }
+        let to = to.clone();
+        runtime.spawn(async move {
+            let _done = Running(running);
+            for (key, tail) in tails.into_iter().take(GIVE_BACK_BATCH) {
+                let Some((first, last)) = returnable(&tail) else {
+                    continue;
+                };
                 let call = to.store.give_back(&key, first, last);
                 // Not taken back (or no answer): a gap, as it always was.
                 let _ = crate::within(&*to.store, to.timeout, "give back IDs of", &key, call).await;
-            });
-        }
+            }
+        });
     }
 
     /// Every parked tail, taken out (a graceful stop keeps them).

@@ -93,10 +93,7 @@ impl StoreHandle {
             issued: [AtomicU64::new(0), AtomicU64::new(0)],
             keys: Arc::new(Keys::new(
                 KeyLimits::default(),
-                Some(GiveBack {
-                    store: Arc::clone(&store),
-                    timeout: options.timeout,
-                }),
+                Some(GiveBack::new(Arc::clone(&store), options.timeout)),
             )),
             store,
             name,
@@ -172,10 +169,7 @@ impl StoreHandle {
             .map_err(|e| SeqError::config(e.to_string()))?;
         let keys = Keys::new(
             limits,
-            Some(GiveBack {
-                store: Arc::clone(&self.store),
-                timeout: self.options.timeout,
-            }),
+            Some(GiveBack::new(Arc::clone(&self.store), self.options.timeout)),
         );
         for (key, tail) in self.keys.drain_parked() {
             keys.park(key, tail);
