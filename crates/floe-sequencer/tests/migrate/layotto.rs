@@ -357,6 +357,55 @@ mod etcd_store {
         );
     }
 
+    /// The admin calls on Layotto's keys in place: a key's value is its version, the app's
+    /// keys are listed as clients name them (not another app's, nor a rest holding `||`),
+    /// registrations sit beside Layotto's prefix path, and a give-back is refused (a version
+    /// cannot be lowered): the IDs are gaps.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn admin_calls_on_layottos_keys() {
+        let app = app();
+        let c = client();
+        for (k, n) in [("order", 5), ("a/b", 2), ("ключ", 3), ("x||y", 4)] {
+            for _ in 0..n {
+                layotto_next(&c, &format!("/layotto/{}", stored(&app, k))).await;
+            }
+        }
+        layotto_next(&c, &format!("/layotto/{}", stored("other-app", "order"))).await;
+        let etcd = floe_testkit::env("FLOE_TEST_ETCD");
+        let store = open(&format!("etcd://{etcd}?layotto={app}")).await.unwrap();
+        let order = key("order");
+        assert_eq!(store.value(&order).await.unwrap(), Some(5));
+        assert_eq!(store.value(&key("none")).await.unwrap(), None);
+        assert_eq!(
+            store.keys(None, 2).await.unwrap(),
+            [(key("a/b"), 2), (order.clone(), 5)]
+        );
+        assert_eq!(
+            store.keys(Some(&order), 5).await.unwrap(),
+            [(key("ключ"), 3)]
+        );
+
+        assert_eq!(store.reserve(&order, 3).await.unwrap(), 8);
+        assert!(!store.give_back(&order, 7, 8).await.unwrap());
+        assert_eq!(store.value(&order).await.unwrap(), Some(8));
+        assert_eq!(store.next_id(&order).await.unwrap(), 9);
+
+        assert!(store.register(&order).await.unwrap());
+        assert!(!store.register(&order).await.unwrap());
+        assert!(store.is_registered(&order).await.unwrap());
+        assert_eq!(store.registered(None, 10).await.unwrap(), [order.clone()]);
+        let path = format!("/layotto.registered/{}", stored(&app, "order"));
+        assert_eq!(c.get(path.as_str()).await.unwrap().kvs.len(), 1, "{path}");
+        assert_eq!(
+            store.keys(None, 10).await.unwrap().len(),
+            3,
+            "no registration"
+        );
+        assert!(store.unregister(&order).await.unwrap());
+        assert_eq!(store.value(&order).await.unwrap(), Some(9), "kept");
+        assert!(store.registered(None, 10).await.unwrap().is_empty());
+    }
+
     /// `?from_layotto=APP`: floe's own keys are lifted above Layotto's versions at start-up
     /// (under a custom `layotto_prefix` too), and served with segments; another app's keys
     /// are left alone; a second start lowers nothing.
