@@ -181,7 +181,10 @@ mod redis_store {
 
         assert!(store.register(&order).await.unwrap());
         assert!(!store.register(&order).await.unwrap());
-        assert_eq!(store.registered(None, 10).await.unwrap(), [order.clone()]);
+        assert_eq!(
+            store.registered(None, 10).await.unwrap(),
+            std::slice::from_ref(&order)
+        );
         assert_eq!(
             store.keys(None, 10).await.unwrap().len(),
             3,
@@ -393,7 +396,10 @@ mod etcd_store {
         assert!(store.register(&order).await.unwrap());
         assert!(!store.register(&order).await.unwrap());
         assert!(store.is_registered(&order).await.unwrap());
-        assert_eq!(store.registered(None, 10).await.unwrap(), [order.clone()]);
+        assert_eq!(
+            store.registered(None, 10).await.unwrap(),
+            std::slice::from_ref(&order)
+        );
         let path = format!("/layotto.registered/{}", stored(&app, "order"));
         assert_eq!(c.get(path.as_str()).await.unwrap().kvs.len(), 1, "{path}");
         assert_eq!(
