@@ -286,6 +286,13 @@ impl LeafAllocStore {
                 Some(1267 | 1270 | 1271 | 1366) => {
                     return Err(refuse("the biz_tag column's character set cannot hold it"))
                 }
+                Some(1364) => {
+                    return Err(SeqError::config(format!(
+                        "leaf-mysql: cannot register tag {:?} in {}: the table has a column with no default besides biz_tag, max_id and step, the columns floe fills (as Leaf's DDL has none)",
+                        key.as_str(),
+                        self.table
+                    )))
+                }
                 _ => return Err(self.err("insert", key)(e)),
             },
         };

@@ -502,3 +502,22 @@ async fn give_backs_beside_leaf_never_repeat() {
     }
     assert!(given > 0, "no give-back was taken");
 }
+
+/// A table with a column floe does not fill and that has no default: registering is a Config
+/// error naming the table, and nothing is inserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_needs_defaults_for_other_columns() {
+    let table = Table::fresh(
+        "leaf_owner",
+        "CREATE TABLE {t} (biz_tag varchar(128) PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, owner varchar(20) NOT NULL)",
+    )
+    .await;
+    let store = open(&table.url()).await.unwrap();
+    // MariaDB's default SQL mode is strict: the insert fails rather than fill the column.
+    let e = store.register(&key("orders")).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Config, "{e}");
+    assert!(e.message.contains(&table.name), "{e}");
+    assert!(e.message.contains("no default"), "{e}");
+    assert_eq!(table.rows().await, 0);
+    store.close().await;
+}
