@@ -3,8 +3,8 @@
 //! - [`Client::connect`] to `host:port` endpoints (plain HTTP/2): calls go to one endpoint at
 //!   a time, the next one taking over when it cannot be connected to; every call bounded by a
 //!   timeout;
-//! - key-value calls: [`Client::get`], [`Client::get_prefix`], [`Client::put`],
-//!   [`Client::delete`];
+//! - key-value calls: [`Client::get`], [`Client::get_prefix`], [`Client::get_page`],
+//!   [`Client::put`], [`Client::delete`];
 //! - transactions, e.g. a compare-and-swap on a key's revision: [`Txn`] with [`Compare`] and
 //!   [`TxnOp`];
 //! - leases: [`Client::lease_grant`], [`Client::lease_revoke`],
@@ -340,6 +340,37 @@ impl Client {
         let request = RangeRequest {
             range_end: prefix_end(&key),
             key,
+            ..Default::default()
+        };
+        self.bounded(|c| async move { KvClient::new(c).range(request).await })
+            .await
+    }
+
+    /// A page of the keys that start with `prefix`, in key order (by bytes): at most `limit`
+    /// (etcd's 0: all), those after the key `after` when given; only their names with
+    /// `keys_only`.
+    ///
+    /// # Errors
+    /// The cluster's or the connection's.
+    pub async fn get_page(
+        &self,
+        prefix: impl Into<Vec<u8>>,
+        after: Option<&[u8]>,
+        limit: i64,
+        keys_only: bool,
+    ) -> Result<RangeResponse, Error> {
+        let prefix = prefix.into();
+        let range_end = prefix_end(&prefix);
+        let key = match after {
+            // The smallest key above `after`: `after` and a NUL byte.
+            Some(after) if after >= prefix.as_slice() => [after, &[0]].concat(),
+            _ => prefix,
+        };
+        let request = RangeRequest {
+            key,
+            range_end,
+            limit,
+            keys_only,
             ..Default::default()
         };
         self.bounded(|c| async move { KvClient::new(c).range(request).await })

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use common::{fixture, Fixture};
 use floe_sequencer::{
-    ErrorKind, KeyLimits, Mode, Segment, ServeOptions, StepPolicy, StoreHandle, MAX_BATCH,
+    ErrorKind, Key, KeyLimits, Mode, Segment, ServeOptions, StepPolicy, StoreHandle, MAX_BATCH,
 };
 
 /// Unknown keys start at 1; STRONG counts up by one; a segment follows on.
@@ -282,6 +282,223 @@ async fn give_back_takes_only_the_last_reservation(f: Fixture, takes: bool) {
     }
 }
 
+/// Many tasks on both clients reserve segments of one key, each "serves" a random prefix of
+/// its segment and gives the rest back, racing the others' reservations: an ID served is
+/// never served again (a range given back is reissued only when the giver served none of it),
+/// and a store that takes IDs back did take some.
+async fn give_back_races_reservations(f: Fixture, rounds: usize, takes: bool) {
+    let k = f.key("giveback-race").await;
+    let stores = [Arc::clone(&f.store), Arc::clone(&f.second)];
+    let mut tasks = Vec::new();
+    for t in 0..8u64 {
+        let s = Arc::clone(&stores[(t % 2) as usize]);
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            // xorshift64, seeded per task: reproducible, no dependency.
+            let mut rng = 0x9E37_79B9_7F4A_7C15_u64 ^ (t + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            let mut next = move |n: u64| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % n
+            };
+            let (mut served, mut given) = (Vec::new(), 0);
+            for _ in 0..rounds {
+                let size = 1 + next(20) as u32;
+                let last = s.reserve(&k, size).await.unwrap();
+                let first = last - i64::from(size) + 1;
+                let used = next(u64::from(size) + 1) as i64;
+                served.extend(first..first + used);
+                if first + used <= last {
+                    given += usize::from(s.give_back(&k, first + used, last).await.unwrap());
+                }
+            }
+            (served, given)
+        }));
+    }
+    let (mut seen, mut given) = (HashSet::new(), 0);
+    for t in tasks {
+        let (served, g) = t.await.unwrap();
+        given += g;
+        for id in served {
+            assert!(id >= 1);
+            assert!(seen.insert(id), "{id} served twice");
+        }
+    }
+    if takes {
+        assert!(given > 0, "no give-back succeeded");
+    } else {
+        assert_eq!(given, 0);
+    }
+}
+
+/// How a store keeps registrations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Registrations {
+    /// Apart from the values: registering sets no value, unregistering keeps it.
+    Apart,
+    /// Leaf's `leaf_alloc`: a tag's row is its registration and holds its value, so the
+    /// fixture's keys come registered, registering inserts a row at value 0, and unregistering
+    /// is refused (Leaf's rows are deleted with SQL).
+    LeafRows,
+}
+
+/// The keys of `pages` (from `after = prefix` on) that are `prefix:...`: a page at a time of
+/// `limit`, until one goes past them.
+async fn ours<T, F, Fut>(prefix: &Key, limit: usize, mut page: F, name: fn(&T) -> &Key) -> Vec<T>
+where
+    F: FnMut(Option<Key>) -> Fut,
+    Fut: std::future::Future<Output = Vec<T>>,
+{
+    let start = format!("{prefix}:");
+    let mut after = Some(prefix.clone());
+    let mut found = Vec::new();
+    loop {
+        let got = page(after.clone()).await;
+        assert!(got.len() <= limit, "a page of {} for {limit}", got.len());
+        for w in got.windows(2) {
+            assert!(name(&w[0]) < name(&w[1]), "pages are in byte order");
+        }
+        if let (Some(a), Some(first)) = (&after, got.first()) {
+            assert!(name(first) > a, "a page starts after `after`");
+        }
+        let full = got.len() == limit;
+        let past = got.last().is_some_and(|t| {
+            !name(t).as_str().starts_with(&start) && name(t).as_str() > start.as_str()
+        });
+        after = got.last().map(|t| name(t).clone());
+        found.extend(
+            got.into_iter()
+                .filter(|t| name(t).as_str().starts_with(&start)),
+        );
+        if !full || past {
+            return found;
+        }
+    }
+}
+
+/// The admin calls: `value` reads without changing anything, the same on both clients;
+/// `keys` and `registered` page in byte order (keys with `/`, `.`, spaces and non-ASCII
+/// characters among them), each listing only its own; registering twice says so, and
+/// unregistering keeps the value, so a key registered again goes on above every ID it issued.
+async fn admin_calls(f: Fixture, registrations: Registrations) {
+    let leaf = registrations == Registrations::LeafRows;
+    let prefix = common::key("admin");
+    let key = |suffix: &str| Key::new(format!("{prefix}:{suffix}")).unwrap();
+    let suffixes = [
+        "a", "a/b", "a/b/c", "a b", "a.b", "a-b", "B", "b", "é", "ключ", "✓/x", "z",
+    ];
+
+    // Nothing stored.
+    let none = key("none");
+    assert_eq!(f.store.value(&none).await.unwrap(), None);
+    assert!(!f.store.is_registered(&none).await.unwrap());
+
+    // Values: key i reserved i + 1 times... in one reservation of i + 1.
+    let mut values = Vec::new();
+    for (i, suffix) in suffixes.iter().enumerate() {
+        let k = key(suffix);
+        f.register(&k).await;
+        let fresh = f.store.value(&k).await.unwrap();
+        assert_eq!(fresh, leaf.then_some(0), "{k:?}");
+        let n = i as u32 + 1;
+        assert_eq!(f.store.reserve(&k, n).await.unwrap(), i64::from(n));
+        for s in [&f.store, &f.second] {
+            assert_eq!(s.value(&k).await.unwrap(), Some(i64::from(n)), "{k:?}");
+        }
+        values.push((k, i64::from(n)));
+    }
+
+    // Registrations: one key with a value, one without.
+    let with_value = key("a/b");
+    let registered_only = key("registered only");
+    for k in [&with_value, &registered_only] {
+        let known = leaf && *k == with_value; // the fixture registered it
+        assert_eq!(f.store.is_registered(k).await.unwrap(), known, "{k:?}");
+        assert_eq!(f.store.register(k).await.unwrap(), !known, "{k:?}");
+        assert!(
+            !f.second.register(k).await.unwrap(),
+            "registered twice: {k:?}"
+        );
+        assert!(f.second.is_registered(k).await.unwrap(), "{k:?}");
+    }
+    assert_eq!(f.store.value(&with_value).await.unwrap(), Some(2), "kept");
+    assert_eq!(
+        f.store.value(&registered_only).await.unwrap(),
+        leaf.then_some(0),
+        "registering sets no value (a Leaf row starts at max_id 1)"
+    );
+    if leaf {
+        values.push((registered_only.clone(), 0));
+    }
+    values.sort();
+
+    for limit in [1, 3, 100] {
+        let listed = ours(
+            &prefix,
+            limit,
+            |after| {
+                let s = Arc::clone(&f.second);
+                async move { s.keys(after.as_ref(), limit).await.unwrap() }
+            },
+            |(k, _)| k,
+        )
+        .await;
+        assert_eq!(listed, values, "keys, {limit} a page");
+    }
+    let mut expected: Vec<Key> = if leaf {
+        values.iter().map(|(k, _)| k.clone()).collect()
+    } else {
+        vec![with_value.clone(), registered_only.clone()]
+    };
+    expected.sort();
+    for limit in [1, 2, 100] {
+        let listed = ours(
+            &prefix,
+            limit,
+            |after| {
+                let s = Arc::clone(&f.store);
+                async move { s.registered(after.as_ref(), limit).await.unwrap() }
+            },
+            |k| k,
+        )
+        .await;
+        assert_eq!(listed, expected, "registered, {limit} a page");
+    }
+    assert!(f.store.keys(None, 0).await.unwrap().is_empty());
+    assert!(f.store.registered(None, 0).await.unwrap().is_empty());
+
+    if leaf {
+        let e = f.store.unregister(&with_value).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+        assert!(e.message.contains("DELETE"), "{e}");
+        assert!(f.store.is_registered(&with_value).await.unwrap());
+        // A tag registered here is served from 1.
+        assert_eq!(f.second.next_id(&registered_only).await.unwrap(), 1);
+        return;
+    }
+    // Unregistering keeps the value: registered again, the key goes on above it.
+    assert!(f.store.unregister(&with_value).await.unwrap());
+    assert!(!f.second.unregister(&with_value).await.unwrap());
+    assert!(!f.store.is_registered(&with_value).await.unwrap());
+    assert_eq!(f.second.value(&with_value).await.unwrap(), Some(2));
+    assert!(f.second.register(&with_value).await.unwrap());
+    assert_eq!(f.store.next_id(&with_value).await.unwrap(), 3);
+    assert!(f.store.unregister(&registered_only).await.unwrap());
+    assert_eq!(f.store.value(&registered_only).await.unwrap(), None);
+    let left = ours(
+        &prefix,
+        10,
+        |after| {
+            let s = Arc::clone(&f.store);
+            async move { s.registered(after.as_ref(), 10).await.unwrap() }
+        },
+        |k| k,
+    )
+    .await;
+    assert_eq!(left, [with_value]);
+}
+
 /// Keys dropped from memory all the time (room for 2 of 6 keys, 1 ms idle) while tasks ask
 /// for them, WEAK and STRONG, on both clients: no ID twice, and each task sees each key's IDs
 /// of each mode increase (a dropped key's buffer is parked, served again by the key's next
@@ -514,7 +731,7 @@ async fn batch_bounds(f: Fixture) {
 }
 
 macro_rules! conformance {
-    ($($store:ident: $url:expr, strong_per_task = $n:expr, gives_back = $g:expr;)*) => {$(
+    ($($store:ident: $url:expr, strong_per_task = $n:expr, gives_back = $g:expr, registrations = $r:ident;)*) => {$(
         mod $store {
             use super::*;
 
@@ -581,18 +798,118 @@ macro_rules! conformance {
             async fn give_back_takes_only_the_last_reservation() {
                 super::give_back_takes_only_the_last_reservation(open().await, $g).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn give_back_races_reservations() {
+                super::give_back_races_reservations(open().await, 40, $g).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn admin_calls() {
+                super::admin_calls(open().await, Registrations::$r).await;
+            }
         }
     )*};
 }
 
 conformance! {
-    memory: "memory", strong_per_task = 200, gives_back = true;
-    embedded: "embedded", strong_per_task = 50, gives_back = true;
-    redis: floe_testkit::env("FLOE_TEST_REDIS"), strong_per_task = 200, gives_back = false;
-    postgres: floe_testkit::env("FLOE_TEST_POSTGRES"), strong_per_task = 100, gives_back = false;
-    mysql: floe_testkit::env("FLOE_TEST_MARIADB"), strong_per_task = 100, gives_back = false;
+    memory: "memory", strong_per_task = 200, gives_back = true, registrations = Apart;
+    embedded: "embedded", strong_per_task = 50, gives_back = true, registrations = Apart;
+    redis: floe_testkit::env("FLOE_TEST_REDIS"), strong_per_task = 200, gives_back = true, registrations = Apart;
+    postgres: floe_testkit::env("FLOE_TEST_POSTGRES"), strong_per_task = 100, gives_back = true, registrations = Apart;
+    mysql: floe_testkit::env("FLOE_TEST_MARIADB"), strong_per_task = 100, gives_back = true, registrations = Apart;
     // Leaf's table: every key of the suite is registered (a row) before it is used.
-    leaf_alloc: format!("leaf-{}?table=leaf_alloc_conformance", floe_testkit::env("FLOE_TEST_MARIADB")), strong_per_task = 50, gives_back = false;
-    etcd: format!("etcd://{}", floe_testkit::env("FLOE_TEST_ETCD")), strong_per_task = 100, gives_back = false;
-    zookeeper: format!("zk://{}", floe_testkit::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100, gives_back = false;
+    leaf_alloc: format!("leaf-{}?table=leaf_alloc_conformance", floe_testkit::env("FLOE_TEST_MARIADB")), strong_per_task = 50, gives_back = true, registrations = LeafRows;
+    etcd: format!("etcd://{}", floe_testkit::env("FLOE_TEST_ETCD")), strong_per_task = 100, gives_back = true, registrations = Apart;
+    zookeeper: format!("zk://{}", floe_testkit::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100, gives_back = true, registrations = Apart;
+}
+
+/// The SQL stores keep registered keys in `{table}_registered`, beside the table of values.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sql_registrations {
+    use super::*;
+
+    fn with_table(url: &str, table: &str) -> String {
+        let join = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{join}table={table}")
+    }
+
+    /// A table name too long for its table of registrations (`{table}_registered` past the
+    /// server's limit): the values work on, the registration calls say why they cannot.
+    async fn a_long_table_name_keeps_its_values(url: &str, longest: usize) {
+        let name = |len: usize| {
+            let base = floe_testkit::unique("r").replace('-', "_");
+            format!("{base}{}", "x".repeat(len - base.len()))
+        };
+        let store = fixture(&with_table(url, &name(longest))).await.store;
+        let k = common::key("fits");
+        assert!(store.register(&k).await.unwrap());
+        assert!(store.is_registered(&k).await.unwrap());
+
+        let long = name(longest + 1);
+        let store = fixture(&with_table(url, &long)).await.store;
+        assert_eq!(store.reserve(&k, 5).await.unwrap(), 5);
+        assert_eq!(store.value(&k).await.unwrap(), Some(5));
+        assert!(store.give_back(&k, 3, 5).await.unwrap());
+        assert_eq!(store.keys(None, 10).await.unwrap(), [(k.clone(), 2)]);
+        for e in [
+            store.register(&k).await.unwrap_err(),
+            store.is_registered(&k).await.unwrap_err(),
+            store.unregister(&k).await.unwrap_err(),
+            store.registered(None, 0).await.unwrap_err(),
+        ] {
+            assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+            assert!(e.message.contains(&long), "{e}");
+            assert!(
+                e.message.contains(&format!("at most {longest} bytes")),
+                "{e}"
+            );
+        }
+    }
+
+    /// A table of values named like another's table of registrations is never read or
+    /// written as one: the registration calls fail, and its values are kept.
+    async fn a_table_of_values_is_never_taken_for_registrations(url: &str) {
+        let base = floe_testkit::unique("c").replace('-', "_");
+        let values = fixture(&with_table(url, &format!("{base}_registered")))
+            .await
+            .store;
+        let k = common::key("kept");
+        assert_eq!(values.reserve(&k, 7).await.unwrap(), 7);
+        let store = fixture(&with_table(url, &base)).await.store;
+        let e = store.register(&k).await.unwrap_err();
+        assert!(e.message.contains("registered_key"), "{e}");
+        assert!(store.is_registered(&k).await.is_err());
+        assert!(store.registered(None, 10).await.is_err());
+        assert_eq!(values.reserve(&k, 1).await.unwrap(), 8);
+        assert_eq!(values.keys(None, 10).await.unwrap(), [(k, 8)]);
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_long_table_name() {
+        a_long_table_name_keeps_its_values(&floe_testkit::env("FLOE_TEST_POSTGRES"), 52).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_table_named_like_registrations() {
+        a_table_of_values_is_never_taken_for_registrations(&floe_testkit::env(
+            "FLOE_TEST_POSTGRES",
+        ))
+        .await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_long_table_name() {
+        a_long_table_name_keeps_its_values(&floe_testkit::env("FLOE_TEST_MARIADB"), 53).await;
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_table_named_like_registrations() {
+        a_table_of_values_is_never_taken_for_registrations(&floe_testkit::env("FLOE_TEST_MARIADB"))
+            .await;
+    }
 }

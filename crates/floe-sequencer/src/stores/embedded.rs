@@ -18,8 +18,19 @@
 //! never handed out, and the value read after the reopen is the last one committed durably.
 //! An open after an I/O error checks the whole file (redb's repair: about 0.1 s for 2 million
 //! keys), so it happens at most every [`REOPEN_EVERY`]; calls in between fail at once.
+//!
+//! **Layout:** table `sequences` (key -> the last value reserved) and, apart from it, table
+//! `registered` (key -> nothing), made at open if missing (a file of an older floe gains the
+//! second, empty). Both are ordered by the key's bytes, so [`Store::keys`] and
+//! [`Store::registered`] read one range of their table. Unregistering removes the key from
+//! `registered` only: its value stays, and the key registered again goes on above it.
+//!
+//! **Give back:** in one write transaction, the key's value is compared with the end of the
+//! caller's last reservation and set just below the range given back (durably, as a
+//! reservation), so nothing can be reserved in between.
 
 use std::fs::{File, OpenOptions, TryLockError};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -27,12 +38,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use floe_core::sequence::{reserve_after, Key};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
 use tokio::time::Instant;
 
 use crate::{Capabilities, ErrorKind, SeqError, Store};
 
 const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
+/// The registered keys, apart from the values.
+const REGISTERED: TableDefinition<&str, ()> = TableDefinition::new("registered");
 
 /// The most memory redb keeps as a cache of the file's pages. Its default (1 GiB) lets the
 /// cache, hence the process, grow with the file, that is with every key ever used; a page not
@@ -43,7 +58,7 @@ pub const CACHE_BYTES: usize = 16 << 20;
 /// The database is opened again after an I/O error at most this often.
 pub const REOPEN_EVERY: Duration = Duration::from_millis(100);
 
-/// A redb database of one table, key -> last reserved value.
+/// A redb database: key -> last reserved value, and the registered keys.
 #[derive(Debug)]
 pub struct EmbeddedStore {
     inner: Arc<Inner>,
@@ -121,8 +136,14 @@ impl EmbeddedStore {
                 reopens: Mutex::new(Reopens::default()),
             }),
         };
-        // Create the table now, so that reads never find it missing.
-        store.inner.write(Instant::now(), |_, _| Ok(()))?;
+        // Create the tables now, so that reads never find them missing.
+        store.inner.transaction(Instant::now(), |inner, txn| {
+            txn.open_table(TABLE)
+                .map_err(|e| inner.fail("cannot open the table of", e))?;
+            txn.open_table(REGISTERED)
+                .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
+            Ok(())
+        })?;
         Ok(store)
     }
 
@@ -291,26 +312,97 @@ impl Inner {
         Ok(())
     }
 
-    /// Runs `f` on the table in one write transaction, committed durably before returning.
-    fn write<T>(
+    /// Runs `f` in one write transaction, committed durably before returning.
+    fn transaction<T>(
         &self,
         now: Instant,
-        f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
+        f: impl FnOnce(&Inner, &WriteTransaction) -> Result<T, SeqError>,
     ) -> Result<T, SeqError> {
         self.with_db(now, |inner, db| {
             let txn = db
                 .begin_write()
                 .map_err(|e| inner.fail("cannot write", e))?;
-            let out = {
-                let mut table = txn
-                    .open_table(TABLE)
-                    .map_err(|e| inner.fail("cannot open the table of", e))?;
-                f(inner, &mut table)?
-            };
+            let out = f(inner, &txn)?;
             txn.commit()
                 .map_err(|e| inner.fail("cannot commit to", e))?;
             Ok(out)
         })
+    }
+
+    /// Runs `f` on the table of values in one write transaction, committed durably before
+    /// returning.
+    fn write<T>(
+        &self,
+        now: Instant,
+        f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
+    ) -> Result<T, SeqError> {
+        self.transaction(now, |inner, txn| {
+            let mut table = txn
+                .open_table(TABLE)
+                .map_err(|e| inner.fail("cannot open the table of", e))?;
+            f(inner, &mut table)
+        })
+    }
+
+    /// Runs `f` on the table of registered keys in one write transaction, committed durably
+    /// before returning.
+    fn write_registered<T>(
+        &self,
+        now: Instant,
+        f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, ()>) -> Result<T, SeqError>,
+    ) -> Result<T, SeqError> {
+        self.transaction(now, |inner, txn| {
+            let mut table = txn
+                .open_table(REGISTERED)
+                .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
+            f(inner, &mut table)
+        })
+    }
+
+    /// Runs `f` in one read transaction.
+    fn read<T>(
+        &self,
+        now: Instant,
+        f: impl FnOnce(&Inner, &ReadTransaction) -> Result<T, SeqError>,
+    ) -> Result<T, SeqError> {
+        self.with_db(now, |inner, db| {
+            let txn = db.begin_read().map_err(|e| inner.fail("cannot read", e))?;
+            f(inner, &txn)
+        })
+    }
+
+    /// A key as stored, checked again: floe stores only valid keys, so a bad one is `Corrupt`.
+    fn stored_key(&self, stored: &str) -> Result<Key, SeqError> {
+        Key::new(stored).map_err(|e| {
+            SeqError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "embedded: {} holds a key floe cannot have written ({stored:?}): {e}",
+                    self.path.display()
+                ),
+            )
+        })
+    }
+
+    /// The page of `table` after `after`: at most `limit` keys, each with what `f` makes of
+    /// its entry.
+    fn page<V: redb::Value + 'static, T>(
+        &self,
+        table: &redb::ReadOnlyTable<&'static str, V>,
+        after: Option<&str>,
+        limit: usize,
+        f: impl Fn(Key, V::SelfType<'_>) -> T,
+    ) -> Result<Vec<T>, SeqError> {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let range = table
+            .range::<&str>((from, Bound::Unbounded))
+            .map_err(|e| self.fail("cannot read", e))?;
+        let mut page = Vec::new();
+        for entry in range.take(limit) {
+            let (k, v) = entry.map_err(|e| self.fail("cannot read", e))?;
+            page.push(f(self.stored_key(k.value())?, v.value()));
+        }
+        Ok(page)
     }
 }
 
@@ -398,6 +490,104 @@ impl Store for EmbeddedStore {
         })
         .await
     }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let key = key.clone();
+        let now = Instant::now();
+        run_blocking(move || {
+            inner.read(now, |inner, txn| {
+                let table = txn
+                    .open_table(TABLE)
+                    .map_err(|e| inner.fail("cannot open the table of", e))?;
+                let value = table
+                    .get(key.as_str())
+                    .map_err(|e| inner.fail("cannot read", e))?;
+                Ok(value.map(|v| v.value()))
+            })
+        })
+        .await
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let after = after.cloned();
+        let now = Instant::now();
+        run_blocking(move || {
+            inner.read(now, |inner, txn| {
+                let table = txn
+                    .open_table(TABLE)
+                    .map_err(|e| inner.fail("cannot open the table of", e))?;
+                inner.page(&table, after.as_ref().map(Key::as_str), limit, |k, v| {
+                    (k, v)
+                })
+            })
+        })
+        .await
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let key = key.clone();
+        let now = Instant::now();
+        run_blocking(move || {
+            inner.read(now, |inner, txn| {
+                let table = txn
+                    .open_table(REGISTERED)
+                    .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
+                let found = table
+                    .get(key.as_str())
+                    .map_err(|e| inner.fail("cannot read", e))?;
+                Ok(found.is_some())
+            })
+        })
+        .await
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let key = key.clone();
+        let now = Instant::now();
+        run_blocking(move || {
+            inner.write_registered(now, |inner, table| {
+                let before = table
+                    .insert(key.as_str(), ())
+                    .map_err(|e| inner.fail("cannot write", e))?;
+                Ok(before.is_none())
+            })
+        })
+        .await
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let key = key.clone();
+        let now = Instant::now();
+        run_blocking(move || {
+            inner.write_registered(now, |inner, table| {
+                let before = table
+                    .remove(key.as_str())
+                    .map_err(|e| inner.fail("cannot write", e))?;
+                Ok(before.is_some())
+            })
+        })
+        .await
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let after = after.cloned();
+        let now = Instant::now();
+        run_blocking(move || {
+            inner.read(now, |inner, txn| {
+                let table = txn
+                    .open_table(REGISTERED)
+                    .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
+                inner.page(&table, after.as_ref().map(Key::as_str), limit, |k, ()| k)
+            })
+        })
+        .await
+    }
 }
 
 async fn run_blocking<T: Send + 'static>(
@@ -405,5 +595,31 @@ async fn run_blocking<T: Send + 'static>(
 ) -> Result<T, SeqError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| SeqError::unavailable(format!("embedded: a write stopped: {e}")))?
+        .map_err(|e| SeqError::unavailable(format!("embedded: a call stopped: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of a floe from before registrations (one table) opens, its values kept, and
+    /// gains the table of registered keys, empty.
+    #[tokio::test]
+    async fn a_file_without_registrations_gains_their_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sequences.redb");
+        {
+            let db = create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(TABLE).unwrap().insert("old", 41).unwrap();
+            txn.commit().unwrap();
+        }
+        let store = EmbeddedStore::open(&path).unwrap();
+        let old = Key::new("old").unwrap();
+        assert_eq!(Store::value(&store, &old).await.unwrap(), Some(41));
+        assert!(store.registered(None, 10).await.unwrap().is_empty());
+        assert!(store.register(&old).await.unwrap());
+        assert_eq!(store.keys(None, 10).await.unwrap(), [(old.clone(), 41)]);
+        assert_eq!(store.registered(None, 10).await.unwrap(), [old]);
+    }
 }

@@ -7,6 +7,18 @@
 //! has mod revision 0, so creation is the same transaction. etcd's transactions are
 //! linearizable, and durable once acknowledged (raft log fsync).
 //!
+//! **Give back** is one transaction too: *if the key's value is the end of the caller's last
+//! reservation (as decimal text, the only way floe writes it), put the value just below the
+//! range given back*. A reservation by any process in between changed the value, so the
+//! compare fails and nothing changes.
+//!
+//! **Admin calls.** `value` reads the key; `keys` reads a page of the range `{root}/`, in
+//! byte order, from just after the last key of the page before. **Registered keys** are kept
+//! apart under the sibling prefix `{root}.registered/` (an empty value at
+//! `{root}.registered/{key}`), outside the range `{root}/` of the values (the byte after the
+//! root is `.`, not `/`): registering is a put conditional on the key's absence
+//! (create revision 0), unregistering a delete, which leaves the value.
+//!
 //! **Layotto's keys.** Layotto's etcd component keeps no value: a key's ID is its etcd
 //! *version* (the number of puts since it was created) after an empty put, at
 //! `{keyPrefixPath}{stored key}` (`/layotto/` by default; the stored key as in
@@ -22,7 +34,14 @@
 //!   and taken again. Every version is given once, whoever puts, so **floe and Layotto can
 //!   serve the same keys at the same time**. Costs one etcd write per ID; no root in the URL
 //!   (the keys are Layotto's). `bigger_than` is refused at start-up when a key's version is
-//!   below it, as Layotto refuses it: a version only grows by puts.
+//!   below it, as Layotto refuses it: a version only grows by puts. `value` is the key's
+//!   version (the last ID given, by Layotto or floe), and `keys` lists the app's keys as
+//!   clients name them with their versions (not another app's, nor a rest holding `||`).
+//!   **`give_back` always answers `false`** (the IDs are gaps): a version cannot be lowered,
+//!   only a delete starts it again, at 1, which would reissue every ID. Registered keys are
+//!   kept beside Layotto's prefix path as floe's are beside a root:
+//!   `{layotto_prefix without its last /}.registered/{stored key}`, e.g.
+//!   `/layotto.registered/sequencer|||APP||order`, which Layotto never reads.
 //! - **Taking over, Layotto stopped: `etcd://host:port[/root]?from_layotto=APP[&layotto_prefix=/layotto/]`.**
 //!   floe serves its own keys (above), and at start-up lifts each of them to at least the
 //!   version of Layotto's key (the last ID Layotto gave), so it continues above it, with
@@ -40,7 +59,7 @@ use floe_etcd::{
 };
 
 use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
-use super::layotto::{key_prefix, take_over};
+use super::layotto::{client_key, key_prefix, take_over};
 use crate::{servers_and_root, Capabilities, ErrorKind, SeqError, Store};
 
 /// An etcd cluster (the client reconnects by itself).
@@ -52,6 +71,10 @@ pub struct EtcdStore {
     seen: SeenCache<i64>,
     /// `?layotto=`: the full path before a client's key on Layotto's keys served in place.
     layotto: Option<String>,
+    /// `?layotto=`: the app's prefix of Layotto's stored keys (`sequencer|||APP||`).
+    layotto_app: Option<String>,
+    /// The full path before a client's key among the registered keys.
+    registered: String,
 }
 
 /// Layotto's `keyPrefixPath` as Layotto reads it: `/layotto/` by default, a custom value made
@@ -126,12 +149,18 @@ impl EtcdStore {
             .get(root)
             .await
             .map_err(|e| SeqError::unavailable(format!("etcd: cannot reach {endpoints}: {e}")))?;
+        let registered = match &layotto {
+            Some(app) => format!("{}.registered/{app}", prefix_path.trim_end_matches('/')),
+            None => format!("{root}.registered/"),
+        };
         let store = EtcdStore {
             client,
             root: root.to_string(),
             endpoints: endpoints.to_string(),
             seen: SeenCache::default(),
-            layotto: layotto.map(|p| format!("{prefix_path}{p}")),
+            layotto: layotto.as_ref().map(|p| format!("{prefix_path}{p}")),
+            layotto_app: layotto,
+            registered,
         };
         if let Some(prefix) = from_layotto {
             let all = format!("{prefix_path}{prefix}");
@@ -148,10 +177,84 @@ impl EtcdStore {
     }
 
     fn path(&self, key: &Key) -> String {
+        format!("{}{}", self.values(), key.as_str())
+    }
+
+    /// The full path before a client's key among the values.
+    fn values(&self) -> String {
         match &self.layotto {
-            Some(prefix) => format!("{prefix}{}", key.as_str()),
-            None => format!("{}/{}", self.root, key.as_str()),
+            Some(prefix) => prefix.clone(),
+            None => format!("{}/", self.root),
         }
+    }
+
+    /// The path of a key's registration.
+    fn registration(&self, key: &Key) -> String {
+        format!("{}{}", self.registered, key.as_str())
+    }
+
+    /// The client's key of a path under `prefix`: on Layotto's keys, `None` for one that is
+    /// not the app's as floe serves them; under floe's root, every one is a key floe wrote
+    /// (`Corrupt` otherwise).
+    fn client_key(&self, prefix: &str, path: &[u8]) -> Result<Option<Key>, SeqError> {
+        let rest = &path[prefix.len().min(path.len())..];
+        if let Some(app) = &self.layotto_app {
+            return Ok(client_key(&[app.as_bytes(), rest].concat(), app));
+        }
+        std::str::from_utf8(rest)
+            .ok()
+            .and_then(|k| Key::new(k).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                SeqError::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "etcd: {} is no key floe can have written under {prefix}",
+                        String::from_utf8_lossy(path)
+                    ),
+                )
+            })
+    }
+
+    /// A page of the keys under `prefix`, in byte order, after `after`: at most `limit`, each
+    /// with what `f` makes of its pair. Paths that are no client's key (on Layotto's keys) are
+    /// passed over, reading on until the page is full or the range ends.
+    async fn page<T>(
+        &self,
+        prefix: &str,
+        after: Option<&Key>,
+        limit: usize,
+        keys_only: bool,
+        f: impl Fn(Key, &floe_etcd::KeyValue) -> Result<T, SeqError>,
+    ) -> Result<Vec<T>, SeqError> {
+        let mut from = after.map(|k| format!("{prefix}{}", k.as_str()).into_bytes());
+        let mut page = Vec::new();
+        while page.len() < limit {
+            let want = limit - page.len();
+            let found = self
+                .client
+                .get_page(
+                    prefix,
+                    from.as_deref(),
+                    i64::try_from(want).unwrap_or(i64::MAX),
+                    keys_only,
+                )
+                .await
+                .map_err(|e| {
+                    SeqError::unavailable(format!("etcd: cannot list the keys {prefix}*: {e}"))
+                })?;
+            let end = found.kvs.len() < want;
+            for kv in &found.kvs {
+                if let Some(key) = self.client_key(prefix, &kv.key)? {
+                    page.push(f(key, kv)?);
+                }
+            }
+            match found.kvs.last() {
+                Some(last) if !end => from = Some(last.key.clone()),
+                _ => break,
+            }
+        }
+        Ok(page)
     }
 
     /// Layotto's key after one transaction of `txn`: (version, mod revision), (0, 0) if none.
@@ -295,6 +398,98 @@ impl Store for EtcdStore {
             return self.layotto_raise(key, floor).await;
         }
         self.swap(key, 0, Some(floor)).await.map(drop)
+    }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+            return Ok(false);
+        };
+        if self.layotto.is_some() {
+            return Ok(false); // a version is never lowered (see the module docs)
+        }
+        let path = self.path(key);
+        let txn = Txn::new()
+            .when([Compare::value(
+                path.as_str(),
+                CompareOp::Equal,
+                last.to_string(),
+            )])
+            .and_then([TxnOp::put(path.as_str(), before.to_string(), 0)]);
+        let resp = self.client.txn(txn).await.map_err(|e| {
+            self.seen.forget(key);
+            map_err(&format!("give back {first}..={last} of"), key, e)
+        })?;
+        if resp.succeeded {
+            let rev = resp.header.as_ref().map_or(0, |h| h.revision);
+            self.seen.put(key, (before, rev));
+        } else if self.seen.get(key).is_some_and(|(v, _)| v == last) {
+            self.seen.forget(key); // stale: the value moved on
+        }
+        Ok(resp.succeeded)
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        let found = self
+            .client
+            .get(self.path(key))
+            .await
+            .map_err(|e| map_err("read", key, e))?;
+        let Some(kv) = found.kvs.first() else {
+            return Ok(None);
+        };
+        if self.layotto.is_some() {
+            return Ok(Some(kv.version));
+        }
+        parse("etcd", key, &kv.value).map(Some)
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        let layotto = self.layotto.is_some();
+        self.page(&self.values(), after, limit, false, |key, kv| {
+            let value = if layotto {
+                kv.version
+            } else {
+                parse("etcd", &key, &kv.value)?
+            };
+            Ok((key, value))
+        })
+        .await
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        let found = self
+            .client
+            .get(self.registration(key))
+            .await
+            .map_err(|e| map_err("read the registration of", key, e))?;
+        Ok(!found.kvs.is_empty())
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        let path = self.registration(key);
+        let txn = Txn::new()
+            .when([Compare::create_revision(path.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(path.as_str(), "", 0)]);
+        let resp = self
+            .client
+            .txn(txn)
+            .await
+            .map_err(|e| map_err("register", key, e))?;
+        Ok(resp.succeeded)
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        let resp = self
+            .client
+            .delete(self.registration(key))
+            .await
+            .map_err(|e| map_err("unregister", key, e))?;
+        Ok(resp.deleted > 0)
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        self.page(&self.registered, after, limit, true, |key, _| Ok(key))
+            .await
     }
 
     async fn ping(&self) -> Result<(), SeqError> {

@@ -44,16 +44,37 @@
 //!   round trips (`BEGIN`, `UPDATE`, `SELECT`, `COMMIT`); waiting requests share one.
 //! - **Durable** with InnoDB's defaults; **TLS** and the pool as the `mysql://` store
 //!   ([`super::mysql`]): `?ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/ca.pem`, `?pool=16`.
+//! - **Give back:** a tag's value is `max_id - 1` (the last ID reserved), so giving back
+//!   `first ..= last` is `UPDATE leaf_alloc SET max_id = first WHERE biz_tag = ? AND max_id =
+//!   last + 1` (the tag matched byte for byte, `first` at least 1): one statement under the
+//!   row's lock, which Leaf's own update takes too, so a segment reserved since by Leaf or
+//!   floe makes it change nothing; the next reservation, Leaf's or floe's, starts at `first`.
+//! - **Admin calls: the registrations are the table's rows.** [`Store::value`] is the row's
+//!   `max_id - 1` (0 for a fresh row); [`Store::keys`] and [`Store::registered`] list the
+//!   rows' tags in byte order (of their UTF-8; tags that are no floe key, such as `''`, are
+//!   left out), with their values; [`Store::is_registered`] is whether the tag has its row,
+//!   byte for byte. [`Store::register`] inserts a row as Leaf's README does, `max_id` 1 and
+//!   `step` [`REGISTERED_STEP`], and never touches an existing row; a tag that the column
+//!   holds only as another one (its collation ignores case and trailing spaces, or it cuts a
+//!   tag too long) is refused with `InvalidArgument`, and nothing is inserted.
+//!   [`Store::unregister`] is `Unsupported`: a row deleted loses its `max_id`, and a tag
+//!   added again starts at its new row's `max_id` (1), reissuing every ID it gave; Leaf's own
+//!   servers serve the rows too, so floe leaves their deletion to SQL (once no Leaf or floe
+//!   server serves the tag, with a `max_id` above every ID it gave if it may come back).
 
 use async_trait::async_trait;
 use floe_core::sequence::Key;
 use sqlx::mysql::{MySqlDatabaseError, MySqlPool, MySqlRow};
-use sqlx::{MySql, Row, Transaction};
+use sqlx::{MySql, Row};
 
 use std::sync::Arc;
 
-use super::sql::{connect_mysql, map_err, q, sql};
+use super::sql::{connect_mysql, map_err, page_limit, q, sql};
 use crate::{ErrorKind, SeqError, Store};
+
+/// The `step` of a row [`Store::register`] inserts: Leaf's README's (its table's `step` has no
+/// default). Leaf's servers load segments of it; floe sizes its own by its step policy.
+pub const REGISTERED_STEP: i32 = 2000;
 
 /// Leaf's `leaf_alloc` table through a connection pool.
 #[derive(Debug)]
@@ -64,6 +85,9 @@ pub struct LeafAllocStore {
     update: Arc<str>,
     select: Arc<str>,
     raise: Arc<str>,
+    give_back: Arc<str>,
+    page: Arc<str>,
+    insert: Arc<str>,
 }
 
 /// A column floe needs, and the data types it accepts.
@@ -112,6 +136,16 @@ impl LeafAllocStore {
             raise: sql(format!(
                 "UPDATE {t} SET max_id = GREATEST(max_id, ?) WHERE biz_tag = ?"
             )),
+            // The tag matched byte for byte (of its UTF-8), the index found by `biz_tag = ?`.
+            give_back: sql(format!(
+                "UPDATE {t} SET max_id = ? WHERE biz_tag = ? AND {TAG_BYTES} = ? AND max_id = ?"
+            )),
+            page: sql(format!(
+                "SELECT {TAG_BYTES}, max_id FROM {t} WHERE {TAG_BYTES} > ? ORDER BY {TAG_BYTES} LIMIT ?"
+            )),
+            insert: sql(format!(
+                "INSERT INTO {t} (biz_tag, max_id, step) VALUES (?, 1, {REGISTERED_STEP})"
+            )),
             pool,
             table: opts.table,
             address: opts.address,
@@ -133,17 +167,9 @@ impl LeafAllocStore {
     /// the table: `UnknownKey`.
     fn err<'a>(&'a self, what: &str, key: &'a Key) -> impl Fn(sqlx::Error) -> SeqError + 'a {
         let what = format!("{what} tag {:?} in {}", key.as_str(), self.table);
-        move |e| {
-            let number = match &e {
-                sqlx::Error::Database(db) => db
-                    .try_downcast_ref::<MySqlDatabaseError>()
-                    .map(MySqlDatabaseError::number),
-                _ => None,
-            };
-            match number {
-                Some(1267 | 1270 | 1271) => self.unknown(key),
-                _ => map_err("leaf-mysql", &what, e),
-            }
+        move |e| match mysql_number(&e) {
+            Some(1267 | 1270 | 1271) => self.unknown(key),
+            _ => map_err("leaf-mysql", &what, e),
         }
     }
 
@@ -158,16 +184,16 @@ impl LeafAllocStore {
         )
     }
 
-    /// The key's row read in `tx` (after its update): `None` when no row is the key's, byte
-    /// for byte.
-    async fn row(
+    /// The key's `max_id` read through `ex` (in a transaction, after its update): `None` when
+    /// no row is the key's, byte for byte.
+    async fn row<'e>(
         &self,
-        tx: &mut Transaction<'static, MySql>,
+        ex: impl sqlx::Executor<'e, Database = MySql>,
         key: &Key,
     ) -> Result<Option<i64>, SeqError> {
         let row: Option<MySqlRow> = sqlx::query(q(&self.select))
             .bind(key.as_str())
-            .fetch_optional(&mut **tx)
+            .fetch_optional(ex)
             .await
             .map_err(self.err("read", key))?;
         let Some(row) = row else {
@@ -179,7 +205,122 @@ impl LeafAllocStore {
         }
         row.try_get(1).map(Some).map_err(self.err("read", key))
     }
+
+    /// The key's `max_id`, `None` without its row; a key the column cannot hold has none.
+    async fn max_id(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        match self.row(&self.pool, key).await {
+            Err(e) if e.kind == ErrorKind::UnknownKey => Ok(None),
+            found => found,
+        }
+    }
+
+    /// The value of a row of `max_id`: the last ID reserved, `max_id - 1`.
+    fn value_of(&self, tag: &str, max_id: i64) -> Result<i64, SeqError> {
+        max_id.checked_sub(1).ok_or_else(|| {
+            SeqError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "leaf-mysql: tag {tag:?} has max_id {max_id} in {}: floe's IDs start at 1",
+                    self.table
+                ),
+            )
+        })
+    }
+
+    /// A page of the table's tags that are floe keys, in byte order, after `after`: at most
+    /// `limit`, each with its value. Rows whose tag is no key are passed over, reading on
+    /// until the page is full or the table ends.
+    async fn page(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        let mut from = after.map_or_else(Vec::new, |k| k.as_str().as_bytes().to_vec());
+        let mut page = Vec::new();
+        while page.len() < limit {
+            let want = limit - page.len();
+            let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(q(&self.page))
+                .bind(from.as_slice())
+                .bind(page_limit(want))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| {
+                    map_err("leaf-mysql", &format!("list the tags of {}", self.table), e)
+                })?;
+            let end = rows.len() < want;
+            for (tag, max_id) in rows {
+                let key = std::str::from_utf8(&tag)
+                    .ok()
+                    .and_then(|t| Key::new(t).ok());
+                if let Some(key) = key {
+                    let value = self.value_of(key.as_str(), max_id)?;
+                    page.push((key, value));
+                }
+                from = tag;
+            }
+            if end {
+                break;
+            }
+        }
+        Ok(page)
+    }
+
+    /// `register`'s insert and check in one transaction: whether the row is new.
+    async fn insert(&self, key: &Key) -> Result<bool, SeqError> {
+        let refuse = |why: &str| {
+            SeqError::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "leaf-mysql: cannot register tag {:?} in {}: {why}",
+                    key.as_str(),
+                    self.table
+                ),
+            )
+        };
+        let mut tx = self.pool.begin().await.map_err(self.err("begin on", key))?;
+        let inserted = sqlx::query(q(&self.insert))
+            .bind(key.as_str())
+            .execute(&mut *tx)
+            .await;
+        let new = match inserted {
+            Ok(_) => true,
+            Err(e) => match mysql_number(&e) {
+                Some(1062) => false, // a row of the tag, or of one equal under its collation
+                Some(1406) => return Err(refuse("it is longer than the biz_tag column")),
+                Some(1267 | 1270 | 1271 | 1366) => {
+                    return Err(refuse("the biz_tag column's character set cannot hold it"))
+                }
+                Some(1364) => {
+                    return Err(SeqError::config(format!(
+                        "leaf-mysql: cannot register tag {:?} in {}: the table has a column with no default besides biz_tag, max_id and step, the columns floe fills (as Leaf's DDL has none)",
+                        key.as_str(),
+                        self.table
+                    )))
+                }
+                _ => return Err(self.err("insert", key)(e)),
+            },
+        };
+        // Byte for byte: a collation that ignores case or trailing spaces finds another tag's
+        // row, and a lax SQL mode cuts a tag too long and inserts the rest.
+        if self.row(&mut *tx, key).await?.is_none() {
+            return Err(refuse(
+                "the biz_tag column holds it only as another tag (its collation ignores case and trailing spaces, or it cuts a tag too long); nothing was inserted",
+            ));
+        }
+        tx.commit().await.map_err(self.err("commit on", key))?;
+        Ok(new)
+    }
 }
+
+/// The server's error number of a MySQL error.
+fn mysql_number(e: &sqlx::Error) -> Option<u16> {
+    match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<MySqlDatabaseError>()
+            .map(MySqlDatabaseError::number),
+        _ => None,
+    }
+}
+
+/// A tag as the bytes of its UTF-8, whatever the column's character set and collation: what
+/// floe's keys are compared and ordered by.
+const TAG_BYTES: &str = "CAST(CONVERT(biz_tag USING utf8mb4) AS BINARY)";
 
 /// Checks that `table` is in the connection's database with the columns of [`NEEDED`].
 async fn check_table(pool: &MySqlPool, table: &str) -> Result<(), SeqError> {
@@ -251,7 +392,7 @@ impl Store for LeafAllocStore {
             .await
             .map_err(self.err("reserve on", key))?
             .rows_affected();
-        let Some(max_id) = self.row(&mut tx, key).await? else {
+        let Some(max_id) = self.row(&mut *tx, key).await? else {
             // Dropped, the transaction rolls back (a case variant's update with it).
             return Err(self.unknown(key));
         };
@@ -282,7 +423,7 @@ impl Store for LeafAllocStore {
             .execute(&mut *tx)
             .await
             .map_err(self.err("raise", key))?;
-        if self.row(&mut tx, key).await?.is_none() {
+        if self.row(&mut *tx, key).await?.is_none() {
             return Err(self.unknown(key));
         }
         tx.commit().await.map_err(self.err("commit on", key))
@@ -294,6 +435,68 @@ impl Store for LeafAllocStore {
             .await
             .map(drop)
             .map_err(|e| map_err("leaf-mysql", "ping", e))
+    }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        // The row's max_id is one past the key's value; never below 1.
+        let Some(max_id) = last.checked_add(1).filter(|_| 1 <= first && first <= last) else {
+            return Ok(false);
+        };
+        let done = sqlx::query(q(&self.give_back))
+            .bind(first)
+            .bind(key.as_str())
+            .bind(key.as_str().as_bytes())
+            .bind(max_id)
+            .execute(&self.pool)
+            .await;
+        match done {
+            // Rows matched (sqlx asks for found rows): the tag's row, at `last + 1`.
+            Ok(done) => Ok(done.rows_affected() == 1),
+            Err(e) => match self.err(&format!("give back {first}..={last} of"), key)(e) {
+                // No row can be the tag's: nothing to give back to.
+                e if e.kind == ErrorKind::UnknownKey => Ok(false),
+                e => Err(e),
+            },
+        }
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        self.max_id(key)
+            .await?
+            .map(|max_id| self.value_of(key.as_str(), max_id))
+            .transpose()
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        self.page(after, limit).await
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.max_id(key).await?.is_some())
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        self.insert(key).await
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        Err(SeqError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "leaf-mysql: cannot unregister tag {:?}: its registration is its row of {t}, which holds its max_id and which Leaf's servers serve too. Delete it with SQL (DELETE FROM {t} WHERE biz_tag = ...) once no Leaf or floe server serves the tag: a tag added again starts at its new row's max_id, so give that row a max_id above every ID the tag issued",
+                key.as_str(),
+                t = self.table
+            ),
+        ))
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        Ok(self
+            .page(after, limit)
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
     }
 
     async fn close(&self) {

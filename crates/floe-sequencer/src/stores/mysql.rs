@@ -13,6 +13,15 @@
 //!   `?ssl-mode=REQUIRED` (encrypted, the certificate not checked), `VERIFY_CA` (checked against
 //!   the CA), `VERIFY_IDENTITY` (and the host name); `&ssl-ca=/path/ca.pem` names a private CA
 //!   (default: the system's roots). The default, `PREFERRED`, uses TLS when the server offers it.
+//! - **Give back:** `UPDATE ... SET value = first - 1 WHERE k = ? AND value = last`: the
+//!   comparison and the write are one statement under the row's lock, so a reservation by any
+//!   process either came before it (the value is no longer `last`: nothing changes) or after.
+//! - **Registered keys** are kept apart from the values, in `{table}_registered
+//!   (registered_key VARBINARY(255) PRIMARY KEY)` (InnoDB), created beside the table of values
+//!   if missing (not when its name would pass MySQL's 64 characters: registration calls then
+//!   fail with `Unsupported`, the values work on). Unregistering deletes the key's row there
+//!   only: its value is kept. Both tables are binary, so pages of keys (`keys`, `registered`)
+//!   are one range of their primary key, in byte order.
 //!
 //! **Taking over from Layotto: `?from_layotto=APP[&layotto_table=layotto_sequencer]`.**
 //! Layotto's MySQL component keeps `layotto_sequencer (sequencer_key VARCHAR(255),
@@ -23,7 +32,8 @@
 //! continues above it: that value is at least every ID such a component gave (its
 //! `GetNextId` returns the value it read before adding one). Every start does it again (it
 //! never lowers a key); Layotto's table is only read. Not safe beside a Layotto that still
-//! writes that table: it counts in its own rows, not in floe's.
+//! writes that table: it counts in its own rows, not in floe's. The admin calls and give-backs
+//! work on floe's own table, as without the option.
 
 use async_trait::async_trait;
 use floe_core::sequence::Key;
@@ -34,7 +44,9 @@ use std::sync::Arc;
 use floe_core::endpoint::take_options;
 
 use super::layotto::{key_prefix, take_over};
-use super::sql::{connect_mysql, map_err, q, reserve_row, sql};
+use super::sql::{
+    connect_mysql, map_err, page_limit, q, registered_table, reserve_row, sql, stored_key,
+};
 use crate::{check_table, SeqError, Store};
 
 /// A MySQL or MariaDB database through a connection pool.
@@ -42,9 +54,43 @@ use crate::{check_table, SeqError, Store};
 pub struct MysqlStore {
     pool: MySqlPool,
     address: String,
+    table: String,
     update: Arc<str>,
     insert: Arc<str>,
     raise: Arc<str>,
+    value: Arc<str>,
+    give_back: Arc<str>,
+    keys: Arc<str>,
+    /// The table of registered keys and its statements, or why there is none.
+    registered: Result<Registered, SeqError>,
+}
+
+/// The table of registered keys and its statements.
+#[derive(Debug)]
+struct Registered {
+    table: String,
+    is: Arc<str>,
+    insert: Arc<str>,
+    delete: Arc<str>,
+    page: Arc<str>,
+}
+
+impl Registered {
+    fn new(table: String) -> Registered {
+        let r = &table;
+        Registered {
+            is: sql(format!("SELECT 1 FROM {r} WHERE registered_key = ?")),
+            // The key fits the column (at most 255 bytes): IGNORE skips the duplicate only.
+            insert: sql(format!(
+                "INSERT IGNORE INTO {r} (registered_key) VALUES (?)"
+            )),
+            delete: sql(format!("DELETE FROM {r} WHERE registered_key = ?")),
+            page: sql(format!(
+                "SELECT registered_key FROM {r} WHERE registered_key > ? ORDER BY registered_key LIMIT ?"
+            )),
+            table,
+        }
+    }
 }
 
 impl MysqlStore {
@@ -79,6 +125,17 @@ impl MysqlStore {
             .execute(&pool)
             .await
             .map_err(|e| map_err("mysql", &format!("cannot create table {}", opts.table), e))?;
+        let registered = registered_table("mysql", t, 64).map(Registered::new);
+        if let Ok(r) = &registered {
+            let create = sql(format!(
+                "CREATE TABLE IF NOT EXISTS {} (registered_key VARBINARY(255) NOT NULL PRIMARY KEY) ENGINE=InnoDB",
+                r.table
+            ));
+            sqlx::query(q(&create))
+                .execute(&pool)
+                .await
+                .map_err(|e| map_err("mysql", &format!("cannot create table {}", r.table), e))?;
+        }
         let store = MysqlStore {
             update: sql(format!(
                 "UPDATE {t} SET value = LAST_INSERT_ID(value + ?) WHERE k = ? AND value <= ?"
@@ -87,8 +144,18 @@ impl MysqlStore {
             raise: sql(format!(
                 "INSERT INTO {t} (k, value) VALUES (?, GREATEST(?, 0)) ON DUPLICATE KEY UPDATE value = GREATEST(value, VALUES(value))"
             )),
+            value: sql(format!("SELECT value FROM {t} WHERE k = ?")),
+            give_back: sql(format!(
+                "UPDATE {t} SET value = ? WHERE k = ? AND value = ?"
+            )),
+            // '' is below every key (keys are not empty).
+            keys: sql(format!(
+                "SELECT k, value FROM {t} WHERE k > ? ORDER BY k LIMIT ?"
+            )),
+            registered,
             pool,
             address: opts.address,
+            table: opts.table,
         };
         if let Some(prefix) = from_layotto {
             let table = layotto_table.unwrap_or_else(|| "layotto_sequencer".into());
@@ -112,6 +179,33 @@ impl MysqlStore {
     /// Where it connects (no credentials), for messages.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// The table of registered keys, or why there is none.
+    fn registrations(&self) -> Result<&Registered, SeqError> {
+        self.registered.as_ref().map_err(Clone::clone)
+    }
+
+    /// Runs `text` (a registration statement) on `key`: how many rows it touched.
+    async fn registration(
+        &self,
+        what: &str,
+        text: impl Fn(&Registered) -> &Arc<str>,
+        key: &Key,
+    ) -> Result<u64, SeqError> {
+        let r = self.registrations()?;
+        sqlx::query(q(text(r)))
+            .bind(key.as_str().as_bytes())
+            .execute(&self.pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(|e| {
+                map_err(
+                    "mysql",
+                    &format!("{what} key {:?} in {}", key.as_str(), r.table),
+                    e,
+                )
+            })
     }
 
     async fn update(&self, key: &Key, n: u32) -> Result<Option<i64>, SeqError> {
@@ -169,6 +263,90 @@ impl Store for MysqlStore {
             .await
             .map(drop)
             .map_err(|e| map_err("mysql", &format!("raise key {:?}", key.as_str()), e))
+    }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+            return Ok(false);
+        };
+        let done = sqlx::query(q(&self.give_back))
+            .bind(before)
+            .bind(key.as_str().as_bytes())
+            .bind(last)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| {
+                map_err(
+                    "mysql",
+                    &format!("give back {first}..={last} of key {:?}", key.as_str()),
+                    e,
+                )
+            })?;
+        // Rows matched (sqlx asks for found rows): the one row, whose value was `last`.
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        sqlx::query_scalar(q(&self.value))
+            .bind(key.as_str().as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map_err("mysql", &format!("read key {:?}", key.as_str()), e))
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(q(&self.keys))
+            .bind(after.map_or(&b""[..], |k| k.as_str().as_bytes()))
+            .bind(page_limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err("mysql", &format!("list the keys of {}", self.table), e))?;
+        rows.into_iter()
+            .map(|(k, v)| Ok((stored_key("mysql", &self.table, k)?, v)))
+            .collect()
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        let r = self.registrations()?;
+        let found = sqlx::query(q(&r.is))
+            .bind(key.as_str().as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| {
+                map_err(
+                    "mysql",
+                    &format!("read key {:?} in {}", key.as_str(), r.table),
+                    e,
+                )
+            })?;
+        Ok(found.is_some())
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.registration("register", |r| &r.insert, key).await? == 1)
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.registration("unregister", |r| &r.delete, key).await? == 1)
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        let r = self.registrations()?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<Vec<u8>> = sqlx::query_scalar(q(&r.page))
+            .bind(after.map_or(&b""[..], |k| k.as_str().as_bytes()))
+            .bind(page_limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err("mysql", &format!("list the keys of {}", r.table), e))?;
+        rows.into_iter()
+            .map(|k| stored_key("mysql", &r.table, k))
+            .collect()
     }
 
     async fn close(&self) {

@@ -12,6 +12,16 @@
 //!   `?sslmode=require` (encrypted, the certificate not checked), `verify-ca` (checked against
 //!   the CA), `verify-full` (and the host name); `&sslrootcert=/path/ca.pem` names a private
 //!   CA (default: the system's roots). The default, `prefer`, uses TLS when the server offers it.
+//! - **Give back:** `UPDATE ... SET value = first - 1 WHERE key = $1 AND value = last`: the
+//!   comparison and the write are one statement under the row's lock, so a reservation by any
+//!   process either came before it (the value is no longer `last`: nothing changes) or after.
+//! - **Registered keys** are kept apart from the values, in `{table}_registered
+//!   (registered_key TEXT COLLATE "C" PRIMARY KEY)`, created beside the table of values if
+//!   missing (not when its name would pass PostgreSQL's 63 bytes: registration calls then
+//!   fail with `Unsupported`, the values work on). Unregistering deletes the key's row there
+//!   only: its value is kept. Pages of keys (`keys`, `registered`) are in byte order (`COLLATE
+//!   "C"`), whatever the database's collation; the table of values is sorted for it unless
+//!   its collation is `C` already (an admin call, not the request path).
 
 use async_trait::async_trait;
 use floe_core::sequence::Key;
@@ -20,7 +30,10 @@ use sqlx::Row;
 
 use std::sync::Arc;
 
-use super::sql::{map_err, options, q, reserve_row, sql, ACQUIRE_TIMEOUT};
+use super::sql::{
+    map_err, options, page_limit, q, registered_table, reserve_row, sql, stored_key,
+    ACQUIRE_TIMEOUT,
+};
 use crate::{SeqError, Store};
 
 /// A PostgreSQL database through a connection pool (which replaces broken connections, so the
@@ -33,6 +46,38 @@ pub struct PostgresStore {
     update: Arc<str>,
     insert: Arc<str>,
     raise: Arc<str>,
+    value: Arc<str>,
+    give_back: Arc<str>,
+    keys: Arc<str>,
+    /// The table of registered keys and its statements, or why there is none.
+    registered: Result<Registered, SeqError>,
+}
+
+/// The table of registered keys and its statements.
+#[derive(Debug)]
+struct Registered {
+    table: String,
+    is: Arc<str>,
+    insert: Arc<str>,
+    delete: Arc<str>,
+    page: Arc<str>,
+}
+
+impl Registered {
+    fn new(table: String) -> Registered {
+        let r = &table;
+        Registered {
+            is: sql(format!("SELECT 1 FROM {r} WHERE registered_key = $1")),
+            insert: sql(format!(
+                "INSERT INTO {r} (registered_key) VALUES ($1) ON CONFLICT (registered_key) DO NOTHING"
+            )),
+            delete: sql(format!("DELETE FROM {r} WHERE registered_key = $1")),
+            page: sql(format!(
+                "SELECT registered_key FROM {r} WHERE registered_key > $1 ORDER BY registered_key LIMIT $2"
+            )),
+            table,
+        }
+    }
 }
 
 impl PostgresStore {
@@ -66,34 +111,75 @@ impl PostgresStore {
             raise: sql(format!(
                 "INSERT INTO {t} (key, value) VALUES ($1, GREATEST($2, 0)) ON CONFLICT (key) DO UPDATE SET value = GREATEST({t}.value, EXCLUDED.value)"
             )),
+            value: sql(format!("SELECT value FROM {t} WHERE key = $1")),
+            give_back: sql(format!(
+                "UPDATE {t} SET value = $3 WHERE key = $1 AND value = $2"
+            )),
+            // "" is below every key (keys are not empty).
+            keys: sql(format!(
+                "SELECT key, value FROM {t} WHERE key COLLATE \"C\" > $1 ORDER BY key COLLATE \"C\" LIMIT $2"
+            )),
+            registered: registered_table("postgres", t, 63).map(Registered::new),
             pool,
             table: opts.table,
             address: opts.address,
         };
-        store.create_table().await?;
+        store
+            .create_table(&format!(
+                "CREATE TABLE IF NOT EXISTS {} (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+                store.table
+            ))
+            .await?;
+        if let Ok(r) = &store.registered {
+            store
+                .create_table(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (registered_key TEXT COLLATE \"C\" PRIMARY KEY)",
+                    r.table
+                ))
+                .await?;
+        }
         Ok(store)
     }
 
-    async fn create_table(&self) -> Result<(), SeqError> {
-        let create = sql(format!(
-            "CREATE TABLE IF NOT EXISTS {} (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
-            self.table
-        ));
+    /// Runs `CREATE TABLE IF NOT EXISTS` `create` (on a checked table name).
+    async fn create_table(&self, create: &str) -> Result<(), SeqError> {
+        let create = sql(create.to_string());
         // Two processes creating it at once can collide in the catalog: the loser tries again
         // and finds it there.
         if let Err(first) = sqlx::query(q(&create)).execute(&self.pool).await {
             sqlx::query(q(&create))
                 .execute(&self.pool)
                 .await
-                .map_err(|_| {
-                    map_err(
-                        "postgres",
-                        &format!("cannot create table {}", self.table),
-                        first,
-                    )
-                })?;
+                .map_err(|_| map_err("postgres", &format!("cannot run {create}"), first))?;
         }
         Ok(())
+    }
+
+    /// The table of registered keys, or why there is none.
+    fn registrations(&self) -> Result<&Registered, SeqError> {
+        self.registered.as_ref().map_err(Clone::clone)
+    }
+
+    /// Runs `text` (a registration statement) on `key`: how many rows it touched.
+    async fn registration(
+        &self,
+        what: &str,
+        text: impl Fn(&Registered) -> &Arc<str>,
+        key: &Key,
+    ) -> Result<u64, SeqError> {
+        let r = self.registrations()?;
+        sqlx::query(q(text(r)))
+            .bind(key.as_str())
+            .execute(&self.pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(|e| {
+                map_err(
+                    "postgres",
+                    &format!("{what} key {:?} in {}", key.as_str(), r.table),
+                    e,
+                )
+            })
     }
 
     async fn update(&self, key: &Key, n: u32) -> Result<Option<i64>, SeqError> {
@@ -148,6 +234,89 @@ impl Store for PostgresStore {
             .await
             .map(drop)
             .map_err(|e| map_err("postgres", &format!("raise key {:?}", key.as_str()), e))
+    }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+            return Ok(false);
+        };
+        let done = sqlx::query(q(&self.give_back))
+            .bind(key.as_str())
+            .bind(last)
+            .bind(before)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| {
+                map_err(
+                    "postgres",
+                    &format!("give back {first}..={last} of key {:?}", key.as_str()),
+                    e,
+                )
+            })?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        sqlx::query_scalar(q(&self.value))
+            .bind(key.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map_err("postgres", &format!("read key {:?}", key.as_str()), e))
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String, i64)> = sqlx::query_as(q(&self.keys))
+            .bind(after.map_or("", Key::as_str))
+            .bind(page_limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err("postgres", &format!("list the keys of {}", self.table), e))?;
+        rows.into_iter()
+            .map(|(k, v)| Ok((stored_key("postgres", &self.table, k.into_bytes())?, v)))
+            .collect()
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        let r = self.registrations()?;
+        let found = sqlx::query(q(&r.is))
+            .bind(key.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| {
+                map_err(
+                    "postgres",
+                    &format!("read key {:?} in {}", key.as_str(), r.table),
+                    e,
+                )
+            })?;
+        Ok(found.is_some())
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.registration("register", |r| &r.insert, key).await? == 1)
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        Ok(self.registration("unregister", |r| &r.delete, key).await? == 1)
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        let r = self.registrations()?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<String> = sqlx::query_scalar(q(&r.page))
+            .bind(after.map_or("", Key::as_str))
+            .bind(page_limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err("postgres", &format!("list the keys of {}", r.table), e))?;
+        rows.into_iter()
+            .map(|k| stored_key("postgres", &r.table, k.into_bytes()))
+            .collect()
     }
 
     async fn close(&self) {

@@ -20,6 +20,22 @@
 //! floor; floe's raise does the same (it never lowers a key). Layotto's `biggerThan` names the
 //! stored key, floe's `bigger_than` the client's key.
 //!
+//! **Give back:** a script compares the key's value with the end of the caller's last
+//! reservation (as decimal text, which is how `INCRBY` leaves it) and sets it just below the
+//! range given back. Redis runs a script alone, so no `INCRBY`, floe's or Layotto's, comes
+//! between the compare and the set: the same with `?layotto=`, whose keys count the same way.
+//!
+//! **Admin calls.** `value` is a `GET`. `keys` walks the whole keyspace with `SCAN MATCH
+//! {prefix}*` (the prefix's glob characters escaped), keeps the smallest names after `after`,
+//! and reads their values with one `MGET`: each page costs a pass over every key of the
+//! database, fine for an admin call, not for the request path. With `?layotto=`, the keys
+//! listed are the app's as floe serves them (a stored key whose rest holds `||` is another
+//! app's and is left out, as is any rest that is no floe key). **Registered keys** are kept
+//! apart, in one sorted set, `{prefix}ÿregistered` (the prefix, then the byte 0xFF, which
+//! no key holds, being UTF-8: so it is no key's value, of this prefix or, being no UTF-8,
+//! one Layotto can write), all scores 0, so that `ZRANGEBYLEX` pages it in byte order.
+//! Unregistering removes the member only: the key's value is kept.
+//!
 //! **TLS**: `rediss://host:port[/db]` (rustls with ring), the server's certificate checked
 //! against the system's roots, or against the CA of `?ca_cert=/path/ca.pem` (a PEM file,
 //! read at start-up; floe's own option, not passed to Redis). The name checked is the URL's
@@ -47,11 +63,31 @@ end
 return 1
 ";
 
+/// Sets a key to ARGV[2] if its value is ARGV[1] (decimal text, as `INCRBY` leaves it); 1 if it
+/// did. A missing key is no value: 0.
+const GIVE_BACK: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+";
+
+/// What follows the prefix in the name of the sorted set of registered keys: the byte 0xFF
+/// first, which no key (UTF-8) holds.
+const REGISTERED: &[u8] = b"\xffregistered";
+
+/// How many names one `SCAN` step asks for.
+const SCAN_COUNT: usize = 1000;
+
 /// A Redis server through a multiplexed, self-reconnecting connection.
 pub struct RedisStore {
     conn: ConnectionManager,
     prefix: String,
+    /// `?layotto=`: the prefix is Layotto's, whose keys of other apps it may hold too.
+    layotto: bool,
     raise: Script,
+    give_back: Script,
     address: String,
 }
 
@@ -65,21 +101,36 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-/// Maps the client's errors: connection trouble is temporary, overflow is exhaustion.
+/// Maps the client's errors on a key: connection trouble is temporary, overflow is exhaustion.
 fn map_err(what: &str, key: &Key, e: RedisError) -> SeqError {
-    let text = e.to_string();
-    if text.contains("would overflow") {
+    if e.to_string().contains("would overflow") {
         return SeqError::exhausted("redis", key.as_str());
     }
+    error(&format!("{what} key {:?}", key.as_str()), e)
+}
+
+/// Maps the client's errors: a value that is no counter (not an integer, another type) is
+/// `Corrupt`, bad credentials `Config`, the rest temporary.
+fn error(what: &str, e: RedisError) -> SeqError {
+    let text = e.to_string();
     let kind = match e.kind() {
         RedisKind::AuthenticationFailed | RedisKind::InvalidClientConfig => ErrorKind::Config,
-        _ if text.contains("not an integer") => ErrorKind::Corrupt,
+        _ if text.contains("not an integer") || e.code() == Some("WRONGTYPE") => ErrorKind::Corrupt,
         _ => ErrorKind::Unavailable,
     };
-    SeqError::new(
-        kind,
-        format!("redis: {what} key {:?}: {text}", key.as_str()),
-    )
+    SeqError::new(kind, format!("redis: {what}: {text}"))
+}
+
+/// `text` as a `SCAN MATCH` pattern that matches it alone: glob characters escaped.
+fn glob_escaped(text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + 1);
+    for b in text.bytes() {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
 }
 
 impl RedisStore {
@@ -99,6 +150,7 @@ impl RedisStore {
                 _ => ca_cert = Some(value),
             }
         }
+        let prefix_is_layottos = layotto.is_some();
         let prefix = match (prefix, layotto) {
             (Some(_), Some(_)) => {
                 return Err(SeqError::config(
@@ -158,8 +210,10 @@ impl RedisStore {
             })?;
         Ok(RedisStore {
             conn,
+            layotto: prefix_is_layottos,
             prefix,
             raise: Script::new(RAISE),
+            give_back: Script::new(GIVE_BACK),
             address,
         })
     }
@@ -167,6 +221,70 @@ impl RedisStore {
     fn stored(&self, key: &Key) -> String {
         format!("{}{}", self.prefix, key.as_str())
     }
+
+    /// The name of the sorted set of registered keys.
+    fn registered_set(&self) -> Vec<u8> {
+        [self.prefix.as_bytes(), REGISTERED].concat()
+    }
+
+    /// The key of a stored name of the prefix, `None` for one that is not a key floe serves.
+    fn client_key(&self, stored: &[u8]) -> Option<Key> {
+        let rest = stored.strip_prefix(self.prefix.as_bytes())?;
+        if self.layotto && rest.windows(2).any(|w| w == b"||") {
+            return None; // another app's key (Layotto refuses keys holding "||")
+        }
+        Key::new(std::str::from_utf8(rest).ok()?).ok()
+    }
+
+    /// The smallest `want` keys of the prefix after `after` (a pass of `SCAN` over the
+    /// database), in byte order.
+    async fn scan_after(&self, after: Option<&Key>, want: usize) -> Result<Vec<Key>, SeqError> {
+        let mut conn = self.conn.clone();
+        let pattern = [glob_escaped(&self.prefix), b"*".to_vec()].concat();
+        let mut smallest = std::collections::BTreeSet::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, names): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| error(&format!("SCAN the keys {}*", self.prefix), e))?;
+            for key in names.iter().filter_map(|n| self.client_key(n)) {
+                if after.is_some_and(|a| key <= *a) {
+                    continue;
+                }
+                smallest.insert(key);
+                if smallest.len() > want {
+                    smallest.pop_last();
+                }
+            }
+            if next == 0 {
+                return Ok(smallest.into_iter().collect());
+            }
+            cursor = next;
+        }
+    }
+}
+
+/// A value as stored: decimal text.
+fn parse(key: &Key, value: &[u8]) -> Result<i64, SeqError> {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| {
+            SeqError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "redis: the value of key {:?} is not a number: {:?}",
+                    key.as_str(),
+                    String::from_utf8_lossy(&value[..value.len().min(40)])
+                ),
+            )
+        })
 }
 
 #[async_trait]
@@ -206,5 +324,155 @@ impl Store for RedisStore {
             .await
             .map(drop)
             .map_err(|e| map_err("raise", key, e))
+    }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+            return Ok(false);
+        };
+        let mut conn = self.conn.clone();
+        let done = self
+            .give_back
+            .key(self.stored(key))
+            .arg(last.to_string())
+            .arg(before.to_string())
+            .invoke_async::<i64>(&mut conn)
+            .await
+            .map_err(|e| map_err(&format!("give back {first}..={last} of"), key, e))?;
+        Ok(done == 1)
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        let mut conn = self.conn.clone();
+        let value: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(self.stored(key))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| map_err("GET", key, e))?;
+        value.map(|v| parse(key, &v)).transpose()
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        let mut page = Vec::new();
+        let mut after = after.cloned();
+        // A key deleted between the SCAN and the MGET is passed over: scan on for the rest.
+        while page.len() < limit {
+            let want = limit - page.len();
+            let keys = self.scan_after(after.as_ref(), want).await?;
+            let Some(last) = keys.last().cloned() else {
+                break;
+            };
+            let mut conn = self.conn.clone();
+            let mut mget = redis::cmd("MGET");
+            for k in &keys {
+                mget.arg(self.stored(k));
+            }
+            let values: Vec<Option<Vec<u8>>> = mget
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| error(&format!("MGET the keys {}*", self.prefix), e))?;
+            for (k, v) in keys.iter().zip(values) {
+                // None: deleted since, or no string (MGET answers nil for other types).
+                if let Some(v) = v {
+                    page.push((k.clone(), parse(k, &v)?));
+                }
+            }
+            if keys.len() < want {
+                break;
+            }
+            after = Some(last);
+        }
+        Ok(page)
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        let mut conn = self.conn.clone();
+        let score: Option<String> = redis::cmd("ZSCORE")
+            .arg(self.registered_set())
+            .arg(key.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| map_err("ZSCORE", key, e))?;
+        Ok(score.is_some())
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        let mut conn = self.conn.clone();
+        let added: i64 = redis::cmd("ZADD")
+            .arg(self.registered_set())
+            .arg("NX")
+            .arg(0)
+            .arg(key.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| map_err("ZADD", key, e))?;
+        Ok(added == 1)
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        let mut conn = self.conn.clone();
+        let removed: i64 = redis::cmd("ZREM")
+            .arg(self.registered_set())
+            .arg(key.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| map_err("ZREM", key, e))?;
+        Ok(removed == 1)
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let from = match after {
+            Some(k) => [b"(", k.as_str().as_bytes()].concat(),
+            None => b"-".to_vec(),
+        };
+        let mut conn = self.conn.clone();
+        let set = self.registered_set();
+        let members: Vec<Vec<u8>> = redis::cmd("ZRANGEBYLEX")
+            .arg(&set)
+            .arg(from)
+            .arg("+")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| {
+                error(
+                    &format!("ZRANGEBYLEX {:?}", String::from_utf8_lossy(&set)),
+                    e,
+                )
+            })?;
+        members
+            .into_iter()
+            .map(|m| {
+                std::str::from_utf8(&m)
+                    .ok()
+                    .and_then(|k| Key::new(k).ok())
+                    .ok_or_else(|| {
+                        SeqError::new(
+                            ErrorKind::Corrupt,
+                            format!(
+                                "redis: the set of registered keys {:?} holds a member floe cannot have written: {:?}",
+                                String::from_utf8_lossy(&set),
+                                String::from_utf8_lossy(&m)
+                            ),
+                        )
+                    })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_is_matched_as_it_is() {
+        assert_eq!(glob_escaped("floe:seq:"), b"floe:seq:");
+        assert_eq!(glob_escaped(r"a*b?[c]\d"), br"a\*b\?\[c\]\\d");
     }
 }

@@ -1,5 +1,6 @@
 //! What the SQL stores share (PostgreSQL, MySQL, Leaf's `leaf_alloc`): URL options, the MySQL
-//! connection, and the mapping of sqlx's errors.
+//! connection, the mapping of sqlx's errors, and the table of registered keys beside a table
+//! of values.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,8 +96,8 @@ pub(crate) fn map_err(store: &str, what: &str, e: sqlx::Error) -> SeqError {
             if code.starts_with("28")          // PostgreSQL: invalid authorization
                 || code.starts_with("3D")      // PostgreSQL: invalid catalog name
                 || code.starts_with("42")      // PostgreSQL: syntax, privileges, undefined
-                || matches!(code, "1044" | "1045" | "1049" | "1142" | "1146")
-            // MySQL: access denied, unknown database or table
+                || matches!(code, "1044" | "1045" | "1049" | "1054" | "1142" | "1146")
+            // MySQL: access denied, unknown database, column or table
             {
                 ErrorKind::Config
             } else {
@@ -137,4 +138,74 @@ where
     update()
         .await?
         .ok_or_else(|| SeqError::exhausted(store, key.as_str()))
+}
+
+/// The table of registered keys beside the table of values `table` (checked by
+/// [`crate::check_table`]): `{table}_registered`, whose one column, `registered_key`, no table
+/// of values has (so were a table of values named so, a registration call would fail on the
+/// column, reading and writing nothing of it). `Unsupported` when the name would pass the
+/// server's limit of `max` bytes (PostgreSQL 63, MySQL 64): the store's values work on.
+pub(crate) fn registered_table(store: &str, table: &str, max: usize) -> Result<String, SeqError> {
+    let name = format!("{table}_registered");
+    if name.len() <= max {
+        return Ok(name);
+    }
+    Err(SeqError::new(
+        ErrorKind::Unsupported,
+        format!(
+            "{store}: cannot keep registered keys beside table {table}: their table, {name}, would pass the server's {max} bytes for a name (a table of values of at most {} bytes has one)",
+            max.saturating_sub("_registered".len())
+        ),
+    ))
+}
+
+/// The SQL `LIMIT` of a page of `limit` keys.
+pub(crate) fn page_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// A key read back from `table`: `Corrupt` when it is none floe can have written.
+pub(crate) fn stored_key(store: &str, table: &str, stored: Vec<u8>) -> Result<Key, SeqError> {
+    let shown = String::from_utf8_lossy(&stored[..stored.len().min(300)]).into_owned();
+    String::from_utf8(stored)
+        .map_err(|e| e.to_string())
+        .and_then(|k| Key::new(k).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            SeqError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "{store}: table {table} holds a key floe cannot have written ({shown:?}): {e}"
+                ),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registrations_sit_beside_their_table_when_the_name_fits() {
+        assert_eq!(
+            registered_table("postgres", "floe_sequences", 63).unwrap(),
+            "floe_sequences_registered"
+        );
+        assert!(registered_table("postgres", &"t".repeat(52), 63).is_ok());
+        let e = registered_table("postgres", &"t".repeat(53), 63).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+        assert!(e.message.contains("at most 52 bytes"), "{e}");
+        assert!(registered_table("mysql", &"t".repeat(53), 64).is_ok());
+    }
+
+    #[test]
+    fn a_key_floe_cannot_have_written_is_corrupt() {
+        assert_eq!(
+            stored_key("mysql", "t", b"a/b".to_vec()).unwrap().as_str(),
+            "a/b"
+        );
+        for bad in [&b""[..], b"\xff", b"a\0b", &[b'x'; 256]] {
+            let e = stored_key("mysql", "t", bad.to_vec()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Corrupt, "{e}");
+        }
+    }
 }

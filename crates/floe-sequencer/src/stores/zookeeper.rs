@@ -11,6 +11,18 @@
 //!   once acknowledged.
 //! - **Recovery:** a session that expires or closes (the server was down too long) is replaced
 //!   by a new one on the next call, so the store recovers by itself.
+//! - **Give back:** the key's node is read (or taken from what this process saw last), and if
+//!   its value is the end of the caller's last reservation, `setData` with the version read
+//!   sets it just below the range given back. A reservation by any process in between
+//!   changed the version, so the write fails (`BadVersion`), the node is read again, and the
+//!   answer is `false`.
+//! - **Admin calls:** `value` reads the node. `keys` lists the root's children (ZooKeeper has
+//!   no paged listing: every call reads all the names, and a root of more names than
+//!   `jute.maxbuffer` (1 MB by default) holds cannot be listed), decodes them, and reads the
+//!   data of the page's nodes, the requests pipelined. **Registered keys** are kept apart, as
+//!   empty persistent nodes `{root}.registered/{encoded key}`, a sibling of the root (so no
+//!   node under the root, and none of its values); the parent is created with the first
+//!   registration. Unregistering deletes the key's node there only: its value is kept.
 //!
 //! **Taking over from Layotto: `zk://host:port[/root]?from_layotto=APP`.** Layotto's ZooKeeper
 //! component counts in `/{stored key}` (the stored key as in [`super::layotto`], e.g.
@@ -25,7 +37,8 @@
 //! clients have stopped calling it, and give `bigger_than` from the application's own records
 //! when Layotto ever restarted. There is no way to serve beside Layotto on these nodes
 //! (`?layotto=` is refused): any restart of a sidecar starts its counter again at 1, and
-//! floe's IDs on the same node would repeat with it.
+//! floe's IDs on the same node would repeat with it. The admin calls and give-backs work on
+//! floe's own nodes, as without the option.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -40,6 +53,9 @@ use floe_core::endpoint::take_options;
 use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{key_prefix, take_over};
 use crate::{servers_and_root, ErrorKind, SeqError, Store};
+
+/// What follows the root in the path of the parent of the registered keys.
+const REGISTERED: &str = ".registered";
 
 /// A ZooKeeper ensemble.
 pub struct ZkStore {
@@ -78,6 +94,26 @@ pub fn node_name(key: &Key) -> String {
         }
     }
     name
+}
+
+/// The key of a node name [`node_name`] made; `None` for any other name.
+pub fn key_of_node(name: &str) -> Option<Key> {
+    let mut bytes = Vec::with_capacity(name.len());
+    let mut rest = name.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = tail.get(..2)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    let key = Key::new(String::from_utf8(bytes).ok()?).ok()?;
+    // Only the one name node_name makes of it (upper-case hex, nothing escaped needlessly).
+    (node_name(&key) == name).then_some(key)
 }
 
 impl ZkStore {
@@ -154,6 +190,48 @@ impl ZkStore {
         }
     }
 
+    /// The parent of the registered keys.
+    fn registered_root(&self) -> String {
+        format!("{}{REGISTERED}", self.root)
+    }
+
+    /// The node of a key's registration.
+    fn registration(&self, key: &Key) -> String {
+        format!("{}/{}", self.registered_root(), node_name(key))
+    }
+
+    /// The keys of the children of `parent` (none if it is missing), in byte order, after
+    /// `after`. Every child is a key floe wrote: `Corrupt` otherwise.
+    async fn children(
+        &self,
+        client: &Client,
+        parent: &str,
+        after: Option<&Key>,
+    ) -> Result<Vec<Key>, SeqError> {
+        let names = match client.list_children(parent).await {
+            Ok(names) => names,
+            Err(ZkError::NoNode) => return Ok(Vec::new()),
+            Err(e) => {
+                self.lost(&e).await;
+                return Err(map_err("cannot list", parent, e));
+            }
+        };
+        let mut keys = names
+            .iter()
+            .map(|name| {
+                key_of_node(name).ok_or_else(|| {
+                    SeqError::new(
+                        ErrorKind::Corrupt,
+                        format!("zookeeper: {parent}/{name} is no node floe can have written"),
+                    )
+                })
+            })
+            .filter(|k| !matches!((k, after), (Ok(k), Some(a)) if k <= a))
+            .collect::<Result<Vec<Key>, SeqError>>()?;
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
     async fn swap(&self, key: &Key, n: u32, floor: Option<i64>) -> Result<i64, SeqError> {
         let client = self.client().await?;
         let path = format!("{}/{}", self.root, node_name(key));
@@ -219,6 +297,173 @@ impl Store for ZkStore {
         self.swap(key, 0, Some(floor)).await.map(drop)
     }
 
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+            return Ok(false);
+        };
+        let client = self.client().await?;
+        let path = format!("{}/{}", self.root, node_name(key));
+        // What this process saw last, when it is `last` (its own reservation): one round trip.
+        let mut seen = self
+            .seen
+            .get(key)
+            .and_then(|(v, version)| Some((v, version?)))
+            .filter(|(v, _)| *v == last);
+        for _ in 0..MAX_ATTEMPTS {
+            let (value, version) = match seen {
+                Some(s) => s,
+                None => match client.get_data(&path).await {
+                    Ok((data, stat)) => (parse("zookeeper", key, &data)?, stat.version),
+                    Err(ZkError::NoNode) => return Ok(false),
+                    Err(e) => {
+                        self.lost(&e).await;
+                        return Err(map_err("cannot read", &path, e));
+                    }
+                },
+            };
+            if value != last {
+                self.seen.put(key, (value, Some(version)));
+                return Ok(false);
+            }
+            let data = before.to_string();
+            match client.set_data(&path, data.as_bytes(), Some(version)).await {
+                Ok(stat) => {
+                    self.seen.put(key, (before, Some(stat.version)));
+                    return Ok(true);
+                }
+                // Written since: read again (a reservation makes the answer false).
+                Err(ZkError::BadVersion) => seen = None,
+                Err(ZkError::NoNode) => {
+                    self.seen.forget(key);
+                    return Ok(false);
+                }
+                Err(e) => {
+                    self.seen.forget(key);
+                    self.lost(&e).await;
+                    return Err(map_err("cannot write", &path, e));
+                }
+            }
+        }
+        self.seen.forget(key);
+        Err(contended("zookeeper", key))
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        let client = self.client().await?;
+        let path = format!("{}/{}", self.root, node_name(key));
+        match client.get_data(&path).await {
+            Ok((data, _)) => parse("zookeeper", key, &data).map(Some),
+            Err(ZkError::NoNode) => Ok(None),
+            Err(e) => {
+                self.lost(&e).await;
+                Err(map_err("cannot read", &path, e))
+            }
+        }
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let mut keys = self.children(&client, &self.root, after).await?.into_iter();
+        let mut page = Vec::new();
+        // A node deleted since the listing is passed over: read on down the list.
+        while page.len() < limit {
+            let batch: Vec<Key> = keys.by_ref().take(limit - page.len()).collect();
+            if batch.is_empty() {
+                break;
+            }
+            let paths: Vec<String> = batch
+                .iter()
+                .map(|k| format!("{}/{}", self.root, node_name(k)))
+                .collect();
+            // Each request is sent as it is made: the reads are pipelined.
+            let reads: Vec<_> = paths.iter().map(|p| client.get_data(p)).collect();
+            for ((key, path), read) in batch.into_iter().zip(&paths).zip(reads) {
+                match read.await {
+                    Ok((data, _)) => {
+                        let value = parse("zookeeper", &key, &data)?;
+                        page.push((key, value));
+                    }
+                    Err(ZkError::NoNode) => {}
+                    Err(e) => {
+                        self.lost(&e).await;
+                        return Err(map_err("cannot read", path, e));
+                    }
+                }
+            }
+        }
+        Ok(page)
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        let client = self.client().await?;
+        let path = self.registration(key);
+        match client.check_stat(&path).await {
+            Ok(stat) => Ok(stat.is_some()),
+            Err(e) => {
+                self.lost(&e).await;
+                Err(map_err("cannot read", &path, e))
+            }
+        }
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        let client = self.client().await?;
+        let path = self.registration(key);
+        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for attempt in 0..2 {
+            match client.create(&path, b"", &persistent).await {
+                Ok(_) => return Ok(true),
+                Err(ZkError::NodeExists) => return Ok(false),
+                // The first registration: its parent is made, then the node.
+                Err(ZkError::NoNode) if attempt == 0 => {
+                    let parent = self.registered_root();
+                    match client.mkdir(&parent, &persistent).await {
+                        Ok(()) | Err(ZkError::NodeExists) => {}
+                        Err(e) => {
+                            self.lost(&e).await;
+                            return Err(map_err("cannot create", &parent, e));
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.lost(&e).await;
+                    return Err(map_err("cannot create", &path, e));
+                }
+            }
+        }
+        Err(SeqError::unavailable(format!(
+            "zookeeper: cannot create {path}: its parent was deleted as it was made"
+        )))
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        let client = self.client().await?;
+        let path = self.registration(key);
+        match client.delete(&path, None).await {
+            Ok(()) => Ok(true),
+            Err(ZkError::NoNode) => Ok(false),
+            Err(e) => {
+                self.lost(&e).await;
+                Err(map_err("cannot delete", &path, e))
+            }
+        }
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let mut keys = self
+            .children(&client, &self.registered_root(), after)
+            .await?;
+        keys.truncate(limit);
+        Ok(keys)
+    }
+
     async fn ping(&self) -> Result<(), SeqError> {
         let client = self.client().await?;
         match client.check_stat(&self.root).await {
@@ -232,5 +477,21 @@ impl Store for ZkStore {
 
     async fn close(&self) {
         self.client.lock().await.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_decode_to_their_keys_only() {
+        for k in ["a", "a/b", "..", "a b ключ ✓ %2F", "A-z_0"] {
+            let key = Key::new(k).unwrap();
+            assert_eq!(key_of_node(&node_name(&key)), Some(key), "{k:?}");
+        }
+        for name in ["%2f", "a.b", "%", "%4", "%ZZ", "%00", "%FF", "", "%41"] {
+            assert_eq!(key_of_node(name), None, "{name:?}");
+        }
     }
 }

@@ -156,6 +156,99 @@ mod redis_store {
         assert!(assert_unique(all) > 2 * 300 + 4 * 400);
     }
 
+    /// The admin calls and give-backs on Layotto's keys in place: the app's keys listed as
+    /// clients name them (not another app's, nor a key whose rest holds `||`), values as
+    /// Layotto left them; registrations apart from them; a give-back taken while nothing was
+    /// reserved since, refused after a Layotto INCR; and Layotto's writers racing floe's
+    /// reservations and give-backs never get an ID floe served.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn admin_calls_and_give_backs_on_layottos_keys() {
+        let app = app();
+        let mut c = conn().await;
+        for (k, v) in [("order", 1234), ("a/b", 5), ("ключ", 7), ("x||y", 9)] {
+            let _: i64 = c.incr(stored(&app, k), v).await.unwrap();
+        }
+        let _: i64 = c.incr(stored("other-app", "order"), 99).await.unwrap();
+        let url = format!("{}?layotto={app}", floe_testkit::env("FLOE_TEST_REDIS"));
+        let store = open(&url).await.unwrap();
+        let order = key("order");
+        assert_eq!(store.value(&order).await.unwrap(), Some(1234));
+        assert_eq!(store.value(&key("none")).await.unwrap(), None);
+        let page = store.keys(None, 2).await.unwrap();
+        assert_eq!(page, [(key("a/b"), 5), (order.clone(), 1234)]);
+        let page = store.keys(Some(&order), 2).await.unwrap();
+        assert_eq!(page, [(key("ключ"), 7)]);
+
+        assert!(store.register(&order).await.unwrap());
+        assert!(!store.register(&order).await.unwrap());
+        assert_eq!(
+            store.registered(None, 10).await.unwrap(),
+            std::slice::from_ref(&order)
+        );
+        assert_eq!(
+            store.keys(None, 10).await.unwrap().len(),
+            3,
+            "no registration"
+        );
+        let kind: String = redis::cmd("TYPE")
+            .arg([stored(&app, "").as_bytes(), b"\xffregistered"].concat())
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(kind, "zset");
+
+        assert_eq!(store.reserve(&order, 10).await.unwrap(), 1244);
+        assert!(store.give_back(&order, 1240, 1244).await.unwrap());
+        let layottos: i64 = c.incr(stored(&app, "order"), 1).await.unwrap();
+        assert_eq!(layottos, 1240, "Layotto's next ID is the first given back");
+        assert_eq!(store.reserve(&order, 10).await.unwrap(), 1250);
+        let _: i64 = c.incr(stored(&app, "order"), 1).await.unwrap();
+        assert!(!store.give_back(&order, 1241, 1250).await.unwrap());
+        assert_eq!(store.value(&order).await.unwrap(), Some(1251));
+
+        let mut tasks = Vec::new();
+        for _writer in 0..2 {
+            let app = app.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut c = conn().await;
+                let mut ids = Vec::new();
+                for i in 0..200 {
+                    let n = if i % 20 == 0 { 50 } else { 1 };
+                    let v: i64 = c.incr(stored(&app, "order"), n).await.unwrap();
+                    ids.extend(v - n + 1..=v);
+                }
+                (ids, 0)
+            }));
+        }
+        for t in 0..2i64 {
+            let store = open(&url).await.unwrap();
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let (mut ids, mut given) = (Vec::new(), 0);
+                for i in 0..100i64 {
+                    let size = 1 + (i * 7 + t) % 20;
+                    let last = store.reserve(&order, size as u32).await.unwrap();
+                    let first = last - size + 1;
+                    let used = (i + t) % (size + 1);
+                    ids.extend(first..first + used);
+                    if used < size {
+                        given +=
+                            usize::from(store.give_back(&order, first + used, last).await.unwrap());
+                    }
+                }
+                (ids, given)
+            }));
+        }
+        let (mut all, mut given) = (Vec::new(), 0);
+        for t in tasks {
+            let (ids, g) = t.await.unwrap();
+            given += g;
+            all.extend(ids.into_iter().map(|id| ("order".to_string(), id)));
+        }
+        assert_unique(all);
+        assert!(given > 0, "no give-back was taken");
+    }
+
     /// `prefix=` and `layotto=` name the same thing: both at once is a Config error.
     #[tokio::test]
     async fn prefix_and_layotto_exclude_each_other() {
@@ -265,6 +358,58 @@ mod etcd_store {
             e.message.contains("1000000") && e.message.contains("version"),
             "{e}"
         );
+    }
+
+    /// The admin calls on Layotto's keys in place: a key's value is its version, the app's
+    /// keys are listed as clients name them (not another app's, nor a rest holding `||`),
+    /// registrations sit beside Layotto's prefix path, and a give-back is refused (a version
+    /// cannot be lowered): the IDs are gaps.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn admin_calls_on_layottos_keys() {
+        let app = app();
+        let c = client();
+        for (k, n) in [("order", 5), ("a/b", 2), ("ключ", 3), ("x||y", 4)] {
+            for _ in 0..n {
+                layotto_next(&c, &format!("/layotto/{}", stored(&app, k))).await;
+            }
+        }
+        layotto_next(&c, &format!("/layotto/{}", stored("other-app", "order"))).await;
+        let etcd = floe_testkit::env("FLOE_TEST_ETCD");
+        let store = open(&format!("etcd://{etcd}?layotto={app}")).await.unwrap();
+        let order = key("order");
+        assert_eq!(store.value(&order).await.unwrap(), Some(5));
+        assert_eq!(store.value(&key("none")).await.unwrap(), None);
+        assert_eq!(
+            store.keys(None, 2).await.unwrap(),
+            [(key("a/b"), 2), (order.clone(), 5)]
+        );
+        assert_eq!(
+            store.keys(Some(&order), 5).await.unwrap(),
+            [(key("ключ"), 3)]
+        );
+
+        assert_eq!(store.reserve(&order, 3).await.unwrap(), 8);
+        assert!(!store.give_back(&order, 7, 8).await.unwrap());
+        assert_eq!(store.value(&order).await.unwrap(), Some(8));
+        assert_eq!(store.next_id(&order).await.unwrap(), 9);
+
+        assert!(store.register(&order).await.unwrap());
+        assert!(!store.register(&order).await.unwrap());
+        assert!(store.is_registered(&order).await.unwrap());
+        assert_eq!(
+            store.registered(None, 10).await.unwrap(),
+            std::slice::from_ref(&order)
+        );
+        let path = format!("/layotto.registered/{}", stored(&app, "order"));
+        assert_eq!(c.get(path.as_str()).await.unwrap().kvs.len(), 1, "{path}");
+        assert_eq!(
+            store.keys(None, 10).await.unwrap().len(),
+            3,
+            "no registration"
+        );
+        assert!(store.unregister(&order).await.unwrap());
+        assert_eq!(store.value(&order).await.unwrap(), Some(9), "kept");
+        assert!(store.registered(None, 10).await.unwrap().is_empty());
     }
 
     /// `?from_layotto=APP`: floe's own keys are lifted above Layotto's versions at start-up

@@ -339,3 +339,185 @@ async fn a_missing_or_foreign_table_is_a_config_error() {
     assert_eq!(e.kind, ErrorKind::Config, "{e}");
     assert!(e.message.contains("leaf_alloc"), "{e}");
 }
+
+/// The admin calls on a table as Leaf's DDL makes it (its collation ignores case and trailing
+/// spaces): the tags listed in byte order with their values (`max_id - 1`), leaving out a tag
+/// that is no key; registering inserts a row as Leaf's README does, refuses a tag the table
+/// holds only as another, and never touches an existing row; unregistering is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_calls_on_leafs_table() {
+    let table = Table::fresh("leaf_admin", LEAF_DDL).await;
+    for (tag, max_id) in [("orders", 5001), ("B", 1), ("a b", 7), ("a", 1), ("", 1)] {
+        table.insert(tag, max_id, 1000).await;
+    }
+    let store = open(&table.url()).await.unwrap();
+    let listed = |after: Option<&str>, limit| {
+        let store = Arc::clone(&store);
+        let after = after.map(key);
+        async move {
+            let keys = store.keys(after.as_ref(), limit).await.unwrap();
+            let tags = store.registered(after.as_ref(), limit).await.unwrap();
+            assert_eq!(
+                tags,
+                keys.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()
+            );
+            keys.into_iter()
+                .map(|(k, v)| (k.as_str().to_string(), v))
+                .collect::<Vec<_>>()
+        }
+    };
+    let s = |t: &str, v: i64| (t.to_string(), v);
+    // Byte order ("B" before "a"), not the collation's; '' is no key.
+    assert_eq!(listed(None, 2).await, [s("B", 0), s("a", 0)]);
+    assert_eq!(listed(Some("a"), 2).await, [s("a b", 6), s("orders", 5000)]);
+    assert_eq!(listed(Some("orders"), 2).await, []);
+    assert_eq!(store.value(&key("orders")).await.unwrap(), Some(5000));
+    for other in ["ORDERS", "orders ", "nosuch", "ключ"] {
+        assert_eq!(store.value(&key(other)).await.unwrap(), None, "{other:?}");
+        assert!(
+            !store.is_registered(&key(other)).await.unwrap(),
+            "{other:?}"
+        );
+    }
+
+    assert!(store.is_registered(&key("orders")).await.unwrap());
+    assert!(!store.register(&key("orders")).await.unwrap());
+    assert_eq!(table.max_id("orders").await, Some(5001), "untouched");
+    for other in ["ORDERS".to_string(), "orders ".to_string(), "x".repeat(200)] {
+        let e = store.register(&key(&other)).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{other:?}: {e}");
+        assert!(e.message.contains(&table.name), "{e}");
+    }
+    assert_eq!(table.rows().await, 5, "nothing inserted");
+    assert!(store.register(&key("new")).await.unwrap());
+    assert!(!store.register(&key("new")).await.unwrap());
+    let step: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT step FROM {} WHERE biz_tag = 'new'",
+        table.name
+    )))
+    .fetch_one(&table.pool)
+    .await
+    .unwrap();
+    assert_eq!(step, floe_sequencer::stores::leaf_alloc::REGISTERED_STEP);
+    assert_eq!((table.max_id("new").await, step), (Some(1), 2000));
+    assert_eq!(store.value(&key("new")).await.unwrap(), Some(0));
+    assert_eq!(
+        table.leaf_load("new", None).await,
+        (1, 2001),
+        "Leaf serves it"
+    );
+
+    let e = store.unregister(&key("orders")).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    assert!(e.message.contains("DELETE FROM"), "{e}");
+    assert!(e.message.contains("max_id"), "{e}");
+    assert_eq!(table.rows().await, 6);
+    store.close().await;
+}
+
+/// Give-backs on Leaf's table: taken while nothing was reserved since, by floe or by Leaf's
+/// own SQL (whose next segment then starts at the first ID given back); refused after any
+/// reservation, and for a tag matched only by the table's collation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn give_backs_meet_leafs_loads() {
+    let table = Table::fresh("leaf_giveback", LEAF_DDL).await;
+    table.insert("orders", 5001, 1000).await;
+    let store = open(&table.url()).await.unwrap();
+    let orders = key("orders");
+    assert_eq!(store.reserve(&orders, 100).await.unwrap(), 5100);
+    assert!(store.give_back(&orders, 5051, 5100).await.unwrap());
+    assert_eq!(table.max_id("orders").await, Some(5051));
+    assert_eq!(table.leaf_load("orders", None).await, (5051, 6051));
+    assert!(!store.give_back(&orders, 5051, 5100).await.unwrap());
+    assert_eq!(store.reserve(&orders, 10).await.unwrap(), 6060);
+    assert_eq!(table.leaf_load("orders", None).await, (6061, 7061));
+    assert!(!store.give_back(&orders, 6051, 6060).await.unwrap());
+    assert_eq!(store.reserve(&orders, 10).await.unwrap(), 7070);
+    for other in ["ORDERS", "orders ", "ключ"] {
+        assert!(!store.give_back(&key(other), 7061, 7070).await.unwrap());
+    }
+    assert_eq!(table.max_id("orders").await, Some(7071));
+    store.close().await;
+}
+
+/// Leaf's servers (its own SQL) and floe's stores on one tag at once, floe serving a random
+/// part of each segment and giving the rest back: no ID is issued twice, and some give-backs
+/// were taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn give_backs_beside_leaf_never_repeat() {
+    let table = Table::fresh("leaf_giveback_race", LEAF_DDL).await;
+    table.insert("race", 1, 100).await;
+    let mut tasks = Vec::new();
+    for _server in 0..2 {
+        let leaf = Table::create(
+            &floe_testkit::env("FLOE_TEST_MARIADB"),
+            &table.name,
+            LEAF_DDL,
+        )
+        .await;
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..40 {
+                let (first, end) = leaf.leaf_load("race", None).await;
+                ids.extend(first..end); // Leaf serves its whole segment
+            }
+            (ids, 0)
+        }));
+    }
+    for t in 0..4u64 {
+        let store = open(&table.url()).await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = 0x2545_F491_4F6C_DD1D_u64.wrapping_mul(t + 1);
+            let mut next = move |n: u64| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % n
+            };
+            let race = key("race");
+            let (mut ids, mut given) = (Vec::new(), 0);
+            for _ in 0..60 {
+                let size = 1 + next(50) as u32;
+                let last = store.reserve(&race, size).await.unwrap();
+                let first = last - i64::from(size) + 1;
+                let used = next(u64::from(size) + 1) as i64;
+                ids.extend(first..first + used);
+                if first + used <= last {
+                    given += usize::from(store.give_back(&race, first + used, last).await.unwrap());
+                }
+            }
+            store.close().await;
+            (ids, given)
+        }));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut given = 0;
+    for t in tasks {
+        let (ids, g) = t.await.unwrap();
+        given += g;
+        for id in ids {
+            assert!(id >= 1);
+            assert!(seen.insert(id), "{id} issued twice");
+        }
+    }
+    assert!(given > 0, "no give-back was taken");
+}
+
+/// A table with a column floe does not fill and that has no default: registering is a Config
+/// error naming the table, and nothing is inserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_needs_defaults_for_other_columns() {
+    let table = Table::fresh(
+        "leaf_owner",
+        "CREATE TABLE {t} (biz_tag varchar(128) PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, owner varchar(20) NOT NULL)",
+    )
+    .await;
+    let store = open(&table.url()).await.unwrap();
+    // MariaDB's default SQL mode is strict: the insert fails rather than fill the column.
+    let e = store.register(&key("orders")).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Config, "{e}");
+    assert!(e.message.contains(&table.name), "{e}");
+    assert!(e.message.contains("no default"), "{e}");
+    assert_eq!(table.rows().await, 0);
+    store.close().await;
+}
