@@ -32,11 +32,23 @@ const COMMANDS: [&str; 9] = [
     "man",
 ];
 const WORKER_COMMANDS: [&str; 3] = ["list", "register", "release"];
+const SEQ_KEYS_COMMANDS: [&str; 6] = [
+    "list",
+    "show",
+    "raise",
+    "register",
+    "unregister",
+    "registered",
+];
 
 #[test]
 fn completions_cover_every_command() {
     let bash = ok(run(&["completions", "bash"]));
-    for c in COMMANDS.iter().chain(&WORKER_COMMANDS) {
+    for c in COMMANDS
+        .iter()
+        .chain(&WORKER_COMMANDS)
+        .chain(&SEQ_KEYS_COMMANDS)
+    {
         assert!(
             bash.contains(&format!("floe__{c}")) || bash.contains(&format!("__{c}")),
             "bash completion misses {c}"
@@ -105,6 +117,12 @@ fn every_man_page_renders() {
     let mut pages = vec!["floe".to_string()];
     pages.extend(COMMANDS.iter().map(|c| format!("floe-{c}")));
     pages.extend(WORKER_COMMANDS.iter().map(|c| format!("floe-worker-{c}")));
+    pages.push("floe-seq-keys".to_string());
+    pages.extend(
+        SEQ_KEYS_COMMANDS
+            .iter()
+            .map(|c| format!("floe-seq-keys-{c}")),
+    );
     let mut written: Vec<String> = std::fs::read_dir(&out_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())

@@ -19,7 +19,7 @@
 //! | `floe_request_duration_seconds` | histogram | `listener`, `route`, `method`, `status` |
 //! | `floe_store_call_duration_seconds` | histogram | `store`, `call` |
 //! | `floe_store_call_errors_total` | counter | `store`, `call`, `kind` |
-//! | `floe_weak_segment_fetches_total` | counter | `store` |
+//! | `floe_weak_segment_fetches_total`, `floe_weak_given_back_ids_total` | counter | `store` |
 //! | `floe_store_increment_size` | histogram (STRONG batches) | `store` |
 //! | `floe_weak_buffered_ids`, `floe_weak_step`, `floe_keys_in_memory` | gauge | `store` |
 //! | `floe_layout_horizon_seconds`, `floe_layout_end_timestamp_seconds` | gauge | `generator` |

@@ -78,6 +78,10 @@ fn describe() {
         "floe_weak_segment_fetches_total",
         "WEAK segments fetched from the store."
     );
+    describe_counter!(
+        "floe_weak_given_back_ids_total",
+        "Unused WEAK IDs of keys let go from memory that the store took back (their next segment starts there)."
+    );
     describe_histogram!(
         "floe_store_increment_size",
         "IDs reserved by one increment (STRONG: a group-committed batch)."
