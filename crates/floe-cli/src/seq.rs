@@ -39,7 +39,7 @@ pub(crate) struct SequencerArgs {
     timeout_ms: Option<u64>,
     /// The most keys a store holds in memory (each key's WEAK buffer and STRONG queue, about
     /// 0.5 KB). When full, the least recently used keys with no request under way are
-    /// dropped; their unused IDs are parked (as many keys more) and served when they return.
+    /// dropped; their unused IDs are parked (twice as many keys more) and served when they return.
     #[arg(long, help_heading = "Stores and sequences", env = "FLOE_MAX_KEYS")]
     max_keys: Option<usize>,
     /// A key unused for this many seconds is dropped from memory; its unused IDs are parked,

@@ -30,7 +30,8 @@
 //! to make room), the rest of it (the current segment's unused end and the next segment, at
 //! most two ranges) is *parked*: kept in a second map, by key, under the same lock as the
 //! drop. When the key is asked for again, its new buffer serves the parked IDs first, so a
-//! quiet key goes on 1, 2, 3 however long it was idle. At most `max_keys` keys are parked;
+//! quiet key goes on 1, 2, 3 however long it was idle. At most twice `max_keys` keys are parked
+//! (at least 16; a key's text and two ranges each, a fifth of a held key or less);
 //! beyond that the least recently parked go, each given back to the store when nothing was
 //! reserved after it ([`Store::give_back`](crate::Store::give_back): the key's next segment then
 //! starts where it stopped) and a gap otherwise. Give-backs run one after another in at most two
@@ -107,6 +108,12 @@ impl KeyLimits {
     /// How often idle keys are looked for: every quarter of `idle`, from 1 ms to 1 min.
     fn sweep_every(&self) -> Duration {
         (self.idle / 4).clamp(Duration::from_millis(1), Duration::from_secs(60))
+    }
+
+    /// How many keys' tails are parked at most: twice `max_keys` (a graceful stop keeps the
+    /// tails of the keys held and of those parked, which the next start parks), at least 16.
+    fn most_parked(&self) -> usize {
+        self.max_keys.saturating_mul(2).max(16)
     }
 
     /// How many keys one scan of a full map drops, at least.
@@ -296,7 +303,8 @@ impl Keys {
         let over = {
             let mut parked = self.parked();
             parked.insert(key, ParkedTail { tail, parked: now });
-            if parked.len() <= self.limits.max_keys {
+            let most = self.limits.most_parked();
+            if parked.len() <= most {
                 return;
             }
             let mut oldest: Vec<(u64, Key)> = parked
@@ -310,7 +318,7 @@ impl Keys {
             let batch = self
                 .limits
                 .batch()
-                .max(parked.len() - self.limits.max_keys)
+                .max(parked.len() - most)
                 .min(oldest.len());
             oldest.select_nth_unstable(batch - 1);
             oldest.truncate(batch);

@@ -39,7 +39,7 @@ impl Default for ServeOptions {
 /// Keys are held in memory within [`KeyLimits`] ([`KeyLimits::default`] unless
 /// [`key_limits`](Self::key_limits) says otherwise): a key unused for a while is dropped, and
 /// so are the least recently used keys when too many are held. A dropped key's unused WEAK IDs
-/// are parked (at most `max_keys` keys' worth): its next buffer serves them first, so a quiet key
+/// are parked (at most twice `max_keys` keys' worth): its next buffer serves them first, so a quiet key
 /// goes on 1, 2, 3 however long it was idle; parked tails beyond the limit are given back to the
 /// store when nothing was reserved after them ([`Store::give_back`]), gaps otherwise, never
 /// reissued elsewhere. See the `keys` module docs in the source for how this stays race-free.
