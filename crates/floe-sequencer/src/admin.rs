@@ -137,9 +137,16 @@ impl StoreHandle {
     /// WEAK buffers of other processes). Never lowers anything. The key's value after it.
     ///
     /// # Errors
-    /// `Unsupported` on a store without segments (the Snowflake store); `Exhausted` when the
-    /// floor is `i64::MAX`; the store's errors.
+    /// `InvalidArgument` for a floor of `i64::MAX` (nothing changed); `Unsupported` on a store
+    /// without segments (the Snowflake store); the store's errors.
     pub async fn raise_floor(&self, key: &Key, floor: i64) -> Result<i64, SeqError> {
+        if floor == i64::MAX {
+            // Nothing would be left to issue, ever: refused before anything changes.
+            return Err(SeqError::new(
+                ErrorKind::InvalidArgument,
+                "above: at most 9223372036854775806 (a floor of i64::MAX leaves no ID to issue)",
+            ));
+        }
         if !self.store.capabilities().segments {
             return Err(SeqError::new(
                 ErrorKind::Unsupported,
