@@ -38,23 +38,55 @@ pub struct Http {
     guard: Arc<super::guard::Guard>,
 }
 
-/// A request answered here, not by the router.
-#[derive(Debug, PartialEq, Eq)]
-enum Fast<'a> {
+/// A route answered here, not by the router (its template in the route table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fast {
     /// `/v1/sequencer/{store}/{key}`: the path, decoded by the route's own code.
     Sequencer,
-    /// `/api/segment/get/{key}`: the key, percent-decoded.
-    LeafSegment(Cow<'a, str>),
+    /// `/api/segment/get/{key}`.
+    LeafSegment,
     /// `/api/snowflake/get/{key}` (the key is not used, as in Leaf).
     LeafSnowflake,
-    /// `/v1/ids/{kind}`: the kind, percent-decoded.
-    Ids(Cow<'a, str>),
+    /// `/v1/ids/{kind}`.
+    Ids,
 }
 
-/// The one segment of `path` after `prefix`, if that is all of it and it is not empty.
-fn segment<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
-    let rest = path.strip_prefix(prefix)?;
-    (!rest.is_empty() && !rest.contains('/')).then_some(rest)
+impl Fast {
+    const ALL: [(Fast, &'static str); 4] = [
+        (Fast::Sequencer, super::SEQUENCER),
+        (Fast::LeafSegment, super::LEAF_SEGMENT),
+        (Fast::LeafSnowflake, super::LEAF_SNOWFLAKE),
+        (Fast::Ids, super::IDS),
+    ];
+
+    fn template(self) -> &'static str {
+        Fast::ALL
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map_or("", |(_, t)| t)
+    }
+}
+
+/// The first parameter of `path` for `template`, if the path is exactly the template's: its
+/// literal segments equal, each `{name}` a non-empty segment (no allocation).
+fn first_param<'a>(template: &str, path: &'a str) -> Option<&'a str> {
+    let mut asked = path.split('/');
+    let mut first = None;
+    for want in template.split('/') {
+        let got = asked.next()?;
+        if want.starts_with('{') {
+            if got.is_empty() {
+                return None;
+            }
+            first = first.or(Some(got));
+        } else if want != got {
+            return None;
+        }
+    }
+    if asked.next().is_some() {
+        return None;
+    }
+    first
 }
 
 /// A segment percent-decoded; an undecodable one is the route's to refuse, in its words.
@@ -63,32 +95,18 @@ fn decoded(segment: &str) -> Option<Cow<'_, str>> {
 }
 
 /// Which common request `method` and `uri` are, if they are one.
-fn classify<'a>(method: &Method, uri: &'a axum::http::Uri) -> Option<Fast<'a>> {
+fn classify(method: &Method, uri: &axum::http::Uri) -> Option<Fast> {
     if !(method == Method::GET || method == Method::POST) || !uri.query().is_none_or(str::is_empty)
     {
         return None;
     }
     let path = uri.path();
-    if let Some(rest) = path.strip_prefix("/v1/sequencer/") {
-        let (store, key) = rest.split_once('/')?;
-        return (!store.is_empty() && !key.is_empty() && !key.contains('/'))
-            .then_some(Fast::Sequencer);
-    }
-    if let Some(kind) = segment(path, "/v1/ids/") {
-        return decoded(kind).map(Fast::Ids);
-    }
-    if let Some(key) = segment(path, "/api/segment/get/") {
-        return decoded(key).map(Fast::LeafSegment);
-    }
-    segment(path, "/api/snowflake/get/").map(|_| Fast::LeafSnowflake)
-}
-
-/// What a common request needs once the request is gone.
-enum Owned {
-    Sequencer(axum::http::Uri),
-    LeafSegment(String),
-    LeafSnowflake,
-    Ids(String),
+    let (fast, param) = Fast::ALL
+        .iter()
+        .find_map(|(f, template)| first_param(template, path).map(|p| (*f, p)))?;
+    // A key or kind that is read must decode here; otherwise the route refuses it.
+    let read = matches!(fast, Fast::LeafSegment | Fast::Ids);
+    (!read || decoded(param).is_some()).then_some(fast)
 }
 
 impl Http {
@@ -113,26 +131,28 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let owned = match classify(request.method(), request.uri()) {
-            None => return Either::Right(self.router.call(request)),
-            Some(Fast::Sequencer) => None,
-            Some(Fast::LeafSegment(key)) => Some(Owned::LeafSegment(key.into_owned())),
-            Some(Fast::LeafSnowflake) => Some(Owned::LeafSnowflake),
-            Some(Fast::Ids(kind)) => Some(Owned::Ids(kind.into_owned())),
+        let Some(fast) = classify(request.method(), request.uri()) else {
+            return Either::Right(self.router.call(request));
         };
         if let Some(refusal) = self.guard.refused(request.uri().path(), request.headers()) {
             return Either::Left(Box::pin(std::future::ready(Ok(with_length(refusal)))));
         }
-        let owned = owned.unwrap_or_else(|| Owned::Sequencer(request.into_parts().0.uri));
+        let uri = request.into_parts().0.uri;
         let app = Arc::clone(&self.app);
         Either::Left(Box::pin(async move {
-            let response = match owned {
-                Owned::Sequencer(uri) => super::floe::weak_next_id(&app, uri.path())
+            // Checked by `classify`: the path is the template's, its parameter decodes.
+            let param = || {
+                first_param(fast.template(), uri.path())
+                    .and_then(decoded)
+                    .unwrap_or_default()
+            };
+            let response = match fast {
+                Fast::Sequencer => super::floe::weak_next_id(&app, uri.path())
                     .await
                     .into_response(),
-                Owned::LeafSegment(key) => super::leaf::segment_number(&app, &key).await,
-                Owned::LeafSnowflake => super::leaf::snowflake_number(&app).await,
-                Owned::Ids(kind) => super::floe::one_id(&app, &kind).await.into_response(),
+                Fast::LeafSegment => super::leaf::segment_number(&app, &param()).await,
+                Fast::LeafSnowflake => super::leaf::snowflake_number(&app).await,
+                Fast::Ids => super::floe::one_id(&app, &param()).await.into_response(),
             };
             Ok(with_length(response))
         }))
@@ -157,9 +177,8 @@ mod tests {
     use super::*;
     use axum::http::Uri;
 
-    fn class(method: Method, uri: &'static str) -> Option<Fast<'static>> {
-        let uri: &'static Uri = Box::leak(Box::new(Uri::from_static(uri)));
-        classify(&method, uri)
+    fn class(method: Method, uri: &'static str) -> Option<Fast> {
+        classify(&method, &Uri::from_static(uri))
     }
 
     #[test]
@@ -179,12 +198,13 @@ mod tests {
         );
         assert_eq!(
             class(Method::GET, "/api/segment/get/a%20b"),
-            Some(LeafSegment("a b".into()))
+            Some(LeafSegment)
         );
         assert_eq!(
-            class(Method::GET, "/v1/ids/snowflake"),
-            Some(Ids("snowflake".into()))
+            first_param(LeafSegment.template(), "/api/segment/get/a%20b"),
+            Some("a%20b")
         );
+        assert_eq!(class(Method::GET, "/v1/ids/snowflake"), Some(Ids));
         assert_eq!(
             class(Method::POST, "/api/snowflake/get/%FF"),
             Some(LeafSnowflake)

@@ -28,10 +28,16 @@ pub use leaf::{CACHE_KEYS, MAX_CACHE_KEYS};
 pub(crate) use params::too_slow;
 pub use params::HttpError;
 
+/// The routes [`fast`] also answers, named once for both.
+const IDS: &str = "/v1/ids/{kind}";
+const SEQUENCER: &str = "/v1/sequencer/{store}/{key}";
+const LEAF_SEGMENT: &str = "/api/segment/get/{key}";
+const LEAF_SNOWFLAKE: &str = "/api/snowflake/get/{key}";
+
 /// Every HTTP route, written once: the router is built from this table, and the metrics'
 /// route labels come from the same table ([`route_label`]).
 macro_rules! routes {
-    ($($path:literal => $method:expr,)*) => {
+    ($($path:expr => $method:expr,)*) => {
         /// The route templates, in the router's syntax (`/v1/ids/{kind}`).
         pub(crate) const ROUTES: &[&str] = &[$($path),*];
 
@@ -48,11 +54,11 @@ routes! {
     "/metrics" => get(ops::metrics),
     "/v1/status" => get(ops::status_json),
     "/v1/stores" => get(floe::stores),
-    "/v1/ids/{kind}" => issuing(floe::new_ids),
-    "/v1/sequencer/{store}/{key}" => issuing(floe::next_id),
+    IDS => issuing(floe::new_ids),
+    SEQUENCER => issuing(floe::next_id),
     "/v1/sequencer/{store}/{key}/segment" => issuing(floe::segment),
-    "/api/segment/get/{key}" => issuing(leaf::segment_id),
-    "/api/snowflake/get/{key}" => issuing(leaf::snowflake_id),
+    LEAF_SEGMENT => issuing(leaf::segment_id),
+    LEAF_SNOWFLAKE => issuing(leaf::snowflake_id),
     "/decodeSnowflakeId" => get(leaf::decode),
     "/cache" => get(leaf::cache),
     "/v1/admin/stores/{store}/keys" => get(admin::keys),
