@@ -286,45 +286,44 @@ impl Keys {
         self.parked().remove(key).map(|p| p.tail)
     }
 
-    /// Parks `tail` for `key` (a restart's saved tail, or a dropped buffer's), then holds the
-    /// parked keys within `max_keys`: the least recently parked beyond it are given back to
-    /// the store or dropped (see the module docs).
+    /// Parks `tail` for `key` (a restart's saved tail, or a dropped buffer's); the caller then
+    /// holds the parked keys within their bound ([`trim_parked`](Self::trim_parked)).
     pub(crate) fn park(&self, key: Key, tail: Vec<Segment>) {
-        self.park_sparing(key, tail, None);
+        if !tail.is_empty() {
+            let now = self.now();
+            self.parked().insert(key, ParkedTail { tail, parked: now });
+        }
     }
 
-    /// [`park`](Self::park), never letting `spare`'s parked tail go (the key room is being made
-    /// for: its new buffer takes the tail next).
-    fn park_sparing(&self, key: Key, tail: Vec<Segment>, spare: Option<&str>) {
-        if tail.is_empty() {
-            return;
-        }
-        let now = self.now();
+    /// Holds the parked keys within their bound: the least recently parked beyond it (a batch
+    /// at least, so that the scan is paid once per batch) are given back to the store or
+    /// dropped, never `spare`'s (the key room is being made for: its new buffer takes the tail
+    /// next). Called without the map's lock.
+    pub(crate) fn trim_parked(&self, spare: Option<&str>) {
+        let most = self.limits.most_parked();
         let over = {
             let mut parked = self.parked();
-            parked.insert(key, ParkedTail { tail, parked: now });
-            let most = self.limits.most_parked();
             if parked.len() <= most {
                 return;
             }
-            let mut oldest: Vec<(u64, Key)> = parked
+            let mut oldest: Vec<(u64, &Key)> = parked
                 .iter()
                 .filter(|(k, _)| Some(k.as_str()) != spare)
-                .map(|(k, p)| (p.parked, k.clone()))
+                .map(|(k, p)| (p.parked, k))
                 .collect();
-            if oldest.is_empty() {
-                return;
-            }
             let batch = self
                 .limits
                 .batch()
                 .max(parked.len() - most)
                 .min(oldest.len());
+            if batch == 0 {
+                return;
+            }
             oldest.select_nth_unstable(batch - 1);
-            oldest.truncate(batch);
-            let over: Vec<(Key, Vec<Segment>)> = oldest
+            let victims: Vec<Key> = oldest[..batch].iter().map(|(_, k)| (*k).clone()).collect();
+            let over: Vec<(Key, Vec<Segment>)> = victims
                 .into_iter()
-                .filter_map(|(_, k)| parked.remove(&k).map(|p| (k, p.tail)))
+                .filter_map(|k| parked.remove(&k).map(|p| (k, p.tail)))
                 .collect();
             shrink(&mut parked);
             over
@@ -485,7 +484,8 @@ impl Keys {
         self.remove_sparing(keys, still, None)
     }
 
-    /// [`remove`](Self::remove), never letting `spare`'s parked tail go.
+    /// [`remove`](Self::remove), never letting `spare`'s parked tail go when the parked keys
+    /// are trimmed after it (once the map's lock is let go).
     fn remove_sparing(
         &self,
         keys: Vec<Key>,
@@ -499,7 +499,9 @@ impl Keys {
                 if map.get(&key).is_some_and(|e| e.unused() && still(e)) {
                     if let Some(entry) = map.remove(&key) {
                         if let Some(weak) = entry.weak.get() {
-                            self.park_sparing(key, weak.drain_tail(), spare);
+                            // Under the lock: the key's next buffer, made under it too, finds
+                            // the tail.
+                            self.park(key, weak.drain_tail());
                         }
                         gone.push(entry);
                     }
@@ -507,6 +509,7 @@ impl Keys {
             }
             shrink(&mut map);
         }
+        self.trim_parked(spare);
         gone.len()
     }
 

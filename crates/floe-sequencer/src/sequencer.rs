@@ -128,6 +128,7 @@ impl StoreHandle {
                 self.keys.park(key, tail);
             }
         }
+        self.keys.trim_parked(None);
         self.tails = Some(identity);
         self
     }
@@ -174,6 +175,7 @@ impl StoreHandle {
         for (key, tail) in self.keys.drain_parked() {
             keys.park(key, tail);
         }
+        keys.trim_parked(None);
         self.keys = Arc::new(keys);
         Ok(self)
     }
