@@ -330,16 +330,18 @@ pub(crate) fn save(dir: &Path, tails: &SavedTails) -> Result<(), SeqError> {
 
 /// `tail` cut to the IDs above `floor` (a `bigger_than`): what is at or below it is dropped.
 pub(crate) fn above(tail: Vec<Segment>, floor: i64) -> Vec<Segment> {
-    let Some(min) = floor.checked_add(1) else {
-        return Vec::new();
-    };
     tail.into_iter()
-        .filter(|s| s.end >= min)
-        .map(|s| Segment {
-            start: s.start.max(min),
-            end: s.end,
-        })
+        .filter_map(|s| segment_above(s, floor))
         .collect()
+}
+
+/// The IDs of `s` above `floor`, if any.
+pub(crate) fn segment_above(s: Segment, floor: i64) -> Option<Segment> {
+    let min = floor.checked_add(1)?;
+    (s.end >= min).then(|| Segment {
+        start: s.start.max(min),
+        end: s.end,
+    })
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::batch::{check_count, Batch};
+use crate::tails::segment_above;
 use crate::{within, ErrorKind, SeqError, Store};
 
 /// How long prefetches wait after a failed fetch before trying again.
@@ -107,6 +108,19 @@ impl State {
     fn left(&self) -> u64 {
         self.cur.1
     }
+
+    /// The current segment's unused IDs, if any.
+    fn current(&self) -> Option<Segment> {
+        let (next, left) = self.cur;
+        // `left` IDs from `next` were reserved, so `next + left - 1` fits an i64.
+        let end = i64::try_from(i128::from(next) + i128::from(left) - 1).ok()?;
+        (left > 0).then_some(Segment { start: next, end })
+    }
+
+    /// Makes `s` (or nothing) the rest of the current segment.
+    fn set_current(&mut self, s: Option<Segment>) {
+        self.cur = s.map_or((1, 0), |s| (s.start, crate::tails::ids_in(s)));
+    }
 }
 
 /// The WEAK buffer of one key of one store.
@@ -180,20 +194,6 @@ impl std::future::Future for NextLocal<'_> {
             }
             NextLocal::Refill(f) => f.as_mut().poll(cx),
         }
-    }
-}
-
-/// The IDs of `segment` above `floor`, if any.
-fn cut(segment: Segment, floor: i64) -> Option<Segment> {
-    if segment.end <= floor {
-        None
-    } else if segment.start <= floor {
-        Some(Segment {
-            start: floor + 1,
-            end: segment.end,
-        })
-    } else {
-        Some(segment)
     }
 }
 
@@ -430,7 +430,7 @@ impl WeakKey {
             return; // already serving: a tail loaded now could follow newer IDs
         }
         if let Some(first) = tail.next() {
-            st.cur = (first.start, crate::tails::ids_in(first));
+            st.set_current(Some(first));
             st.cur_len = st.cur.1;
             st.next = tail.next();
             self.gen.fetch_add(1, Ordering::Release);
@@ -442,13 +442,7 @@ impl WeakKey {
     /// segment); a fetch under way still ends as usual.
     pub(crate) fn drain_tail(&self) -> Vec<Segment> {
         let mut st = self.state();
-        let mut tail = Vec::new();
-        let (next, left) = st.cur;
-        if left > 0 {
-            // `left` IDs from `next` were reserved, so `next + left - 1` fits an i64.
-            let end = i64::try_from(i128::from(next) + i128::from(left) - 1).unwrap_or(i64::MAX);
-            tail.push(Segment { start: next, end });
-        }
+        let mut tail: Vec<Segment> = st.current().into_iter().collect();
         tail.extend(st.next.take());
         st.cur = (1, 0);
         st.cur_len = 0;
@@ -462,21 +456,9 @@ impl WeakKey {
     pub(crate) fn cut_above(&self, floor: i64) {
         let mut st = self.state();
         st.floor = Some(st.floor.map_or(floor, |f| f.max(floor)));
-        let (next, left) = st.cur;
-        if left > 0 && next <= floor {
-            // `left` IDs from `next` were reserved, so their end fits an i64.
-            let end = i128::from(next) + i128::from(left) - 1;
-            st.cur = if end <= i128::from(floor) {
-                (1, 0)
-            } else {
-                // floor < end <= i64::MAX: floor + 1 fits, and so does the count.
-                (
-                    floor + 1,
-                    u64::try_from(end - i128::from(floor)).unwrap_or(0),
-                )
-            };
-        }
-        st.next = st.next.and_then(|s| cut(s, floor));
+        let current = st.current().and_then(|s| segment_above(s, floor));
+        st.set_current(current);
+        st.next = st.next.and_then(|s| segment_above(s, floor));
         self.gen.fetch_add(1, Ordering::Release);
     }
 
@@ -538,7 +520,10 @@ impl WeakKey {
                         st.failed = None;
                         st.retry_at = None;
                         // A floor raised while the fetch was under way.
-                        match st.floor.map_or(Some(segment), |f| cut(segment, f)) {
+                        match st
+                            .floor
+                            .map_or(Some(segment), |f| segment_above(segment, f))
+                        {
                             None => {}
                             Some(segment) if st.left() == 0 => this.install(&mut st, segment),
                             Some(segment) => st.next = Some(segment),
