@@ -39,6 +39,15 @@ pub struct KeyState {
 /// The most keys one page lists.
 pub const MAX_PAGE: usize = 1000;
 
+/// `Some` of a store call's answer, `None` when the store cannot (`Unsupported`).
+fn supported<T>(answer: Result<T, SeqError>) -> Result<Option<T>, SeqError> {
+    match answer {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind == ErrorKind::Unsupported => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn check_page(limit: usize) -> Result<(), SeqError> {
     if (1..=MAX_PAGE).contains(&limit) {
         Ok(())
@@ -77,31 +86,62 @@ impl StoreHandle {
     }
 
     async fn state_of(&self, key: Key, value: Option<i64>) -> Result<KeyState, SeqError> {
-        let registered = match self
-            .bounded(
+        let registered = supported(
+            self.bounded(
                 "read the registration of",
                 &key,
                 self.store.is_registered(&key),
             )
-            .await
-        {
-            Ok(r) => Some(r),
-            Err(e) if e.kind == ErrorKind::Unsupported => None,
-            Err(e) => return Err(e),
-        };
+            .await,
+        )?;
+        Ok(self.state_with(key, value, registered))
+    }
+
+    /// `key`'s state from its value and registration: the next IDs from this process's buffer
+    /// or parked tail, else the value's successor.
+    fn state_with(&self, key: Key, value: Option<i64>, registered: Option<bool>) -> KeyState {
         let fresh = value.unwrap_or(0).checked_add(1);
         let buffered = self
             .keys
             .weak_of(&key)
             .and_then(|w| w.next_buffered())
             .or_else(|| self.keys.parked_first(&key));
-        Ok(KeyState {
+        KeyState {
             next_strong: fresh,
             next_weak: buffered.or(fresh),
             value,
             registered,
             key,
-        })
+        }
+    }
+
+    /// The registered keys from just after `after` to `last` (inclusive), in as few pages of
+    /// [`Store::registered`](crate::Store::registered) as they take: one call for a page of
+    /// keys, not one per key.
+    async fn registered_between(
+        &self,
+        after: Option<&Key>,
+        last: &Key,
+    ) -> Result<Option<std::collections::HashSet<Key>>, SeqError> {
+        let mut found = std::collections::HashSet::new();
+        let mut cursor = after.cloned();
+        loop {
+            let call = self.store.registered(cursor.as_ref(), MAX_PAGE);
+            let Some(page) = supported(
+                self.bounded("list the registered keys up to", last, call)
+                    .await,
+            )?
+            else {
+                return Ok(None);
+            };
+            let full = page.len() == MAX_PAGE;
+            let past = page.last().is_some_and(|k| k >= last);
+            cursor = page.last().cloned();
+            found.extend(page.into_iter().filter(|k| k <= last));
+            if !full || past {
+                return Ok(Some(found));
+            }
+        }
     }
 
     /// A page of the keys the store holds a value of, in byte order: at most `limit` (1 to
@@ -125,11 +165,17 @@ impl StoreHandle {
                 self.store.keys(after, limit),
             )
             .await?;
-        let mut states = Vec::with_capacity(page.len());
-        for (key, value) in page {
-            states.push(self.state_of(key, Some(value)).await?);
-        }
-        Ok(states)
+        let registered = match page.last() {
+            Some((last, _)) => self.registered_between(after, last).await?,
+            None => None,
+        };
+        Ok(page
+            .into_iter()
+            .map(|(key, value)| {
+                let r = registered.as_ref().map(|set| set.contains(&key));
+                self.state_with(key, Some(value), r)
+            })
+            .collect())
     }
 
     /// Raises `key`'s floor while serving: every ID issued afterwards by this process, and

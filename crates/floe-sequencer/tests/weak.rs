@@ -409,6 +409,19 @@ mod admin {
         assert_eq!(page.len(), 1);
         assert_eq!(page[0].key, key("k"));
         assert!(h.key_states(None, 0).await.is_err());
+        // A page's registrations, read in pages of their own: 1,200 registered keys without a
+        // value lie between "k" and "z".
+        h.next_id("z", Mode::Strong).await.unwrap();
+        for i in 0..1200 {
+            h.register(&key(&format!("m{i:04}"))).await.unwrap();
+        }
+        h.register(&key("z")).await.unwrap();
+        let page = h.key_states(None, 10).await.unwrap();
+        let seen: Vec<_> = page
+            .iter()
+            .map(|s| (s.key.as_str(), s.registered))
+            .collect();
+        assert_eq!(seen, vec![("k", Some(false)), ("z", Some(true))]);
     }
 
     #[tokio::test]

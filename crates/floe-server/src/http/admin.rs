@@ -49,8 +49,17 @@ pub(crate) fn state_json(s: &KeyState) -> Value {
     })
 }
 
-/// `?after=KEY&limit=N` (100 by default, at most 1,000).
-fn page(params: &HashMap<String, String>) -> Result<(Option<&str>, usize), HttpError> {
+/// A page's request: the store of its path and `?after=KEY&limit=N` (100 by default, at
+/// most 1,000).
+struct Page {
+    store: String,
+    after: Option<String>,
+    limit: usize,
+}
+
+fn page(store: Store, params: Params) -> Result<Page, HttpError> {
+    let Path(store) = store.map_err(|_| bad_path())?;
+    let mut params = query(params)?;
     for name in params.keys() {
         if name != "after" && name != "limit" {
             return Err(HttpError::invalid(format!(
@@ -71,7 +80,11 @@ fn page(params: &HashMap<String, String>) -> Result<(Option<&str>, usize), HttpE
                 ))
             })?,
     };
-    Ok((params.get("after").map(String::as_str), limit))
+    Ok(Page {
+        store,
+        after: params.remove("after"),
+        limit,
+    })
 }
 
 pub(super) async fn keys(
@@ -79,10 +92,10 @@ pub(super) async fn keys(
     store: Store,
     params: Params,
 ) -> Result<Json<Value>, HttpError> {
-    let Path(store) = store.map_err(|_| bad_path())?;
-    let params = query(params)?;
-    let (after, limit) = page(&params)?;
-    let states = app.admin_key_states(&store, after, limit).await?;
+    let p = page(store, params)?;
+    let states = app
+        .admin_key_states(&p.store, p.after.as_deref(), p.limit)
+        .await?;
     let keys: Vec<Value> = states.iter().map(state_json).collect();
     Ok(Json(json!({ "keys": keys })))
 }
@@ -148,10 +161,10 @@ pub(super) async fn registered(
     store: Store,
     params: Params,
 ) -> Result<Json<Value>, HttpError> {
-    let Path(store) = store.map_err(|_| bad_path())?;
-    let params = query(params)?;
-    let (after, limit) = page(&params)?;
-    let keys = app.admin_registered(&store, after, limit).await?;
+    let p = page(store, params)?;
+    let keys = app
+        .admin_registered(&p.store, p.after.as_deref(), p.limit)
+        .await?;
     let keys: Vec<&str> = keys.iter().map(floe_sequencer::Key::as_str).collect();
     Ok(Json(json!({ "keys": keys })))
 }
