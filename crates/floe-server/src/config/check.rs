@@ -8,7 +8,7 @@ use floe_core::snowflake::Layout;
 use floe_sequencer::{Key, KeyLimits, ServeOptions, StepPolicy};
 
 use super::{valid_store_name, LayoutConfig, ServerConfig, SCRAMBLE_KEY_ENV};
-use super::{Listeners, Plan, StoreUrl};
+use super::{Listeners, Plan, SnowflakePlan, StoreUrl};
 use crate::ids::IdKind;
 use crate::Limits;
 
@@ -335,12 +335,24 @@ impl ServerConfig {
                 ),
             ));
         }
-        let mut not_before_ms = BTreeMap::new();
-        if let Some(above) = self.snowflake.default.above {
-            let ms = snowflake_floor(&layout, above, "snowflake.above", now_ms)?;
-            not_before_ms.insert(crate::ids::DEFAULT_GENERATOR.to_string(), ms);
-        }
-        let mut layouts = vec![(crate::ids::DEFAULT_GENERATOR.to_string(), layout)];
+        let planned = |name: &str, config: &LayoutConfig, layout: Layout, prefix: &str| {
+            let not_before_ms = config
+                .above
+                .map(|above| snowflake_floor(&layout, above, &format!("{prefix}above"), now_ms))
+                .transpose()?;
+            Ok::<_, ConfigError>(SnowflakePlan {
+                name: name.to_string(),
+                layout,
+                not_before_ms,
+                random_start: config.random_start,
+            })
+        };
+        let mut snowflakes = vec![planned(
+            crate::ids::DEFAULT_GENERATOR,
+            &self.snowflake.default,
+            layout,
+            "snowflake.",
+        )?];
         for (name, l) in &self.snowflake.named {
             if !valid_store_name(name) || name == "default" {
                 return Err(bad(
@@ -348,13 +360,9 @@ impl ServerConfig {
                     "a generator name is 1 to 64 of A-Z a-z 0-9 - _ . and not `default`",
                 ));
             }
-            let key = format!("{}.layout", named("snowflake.named", name));
-            let layout = checked_layout(l, &key, now_ms)?;
-            if let Some(above) = l.above {
-                let key = format!("{}.above", named("snowflake.named", name));
-                not_before_ms.insert(name.clone(), snowflake_floor(&layout, above, &key, now_ms)?);
-            }
-            layouts.push((name.clone(), layout));
+            let prefix = format!("{}.", named("snowflake.named", name));
+            let layout = checked_layout(l, &format!("{prefix}layout"), now_ms)?;
+            snowflakes.push(planned(name, l, layout, &prefix)?);
         }
         if self.sno.sequence_min > self.sno.sequence_max {
             return Err(bad(
@@ -396,8 +404,7 @@ impl ServerConfig {
                 .into_iter()
                 .filter(|k| self.ids.serves(*k))
                 .collect(),
-            layouts,
-            not_before_ms,
+            snowflakes,
             max_wait: limits.request_timeout.min(Duration::from_secs(2)),
             limits,
             max_batch: self.limits.max_batch,

@@ -19,7 +19,7 @@ mod plan;
 
 pub(crate) use check::bad;
 pub use check::ConfigError;
-pub use plan::{Listeners, Note, Plan, StoreUrl};
+pub use plan::{Listeners, Note, Plan, SnowflakePlan, StoreUrl};
 
 /// The most IDs one request may ask for (`count`), unless the configuration says otherwise.
 pub const DEFAULT_MAX_BATCH: u32 = 10_000;
@@ -406,18 +406,6 @@ pub struct SnowflakeSection {
     pub named: BTreeMap<String, LayoutConfig>,
 }
 
-impl SnowflakeSection {
-    /// The configuration of the generator `name` ([`crate::ids::DEFAULT_GENERATOR`] or a
-    /// named one).
-    pub fn layout_config(&self, name: &str) -> Option<&LayoutConfig> {
-        if name == crate::ids::DEFAULT_GENERATOR {
-            Some(&self.default)
-        } else {
-            self.named.get(name)
-        }
-    }
-}
-
 /// The sno generator (its partition is leased from the registry).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -739,7 +727,7 @@ mod tests {
         .unwrap()
         .check(now + 1_000)
         .unwrap();
-        assert_eq!(p.not_before_ms["default"], now);
+        assert_eq!(p.snowflakes[0].not_before_ms, Some(now));
         // The floor's own millisecond is no longer enough: its sequence 0 is not above it.
         let e = ServerConfig::from_toml(&format!(
             "[snowflake]\nlayout = \"meituan-leaf\"\nabove = {leaf}\n"

@@ -26,12 +26,8 @@ pub struct Plan {
     pub listen: Listeners,
     /// The ID kinds served, in [`IdKind::ALL`]'s order.
     pub kinds: Vec<IdKind>,
-    /// The Snowflake generators' layouts, the default one (`default`) first, each able to
-    /// issue at the moment of the check.
-    pub layouts: Vec<(String, Layout)>,
-    /// The generators with a floor (`above`), by name: the Unix millisecond at or before which
-    /// they issue nothing (the floor's own time unit), so that every ID is above the floor.
-    pub not_before_ms: BTreeMap<String, u64>,
+    /// The Snowflake generators, the default one (`default`) first.
+    pub snowflakes: Vec<SnowflakePlan>,
     /// Connection bounds.
     pub limits: Limits,
     /// The most IDs one request may ask for.
@@ -52,6 +48,20 @@ pub struct Plan {
     pub templates: BTreeMap<String, Template>,
     /// The numbers `{seq:scrambled}` and `?scramble=true` scramble.
     pub scramble_domain: Domain,
+}
+
+/// One Snowflake generator, checked.
+#[derive(Debug, Clone)]
+pub struct SnowflakePlan {
+    /// Its name (`default`, or a name of `[snowflake.named]`).
+    pub name: String,
+    /// Its layout, able to issue at the moment of the check.
+    pub layout: Layout,
+    /// With a floor (`above`): the Unix millisecond at or before which it issues nothing (the
+    /// floor's own time unit), so that every ID is above the floor.
+    pub not_before_ms: Option<u64>,
+    /// A new time unit's first sequence is random below this (`random_start`; 0: always 0).
+    pub random_start: u64,
 }
 
 impl Plan {

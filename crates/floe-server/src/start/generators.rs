@@ -7,14 +7,14 @@ use std::time::Duration;
 use floe_core::clock::Clock;
 use floe_core::lexical::LexicalGenerator;
 use floe_core::sno::{Partition, SnoGenerator, SnoSnapshot};
-use floe_core::snowflake::{Layout, SnowflakeConfig};
+use floe_core::snowflake::SnowflakeConfig;
 use floe_registry::horizon::{HorizonConfig, HorizonFile};
 use floe_registry::lease::Lease;
 use floe_registry::{IdSpace, Identity, RegistryError};
 
 use super::lease::WorkerLease;
 use super::{alive_at, horizon_text, Held, LastTime, StartError, Taken};
-use crate::config::{Note, Plan};
+use crate::config::{Note, Plan, SnowflakePlan};
 use crate::ids::{Generators, IdKind, Snowflake, DEFAULT_GENERATOR};
 use crate::ServerClock;
 
@@ -53,7 +53,7 @@ fn wanted(plan: &Plan) -> Vec<Wanted> {
     let identity = |svc: String| Identity::new(svc, host.clone(), port);
     let mut wanted = Vec::new();
     if plan.serves(IdKind::Snowflake) {
-        for (name, layout) in &plan.layouts {
+        for SnowflakePlan { name, layout, .. } in &plan.snowflakes {
             let (svc, slot) = if name == DEFAULT_GENERATOR {
                 (service.clone(), "snowflake".to_string())
             } else {
@@ -182,11 +182,10 @@ fn last_of<G: Send + Sync + 'static>(g: &Arc<G>, time: fn(&G) -> u64) -> LastTim
 /// A Snowflake generator on its lease.
 fn snowflake(
     lease: &Lease,
-    layout: Layout,
-    random_start: u64,
-    floor_ms: Option<u64>,
+    planned: &SnowflakePlan,
     clock: &ServerClock,
 ) -> Result<(Snowflake, String), String> {
+    let layout = planned.layout;
     let horizon = lease
         .horizon()
         .ok_or("internal: a lease without a time bound")?;
@@ -194,10 +193,10 @@ fn snowflake(
         .node_id(u64::from(lease.id))
         .map_err(|e| e.to_string())?
         // The lease's last time, and a configured floor's time unit (`above`).
-        .not_before_ms(lease.not_before_ms.max(floor_ms.unwrap_or(0)))
+        .not_before_ms(lease.not_before_ms.max(planned.not_before_ms.unwrap_or(0)))
         .fence(lease.fence.clone())
         .horizon(horizon)
-        .random_start(random_start)
+        .random_start(planned.random_start)
         .build(Arc::clone(clock))
         .map_err(|e| e.to_string())?;
     let line = format!(
@@ -266,26 +265,19 @@ pub(super) async fn build(
     let mut generators = Generators::new(Arc::clone(&clock));
     if plan.serves(IdKind::Snowflake) {
         let mut snowflakes: Vec<(String, Snowflake)> = Vec::new();
-        for (name, layout) in &plan.layouts {
-            let generator = format!("snowflake {name}");
+        for planned in &plan.snowflakes {
+            let generator = format!("snowflake {}", planned.name);
             let lease = take(taken, &generator)?;
-            let layout = *layout;
-            let floor_ms = plan.not_before_ms.get(name).copied();
-            let random_start = plan
-                .config
-                .snowflake
-                .layout_config(name)
-                .map_or(0, |c| c.random_start);
             let g = lease_and_build(
                 taken,
                 notes,
                 described,
                 &generator,
                 lease,
-                |l| snowflake(l, layout, random_start, floor_ms, &clock),
+                |l| snowflake(l, planned, &clock),
                 |g| last_of(g, |g| g.last_timestamp_ms()),
             )?;
-            snowflakes.push((name.clone(), g));
+            snowflakes.push((planned.name.clone(), g));
         }
         generators = generators.with_snowflake(snowflakes);
     }
