@@ -11,7 +11,7 @@ use std::time::Duration;
 use floe_core::clock::{Clock, ManualClock, SystemClock};
 use floe_core::lexical::LexicalGenerator;
 use floe_core::sno::{SnoGenerator, SnoId, SnoSnapshot};
-use floe_core::snowflake::{Layout, SnowflakeConfig, SnowflakeError};
+use floe_core::snowflake::{Layout, SnowflakeConfig, SnowflakeError, SnowflakeGenerator};
 use floe_core::ulid::UlidGenerator;
 use floe_core::uuid7::Uuid7Generator;
 
@@ -69,19 +69,7 @@ fn snowflake_random_start_manual_clock_with_rollbacks() {
         .random_start(100)
         .build(clock.clone())
         .unwrap();
-    let done = AtomicBool::new(false);
-    let ids = std::thread::scope(|s| {
-        s.spawn(|| chaos(&clock, &done, Duration::from_millis(1), 12, 20_000));
-        run_until(&done, 100_000, || loop {
-            match gen.next_id() {
-                Ok(id) => break id,
-                Err(SnowflakeError::ClockMovedBackwards { .. }) => {
-                    clock.advance(Duration::from_millis(1))
-                }
-                Err(e) => panic!("{e}"),
-            }
-        })
-    });
+    let ids = under_chaos(&gen, &clock);
     assert_unique(&ids);
     assert_each_thread_increasing(&ids);
     let firsts: std::collections::BTreeMap<u64, u64> = ids
@@ -146,15 +134,12 @@ fn chaos(clock: &ManualClock, done: &AtomicBool, unit: Duration, max_back: u64, 
     done.store(true, Ordering::Relaxed);
 }
 
-#[test]
-fn snowflake_manual_clock_with_rollbacks() {
-    let clock = ManualClock::from_millis(1_700_000_000_000);
-    let gen = SnowflakeConfig::new(Layout::new(41, 0, 10, 6).unwrap())
-        .build(clock.clone())
-        .unwrap();
+/// IDs of `gen` from every thread while [`chaos`] moves `clock` by milliseconds, on and back
+/// (a step back past the generator's tolerance is answered by moving the clock on).
+fn under_chaos(gen: &SnowflakeGenerator<ManualClock>, clock: &ManualClock) -> Vec<Vec<u64>> {
     let done = AtomicBool::new(false);
-    let ids = std::thread::scope(|s| {
-        s.spawn(|| chaos(&clock, &done, Duration::from_millis(1), 12, 20_000));
+    std::thread::scope(|s| {
+        s.spawn(|| chaos(clock, &done, Duration::from_millis(1), 12, 20_000));
         run_until(&done, 100_000, || loop {
             match gen.next_id() {
                 Ok(id) => break id,
@@ -164,7 +149,16 @@ fn snowflake_manual_clock_with_rollbacks() {
                 Err(e) => panic!("{e}"),
             }
         })
-    });
+    })
+}
+
+#[test]
+fn snowflake_manual_clock_with_rollbacks() {
+    let clock = ManualClock::from_millis(1_700_000_000_000);
+    let gen = SnowflakeConfig::new(Layout::new(41, 0, 10, 6).unwrap())
+        .build(clock.clone())
+        .unwrap();
+    let ids = under_chaos(&gen, &clock);
     assert_unique(&ids);
     assert_each_thread_increasing(&ids);
     let stats = gen.stats();
