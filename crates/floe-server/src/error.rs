@@ -23,13 +23,17 @@ pub fn echo(text: &str, max: usize) -> String {
     let mut used = 0usize;
     for c in text.chars() {
         let escaped = c.escape_debug();
-        let width = if c.is_control() { escaped.len() } else { 1 };
+        // Control characters, and what Rust does not print as itself (bidirectional
+        // overrides such as U+202E, which would turn a log line around): escaped. Quotes and
+        // backslashes stay as they are.
+        let escape = c.is_control() || (escaped.len() > 1 && !matches!(c, '"' | '\'' | '\\'));
+        let width = if escape { escaped.len() } else { 1 };
         if used.saturating_add(width) > max {
             out.push('…');
             break;
         }
         used += width;
-        if c.is_control() {
+        if escape {
             out.extend(escaped);
         } else {
             out.push(c);
@@ -269,6 +273,9 @@ mod tests {
         // Escapes count at their printed width.
         assert_eq!(echo(&"\u{1b}".repeat(100), 14), "\\u{1b}\\u{1b}…");
         assert_eq!(echo("", 64), "");
+        // A right-to-left override would reverse the rest of a log line.
+        assert_eq!(echo("a\u{202e}b", 64), "a\\u{202e}b");
+        assert_eq!(echo("\"q\" 'q' \\ é", 64), "\"q\" 'q' \\ é");
     }
 
     #[test]
