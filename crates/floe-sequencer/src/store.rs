@@ -60,8 +60,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// is still `last` (nothing reserved since), sets it to `first - 1`, so that the next
     /// reservation starts at `first`; whether it did. The caller owns `first ..= last` (it
     /// reserved them and served none) and serves none of them afterwards, whatever the answer.
-    /// A store that cannot compare and set answers `false` (the IDs are a gap), which is the
-    /// default.
+    /// An empty range, or one reaching below 1, is never taken back. A store that cannot
+    /// compare and set answers `false` (the IDs are a gap), which is the default.
     ///
     /// # Errors
     /// `Unavailable` when the store cannot be reached (the IDs are then a gap, or given back).
@@ -168,6 +168,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Lets go of connections and files. The store is not used afterwards.
     async fn close(&self) {}
+}
+
+/// The value a give back of `first ..= last` sets the key to if it still holds `last`:
+/// `first - 1`, so that the next reservation starts at `first`. `None` when there is nothing
+/// to give back: an empty range, or one reaching below 1 (floe's IDs start at 1, and a key
+/// must never be set to a value that lets 0 or less be issued); the store answers `false`.
+pub(crate) fn given_back_value(first: i64, last: i64) -> Option<i64> {
+    (1 <= first && first <= last).then(|| first - 1)
 }
 
 /// What a store of `kind` cannot do.

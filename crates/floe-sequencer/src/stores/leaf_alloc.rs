@@ -438,8 +438,11 @@ impl Store for LeafAllocStore {
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        // The row's max_id is one past the key's value; never below 1.
-        let Some(max_id) = last.checked_add(1).filter(|_| 1 <= first && first <= last) else {
+        // The row's max_id is one past the key's value: `first` (at least 1) after it.
+        let (Some(_), Some(max_id)) = (
+            crate::store::given_back_value(first, last),
+            last.checked_add(1),
+        ) else {
             return Ok(false);
         };
         let done = sqlx::query(q(&self.give_back))
