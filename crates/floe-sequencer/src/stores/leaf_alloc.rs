@@ -164,12 +164,16 @@ impl LeafAllocStore {
 
     /// Maps sqlx's errors of a call on `key`. A key the column's character set cannot hold
     /// (MariaDB's "illegal mix of collations", `ключ` against a latin1 `biz_tag`) is no tag of
-    /// the table: `UnknownKey`.
-    fn err<'a>(&'a self, what: &str, key: &'a Key) -> impl Fn(sqlx::Error) -> SeqError + 'a {
-        let what = format!("{what} tag {:?} in {}", key.as_str(), self.table);
+    /// the table: `UnknownKey`. The message is made only for an error: a reservation passes
+    /// this to each of its statements.
+    fn err<'a>(&'a self, what: &'a str, key: &'a Key) -> impl Fn(sqlx::Error) -> SeqError + 'a {
         move |e| match mysql_number(&e) {
             Some(1267 | 1270 | 1271) => self.unknown(key),
-            _ => map_err("leaf-mysql", &what, e),
+            _ => map_err(
+                "leaf-mysql",
+                &format!("{what} tag {:?} in {}", key.as_str(), self.table),
+                e,
+            ),
         }
     }
 
