@@ -31,7 +31,7 @@ use sqlx::Row;
 use std::sync::Arc;
 
 use super::sql::{
-    map_err, options, page_limit, q, registered_table, reserve_row, sql, stored_key,
+    map_err, options, page_limit, q, reserve_row, sql, stored_key, Registered, Server,
     ACQUIRE_TIMEOUT,
 };
 use crate::{SeqError, Store};
@@ -51,33 +51,6 @@ pub struct PostgresStore {
     keys: Arc<str>,
     /// The table of registered keys and its statements, or why there is none.
     registered: Result<Registered, SeqError>,
-}
-
-/// The table of registered keys and its statements.
-#[derive(Debug)]
-struct Registered {
-    table: String,
-    is: Arc<str>,
-    insert: Arc<str>,
-    delete: Arc<str>,
-    page: Arc<str>,
-}
-
-impl Registered {
-    fn new(table: String) -> Registered {
-        let r = &table;
-        Registered {
-            is: sql(format!("SELECT 1 FROM {r} WHERE registered_key = $1")),
-            insert: sql(format!(
-                "INSERT INTO {r} (registered_key) VALUES ($1) ON CONFLICT (registered_key) DO NOTHING"
-            )),
-            delete: sql(format!("DELETE FROM {r} WHERE registered_key = $1")),
-            page: sql(format!(
-                "SELECT registered_key FROM {r} WHERE registered_key > $1 ORDER BY registered_key LIMIT $2"
-            )),
-            table,
-        }
-    }
 }
 
 impl PostgresStore {
@@ -119,35 +92,29 @@ impl PostgresStore {
             keys: sql(format!(
                 "SELECT key, value FROM {t} WHERE key COLLATE \"C\" > $1 ORDER BY key COLLATE \"C\" LIMIT $2"
             )),
-            registered: registered_table("postgres", t, 63).map(Registered::new),
+            registered: Registered::beside("postgres", t, Server::Postgres),
             pool,
             table: opts.table,
             address: opts.address,
         };
         store
-            .create_table(&format!(
+            .create_table(&sql(format!(
                 "CREATE TABLE IF NOT EXISTS {} (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
                 store.table
-            ))
+            )))
             .await?;
         if let Ok(r) = &store.registered {
-            store
-                .create_table(&format!(
-                    "CREATE TABLE IF NOT EXISTS {} (registered_key TEXT COLLATE \"C\" PRIMARY KEY)",
-                    r.table
-                ))
-                .await?;
+            store.create_table(&r.create).await?;
         }
         Ok(store)
     }
 
     /// Runs `CREATE TABLE IF NOT EXISTS` `create` (on a checked table name).
-    async fn create_table(&self, create: &str) -> Result<(), SeqError> {
-        let create = sql(create.to_string());
+    async fn create_table(&self, create: &Arc<str>) -> Result<(), SeqError> {
         // Two processes creating it at once can collide in the catalog: the loser tries again
         // and finds it there.
-        if let Err(first) = sqlx::query(q(&create)).execute(&self.pool).await {
-            sqlx::query(q(&create))
+        if let Err(first) = sqlx::query(q(create)).execute(&self.pool).await {
+            sqlx::query(q(create))
                 .execute(&self.pool)
                 .await
                 .map_err(|_| map_err("postgres", &format!("cannot run {create}"), first))?;

@@ -159,6 +159,66 @@ pub(crate) fn registered_table(store: &str, table: &str, max: usize) -> Result<S
     ))
 }
 
+/// A server's SQL, where floe's statements differ.
+#[derive(Clone, Copy, Debug)]
+// A build with one of the two features names one server only.
+#[cfg_attr(not(all(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) enum Server {
+    Postgres,
+    Mysql,
+}
+
+/// The table of registered keys beside a table of values, and its statements (the same on
+/// every server but for placeholders, the column's type and the insert that skips a
+/// duplicate).
+#[derive(Debug)]
+pub(crate) struct Registered {
+    pub table: String,
+    /// `CREATE TABLE IF NOT EXISTS`.
+    pub create: Arc<str>,
+    pub is: Arc<str>,
+    pub insert: Arc<str>,
+    pub delete: Arc<str>,
+    pub page: Arc<str>,
+}
+
+impl Registered {
+    /// The table of registered keys of `store` beside its table of values `values` (see
+    /// [`registered_table`]).
+    pub(crate) fn beside(
+        store: &str,
+        values: &str,
+        server: Server,
+    ) -> Result<Registered, SeqError> {
+        let (max, p1, p2) = match server {
+            Server::Postgres => (63, "$1", "$2"),
+            Server::Mysql => (64, "?", "?"),
+        };
+        let r = registered_table(store, values, max)?;
+        let (create, insert) = match server {
+            Server::Postgres => (
+                format!("CREATE TABLE IF NOT EXISTS {r} (registered_key TEXT COLLATE \"C\" PRIMARY KEY)"),
+                format!("INSERT INTO {r} (registered_key) VALUES ($1) ON CONFLICT (registered_key) DO NOTHING"),
+            ),
+            Server::Mysql => (
+                format!("CREATE TABLE IF NOT EXISTS {r} (registered_key VARBINARY(255) NOT NULL PRIMARY KEY) ENGINE=InnoDB"),
+                // The key fits the column (at most 255 bytes): IGNORE skips the duplicate only.
+                format!("INSERT IGNORE INTO {r} (registered_key) VALUES (?)"),
+            ),
+        };
+        Ok(Registered {
+            create: sql(create),
+            is: sql(format!("SELECT 1 FROM {r} WHERE registered_key = {p1}")),
+            insert: sql(insert),
+            delete: sql(format!("DELETE FROM {r} WHERE registered_key = {p1}")),
+            page: sql(format!(
+                "SELECT registered_key FROM {r} WHERE registered_key > {p1} ORDER BY registered_key LIMIT {p2}"
+            )),
+            table: r,
+        })
+    }
+}
+
 /// The SQL `LIMIT` of a page of `limit` keys.
 pub(crate) fn page_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
