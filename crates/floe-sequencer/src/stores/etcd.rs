@@ -58,8 +58,9 @@ use floe_etcd::{
     Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnGet, TxnOp, TxnResponse,
 };
 
-use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
+use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{client_key, key_prefix, take_over};
+use super::parse;
 use crate::{servers_and_root, Capabilities, ErrorKind, SeqError, Store};
 
 /// An etcd cluster (the client reconnects by itself).

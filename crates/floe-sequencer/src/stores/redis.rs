@@ -50,6 +50,7 @@ use redis::{ErrorKind as RedisKind, RedisError, Script};
 
 use floe_core::endpoint::take_options;
 
+use super::parse;
 use crate::{ErrorKind, SeqError, Store};
 
 /// Lifts a key to at least ARGV[1] (a positive decimal), comparing decimal strings by length
@@ -270,23 +271,6 @@ impl RedisStore {
     }
 }
 
-/// A value as stored: decimal text.
-fn parse(key: &Key, value: &[u8]) -> Result<i64, SeqError> {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| {
-            SeqError::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "redis: the value of key {:?} is not a number: {:?}",
-                    key.as_str(),
-                    String::from_utf8_lossy(&value[..value.len().min(40)])
-                ),
-            )
-        })
-}
-
 #[async_trait]
 impl Store for RedisStore {
     fn kind(&self) -> &'static str {
@@ -349,7 +333,7 @@ impl Store for RedisStore {
             .query_async(&mut conn)
             .await
             .map_err(|e| map_err("GET", key, e))?;
-        value.map(|v| parse(key, &v)).transpose()
+        value.map(|v| parse("redis", key, &v)).transpose()
     }
 
     async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
@@ -374,7 +358,7 @@ impl Store for RedisStore {
             for (k, v) in keys.iter().zip(values) {
                 // None: deleted since, or no string (MGET answers nil for other types).
                 if let Some(v) = v {
-                    page.push((k.clone(), parse(k, &v)?));
+                    page.push((k.clone(), parse("redis", k, &v)?));
                 }
             }
             if keys.len() < want {

@@ -50,8 +50,9 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
 use floe_core::endpoint::take_options;
 
-use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
+use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{key_prefix, take_over};
+use super::parse;
 use crate::{servers_and_root, ErrorKind, SeqError, Store};
 
 /// What follows the root in the path of the parent of the registered keys.
