@@ -178,6 +178,27 @@ pub(crate) fn given_back_value(first: i64, last: i64) -> Option<i64> {
     (1 <= first && first <= last).then(|| first - 1)
 }
 
+/// A key read back from a store, at `place` (for the message): `Corrupt` when it is none floe
+/// can have written (not UTF-8, or not a valid key).
+pub(crate) fn stored_key(
+    store: &str,
+    place: impl fmt::Display,
+    stored: &[u8],
+) -> Result<Key, SeqError> {
+    std::str::from_utf8(stored)
+        .map_err(|e| e.to_string())
+        .and_then(|k| Key::new(k).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            SeqError::new(
+                crate::ErrorKind::Corrupt,
+                format!(
+                    "{store}: {place} holds a key floe cannot have written ({:?}): {e}",
+                    String::from_utf8_lossy(&stored[..stored.len().min(300)])
+                ),
+            )
+        })
+}
+
 /// What a store of `kind` cannot do.
 pub(crate) fn cannot(kind: &str, what: &str) -> SeqError {
     SeqError::new(
@@ -204,4 +225,21 @@ pub(crate) async fn within<T>(
                 key.as_str()
             )))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_floe_cannot_have_written_is_corrupt() {
+        assert_eq!(
+            stored_key("mysql", "table t", b"a/b").unwrap().as_str(),
+            "a/b"
+        );
+        for bad in [&b""[..], b"\xff", b"a\0b", &[b'x'; 256]] {
+            let e = stored_key("mysql", "table t", bad).unwrap_err();
+            assert_eq!(e.kind, crate::ErrorKind::Corrupt, "{e}");
+        }
+    }
 }

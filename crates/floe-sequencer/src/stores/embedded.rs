@@ -44,6 +44,7 @@ use redb::{
 };
 use tokio::time::Instant;
 
+use crate::store::stored_key;
 use crate::{Capabilities, ErrorKind, SeqError, Store};
 
 const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
@@ -381,19 +382,6 @@ impl Inner {
         })
     }
 
-    /// A key as stored, checked again: floe stores only valid keys, so a bad one is `Corrupt`.
-    fn stored_key(&self, stored: &str) -> Result<Key, SeqError> {
-        Key::new(stored).map_err(|e| {
-            SeqError::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "embedded: {} holds a key floe cannot have written ({stored:?}): {e}",
-                    self.path.display()
-                ),
-            )
-        })
-    }
-
     /// The page of `table` after `after`: at most `limit` keys, each with what `f` makes of
     /// its entry.
     fn page<V: redb::Value + 'static, T>(
@@ -410,7 +398,9 @@ impl Inner {
         let mut page = Vec::new();
         for entry in range.take(limit) {
             let (k, v) = entry.map_err(|e| self.fail("cannot read", e))?;
-            page.push(f(self.stored_key(k.value())?, v.value()));
+            // Checked again: floe stores only valid keys, so a bad one is `Corrupt`.
+            let key = stored_key("embedded", self.path.display(), k.value().as_bytes())?;
+            page.push(f(key, v.value()));
         }
         Ok(page)
     }

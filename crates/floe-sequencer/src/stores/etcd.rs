@@ -61,6 +61,7 @@ use floe_etcd::{
 use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{client_key, key_prefix, take_over};
 use super::parse;
+use crate::store::stored_key;
 use crate::{servers_and_root, Capabilities, ErrorKind, SeqError, Store};
 
 /// An etcd cluster (the client reconnects by itself).
@@ -199,19 +200,7 @@ impl EtcdStore {
             return Ok(client_key(path, prefix));
         }
         let rest = &path[prefix.len().min(path.len())..];
-        std::str::from_utf8(rest)
-            .ok()
-            .and_then(|k| Key::new(k).ok())
-            .map(Some)
-            .ok_or_else(|| {
-                SeqError::new(
-                    ErrorKind::Corrupt,
-                    format!(
-                        "etcd: {} is no key floe can have written under {prefix}",
-                        String::from_utf8_lossy(path)
-                    ),
-                )
-            })
+        stored_key("etcd", format_args!("range {prefix}"), rest).map(Some)
     }
 
     /// A page of the keys under `prefix`, in byte order, after `after`: at most `limit`, each

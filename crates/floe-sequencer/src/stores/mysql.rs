@@ -44,9 +44,8 @@ use std::sync::Arc;
 use floe_core::endpoint::take_options;
 
 use super::layotto::{key_prefix, take_over};
-use super::sql::{
-    connect_mysql, map_err, page_limit, q, reserve_row, sql, stored_key, Registered, Server,
-};
+use super::sql::{connect_mysql, map_err, page_limit, q, reserve_row, sql, Registered, Server};
+use crate::store::stored_key;
 use crate::{check_table, SeqError, Store};
 
 /// A MySQL or MariaDB database through a connection pool.
@@ -273,7 +272,12 @@ impl Store for MysqlStore {
             .await
             .map_err(|e| map_err("mysql", &format!("list the keys of {}", self.table), e))?;
         rows.into_iter()
-            .map(|(k, v)| Ok((stored_key("mysql", &self.table, k)?, v)))
+            .map(|(k, v)| {
+                Ok((
+                    stored_key("mysql", format_args!("table {}", self.table), &k)?,
+                    v,
+                ))
+            })
             .collect()
     }
 
@@ -313,7 +317,7 @@ impl Store for MysqlStore {
             .await
             .map_err(|e| map_err("mysql", &format!("list the keys of {}", r.table), e))?;
         rows.into_iter()
-            .map(|k| stored_key("mysql", &r.table, k))
+            .map(|k| stored_key("mysql", format_args!("table {}", r.table), &k))
             .collect()
     }
 

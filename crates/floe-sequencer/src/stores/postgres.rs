@@ -31,9 +31,9 @@ use sqlx::Row;
 use std::sync::Arc;
 
 use super::sql::{
-    map_err, options, page_limit, q, reserve_row, sql, stored_key, Registered, Server,
-    ACQUIRE_TIMEOUT,
+    map_err, options, page_limit, q, reserve_row, sql, Registered, Server, ACQUIRE_TIMEOUT,
 };
+use crate::store::stored_key;
 use crate::{SeqError, Store};
 
 /// A PostgreSQL database through a connection pool (which replaces broken connections, so the
@@ -242,7 +242,14 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| map_err("postgres", &format!("list the keys of {}", self.table), e))?;
         rows.into_iter()
-            .map(|(k, v)| Ok((stored_key("postgres", &self.table, k.into_bytes())?, v)))
+            .map(|(k, v)| {
+                let k = stored_key(
+                    "postgres",
+                    format_args!("table {}", self.table),
+                    k.as_bytes(),
+                )?;
+                Ok((k, v))
+            })
             .collect()
     }
 
@@ -282,7 +289,7 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| map_err("postgres", &format!("list the keys of {}", r.table), e))?;
         rows.into_iter()
-            .map(|k| stored_key("postgres", &r.table, k.into_bytes()))
+            .map(|k| stored_key("postgres", format_args!("table {}", r.table), k.as_bytes()))
             .collect()
     }
 

@@ -51,6 +51,7 @@ use redis::{ErrorKind as RedisKind, RedisError, Script};
 use floe_core::endpoint::take_options;
 
 use super::parse;
+use crate::store::stored_key;
 use crate::{ErrorKind, SeqError, Store};
 
 /// Lifts a key to at least ARGV[1] (a positive decimal), comparing decimal strings by length
@@ -429,22 +430,15 @@ impl Store for RedisStore {
                     e,
                 )
             })?;
+        let set = String::from_utf8_lossy(&set);
         members
-            .into_iter()
+            .iter()
             .map(|m| {
-                std::str::from_utf8(&m)
-                    .ok()
-                    .and_then(|k| Key::new(k).ok())
-                    .ok_or_else(|| {
-                        SeqError::new(
-                            ErrorKind::Corrupt,
-                            format!(
-                                "redis: the set of registered keys {:?} holds a member floe cannot have written: {:?}",
-                                String::from_utf8_lossy(&set),
-                                String::from_utf8_lossy(&m)
-                            ),
-                        )
-                    })
+                stored_key(
+                    "redis",
+                    format_args!("the set of registered keys {set:?}"),
+                    m,
+                )
             })
             .collect()
     }

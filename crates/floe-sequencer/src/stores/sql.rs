@@ -224,22 +224,6 @@ pub(crate) fn page_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-/// A key read back from `table`: `Corrupt` when it is none floe can have written.
-pub(crate) fn stored_key(store: &str, table: &str, stored: Vec<u8>) -> Result<Key, SeqError> {
-    let shown = String::from_utf8_lossy(&stored[..stored.len().min(300)]).into_owned();
-    String::from_utf8(stored)
-        .map_err(|e| e.to_string())
-        .and_then(|k| Key::new(k).map_err(|e| e.to_string()))
-        .map_err(|e| {
-            SeqError::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "{store}: table {table} holds a key floe cannot have written ({shown:?}): {e}"
-                ),
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,17 +239,5 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Unsupported);
         assert!(e.message.contains("at most 52 bytes"), "{e}");
         assert!(registered_table("mysql", &"t".repeat(53), 64).is_ok());
-    }
-
-    #[test]
-    fn a_key_floe_cannot_have_written_is_corrupt() {
-        assert_eq!(
-            stored_key("mysql", "t", b"a/b".to_vec()).unwrap().as_str(),
-            "a/b"
-        );
-        for bad in [&b""[..], b"\xff", b"a\0b", &[b'x'; 256]] {
-            let e = stored_key("mysql", "t", bad.to_vec()).unwrap_err();
-            assert_eq!(e.kind, ErrorKind::Corrupt, "{e}");
-        }
     }
 }
