@@ -196,9 +196,14 @@ impl ZkStore {
         format!("{}{REGISTERED}", self.root)
     }
 
+    /// The node of a key's value.
+    fn node(&self, key: &Key) -> String {
+        format!("{}/{}", self.root, node_name(key))
+    }
+
     /// The node of a key's registration.
     fn registration(&self, key: &Key) -> String {
-        format!("{}/{}", self.registered_root(), node_name(key))
+        format!("{}{REGISTERED}/{}", self.root, node_name(key))
     }
 
     /// The keys of the children of `parent` (none if it is missing), in byte order, after
@@ -235,7 +240,7 @@ impl ZkStore {
 
     async fn swap(&self, key: &Key, n: u32, floor: Option<i64>) -> Result<i64, SeqError> {
         let client = self.client().await?;
-        let path = format!("{}/{}", self.root, node_name(key));
+        let path = self.node(key);
         let mut seen = self.seen.get(key);
         for _ in 0..MAX_ATTEMPTS {
             let (value, version) = match seen {
@@ -303,7 +308,7 @@ impl Store for ZkStore {
             return Ok(false);
         };
         let client = self.client().await?;
-        let path = format!("{}/{}", self.root, node_name(key));
+        let path = self.node(key);
         // What this process saw last, when it is `last` (its own reservation): one round trip.
         let mut seen = self
             .seen
@@ -351,7 +356,7 @@ impl Store for ZkStore {
 
     async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
         let client = self.client().await?;
-        let path = format!("{}/{}", self.root, node_name(key));
+        let path = self.node(key);
         match client.get_data(&path).await {
             Ok((data, _)) => parse("zookeeper", key, &data).map(Some),
             Err(ZkError::NoNode) => Ok(None),
@@ -375,10 +380,7 @@ impl Store for ZkStore {
             if batch.is_empty() {
                 break;
             }
-            let paths: Vec<String> = batch
-                .iter()
-                .map(|k| format!("{}/{}", self.root, node_name(k)))
-                .collect();
+            let paths: Vec<String> = batch.iter().map(|k| self.node(k)).collect();
             // Each request is sent as it is made: the reads are pipelined.
             let reads: Vec<_> = paths.iter().map(|p| client.get_data(p)).collect();
             for ((key, path), read) in batch.into_iter().zip(&paths).zip(reads) {
