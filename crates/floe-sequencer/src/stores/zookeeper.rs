@@ -181,14 +181,16 @@ impl ZkStore {
         Ok(client)
     }
 
-    /// Drops the session after connection trouble, so the next call starts a new one.
-    async fn lost(&self, e: &ZkError) {
+    /// The error of a call that failed to `what` at `path`; after connection trouble, the
+    /// session is dropped first, so the next call starts a new one.
+    async fn failed(&self, what: &str, path: &str, e: ZkError) -> SeqError {
         if !matches!(
             e,
             ZkError::NoNode | ZkError::NodeExists | ZkError::BadVersion | ZkError::NoAuth
         ) {
             self.client.lock().await.take();
         }
+        map_err(what, path, e)
     }
 
     /// The parent of the registered keys.
@@ -217,10 +219,7 @@ impl ZkStore {
         let names = match client.list_children(parent).await {
             Ok(names) => names,
             Err(ZkError::NoNode) => return Ok(Vec::new()),
-            Err(e) => {
-                self.lost(&e).await;
-                return Err(map_err("cannot list", parent, e));
-            }
+            Err(e) => return Err(self.failed("cannot list", parent, e).await),
         };
         let mut keys = names
             .iter()
@@ -248,10 +247,7 @@ impl ZkStore {
                 None => match client.get_data(&path).await {
                     Ok((data, stat)) => (parse("zookeeper", key, &data)?, Some(stat.version)),
                     Err(ZkError::NoNode) => (0, None),
-                    Err(e) => {
-                        self.lost(&e).await;
-                        return Err(map_err("cannot read", &path, e));
-                    }
+                    Err(e) => return Err(self.failed("cannot read", &path, e).await),
                 },
             };
             let Some(new) = target("zookeeper", key, value, n, floor)? else {
@@ -279,8 +275,7 @@ impl ZkStore {
                 Err(ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode) => seen = None,
                 Err(e) => {
                     self.seen.forget(key);
-                    self.lost(&e).await;
-                    return Err(map_err("cannot write", &path, e));
+                    return Err(self.failed("cannot write", &path, e).await);
                 }
             }
         }
@@ -321,10 +316,7 @@ impl Store for ZkStore {
                 None => match client.get_data(&path).await {
                     Ok((data, stat)) => (parse("zookeeper", key, &data)?, stat.version),
                     Err(ZkError::NoNode) => return Ok(false),
-                    Err(e) => {
-                        self.lost(&e).await;
-                        return Err(map_err("cannot read", &path, e));
-                    }
+                    Err(e) => return Err(self.failed("cannot read", &path, e).await),
                 },
             };
             if value != last {
@@ -345,8 +337,7 @@ impl Store for ZkStore {
                 }
                 Err(e) => {
                     self.seen.forget(key);
-                    self.lost(&e).await;
-                    return Err(map_err("cannot write", &path, e));
+                    return Err(self.failed("cannot write", &path, e).await);
                 }
             }
         }
@@ -360,10 +351,7 @@ impl Store for ZkStore {
         match client.get_data(&path).await {
             Ok((data, _)) => parse("zookeeper", key, &data).map(Some),
             Err(ZkError::NoNode) => Ok(None),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot read", &path, e))
-            }
+            Err(e) => Err(self.failed("cannot read", &path, e).await),
         }
     }
 
@@ -390,10 +378,7 @@ impl Store for ZkStore {
                         page.push((key, value));
                     }
                     Err(ZkError::NoNode) => {}
-                    Err(e) => {
-                        self.lost(&e).await;
-                        return Err(map_err("cannot read", path, e));
-                    }
+                    Err(e) => return Err(self.failed("cannot read", path, e).await),
                 }
             }
         }
@@ -405,10 +390,7 @@ impl Store for ZkStore {
         let path = self.registration(key);
         match client.check_stat(&path).await {
             Ok(stat) => Ok(stat.is_some()),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot read", &path, e))
-            }
+            Err(e) => Err(self.failed("cannot read", &path, e).await),
         }
     }
 
@@ -425,16 +407,10 @@ impl Store for ZkStore {
                     let parent = self.registered_root();
                     match client.mkdir(&parent, &persistent).await {
                         Ok(()) | Err(ZkError::NodeExists) => {}
-                        Err(e) => {
-                            self.lost(&e).await;
-                            return Err(map_err("cannot create", &parent, e));
-                        }
+                        Err(e) => return Err(self.failed("cannot create", &parent, e).await),
                     }
                 }
-                Err(e) => {
-                    self.lost(&e).await;
-                    return Err(map_err("cannot create", &path, e));
-                }
+                Err(e) => return Err(self.failed("cannot create", &path, e).await),
             }
         }
         Err(SeqError::unavailable(format!(
@@ -448,10 +424,7 @@ impl Store for ZkStore {
         match client.delete(&path, None).await {
             Ok(()) => Ok(true),
             Err(ZkError::NoNode) => Ok(false),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot delete", &path, e))
-            }
+            Err(e) => Err(self.failed("cannot delete", &path, e).await),
         }
     }
 
@@ -471,10 +444,7 @@ impl Store for ZkStore {
         let client = self.client().await?;
         match client.check_stat(&self.root).await {
             Ok(_) => Ok(()),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot read", &self.root, e))
-            }
+            Err(e) => Err(self.failed("cannot read", &self.root, e).await),
         }
     }
 
