@@ -229,6 +229,24 @@ impl RedisStore {
         [self.prefix.as_bytes(), REGISTERED].concat()
     }
 
+    /// Runs `command` on the sorted set of registered keys, `key` its member (after
+    /// `options`): the answer.
+    async fn on_registered<T: redis::FromRedisValue>(
+        &self,
+        command: &str,
+        options: &[&str],
+        key: &Key,
+    ) -> Result<T, SeqError> {
+        let mut conn = self.conn.clone();
+        redis::cmd(command)
+            .arg(self.registered_set())
+            .arg(options)
+            .arg(key.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| map_err(command, key, e))
+    }
+
     /// The key of a stored name of the prefix, `None` for one that is not a key floe serves.
     fn client_key(&self, stored: &[u8]) -> Option<Key> {
         let rest = stored.strip_prefix(self.prefix.as_bytes())?;
@@ -371,37 +389,17 @@ impl Store for RedisStore {
     }
 
     async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
-        let mut conn = self.conn.clone();
-        let score: Option<String> = redis::cmd("ZSCORE")
-            .arg(self.registered_set())
-            .arg(key.as_str())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| map_err("ZSCORE", key, e))?;
+        let score: Option<String> = self.on_registered("ZSCORE", &[], key).await?;
         Ok(score.is_some())
     }
 
     async fn register(&self, key: &Key) -> Result<bool, SeqError> {
-        let mut conn = self.conn.clone();
-        let added: i64 = redis::cmd("ZADD")
-            .arg(self.registered_set())
-            .arg("NX")
-            .arg(0)
-            .arg(key.as_str())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| map_err("ZADD", key, e))?;
+        let added: i64 = self.on_registered("ZADD", &["NX", "0"], key).await?;
         Ok(added == 1)
     }
 
     async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
-        let mut conn = self.conn.clone();
-        let removed: i64 = redis::cmd("ZREM")
-            .arg(self.registered_set())
-            .arg(key.as_str())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| map_err("ZREM", key, e))?;
+        let removed: i64 = self.on_registered("ZREM", &[], key).await?;
         Ok(removed == 1)
     }
 
