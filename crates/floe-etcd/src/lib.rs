@@ -336,14 +336,7 @@ impl Client {
     /// # Errors
     /// The cluster's or the connection's.
     pub async fn get_prefix(&self, prefix: impl Into<Vec<u8>>) -> Result<RangeResponse, Error> {
-        let key = prefix.into();
-        let request = RangeRequest {
-            range_end: prefix_end(&key),
-            key,
-            ..Default::default()
-        };
-        self.bounded(|c| async move { KvClient::new(c).range(request).await })
-            .await
+        self.get_page(prefix, None, 0, false).await
     }
 
     /// A page of the keys that start with `prefix`, in key order (by bytes): at most `limit`

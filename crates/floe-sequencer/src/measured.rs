@@ -3,8 +3,8 @@
 //! program installed a recorder, as `floe serve` does).
 //!
 //! Labels are the store's configured name, the call (`reserve`, `segment`, `raise`,
-//! `next_id`, `give_back`) and an error's kind: all bounded by the configuration and this crate, never by a
-//! key or a request. The handles are registered once, when the store is wrapped, so a call
+//! `next_id`, `give_back`) and an error's kind: all bounded by the configuration and this
+//! crate, never by a key or a request. The handles are registered once, when the store is wrapped, so a call
 //! costs two clock reads and a few atomic adds.
 
 use std::collections::BTreeMap;
@@ -175,7 +175,11 @@ impl Store for Measured {
         let result = self.inner.give_back(key, first, last).await;
         timing.done(&result);
         if matches!(result, Ok(true)) {
-            let ids = u64::try_from(i128::from(last) - i128::from(first) + 1).unwrap_or(0);
+            // Taken back: the store checked that `first <= last`.
+            let ids = crate::tails::ids_in(Segment {
+                start: first,
+                end: last,
+            });
             self.given_back.increment(ids);
         }
         result

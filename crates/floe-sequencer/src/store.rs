@@ -60,8 +60,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// is still `last` (nothing reserved since), sets it to `first - 1`, so that the next
     /// reservation starts at `first`; whether it did. The caller owns `first ..= last` (it
     /// reserved them and served none) and serves none of them afterwards, whatever the answer.
-    /// A store that cannot compare and set answers `false` (the IDs are a gap), which is the
-    /// default.
+    /// An empty range, or one reaching below 1, is never taken back. A store that cannot
+    /// compare and set answers `false` (the IDs are a gap), which is the default.
     ///
     /// # Errors
     /// `Unavailable` when the store cannot be reached (the IDs are then a gap, or given back).
@@ -170,6 +170,35 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     async fn close(&self) {}
 }
 
+/// The value a give back of `first ..= last` sets the key to if it still holds `last`:
+/// `first - 1`, so that the next reservation starts at `first`. `None` when there is nothing
+/// to give back: an empty range, or one reaching below 1 (floe's IDs start at 1, and a key
+/// must never be set to a value that lets 0 or less be issued); the store answers `false`.
+pub(crate) fn given_back_value(first: i64, last: i64) -> Option<i64> {
+    (1 <= first && first <= last).then(|| first - 1)
+}
+
+/// A key read back from a store, at `place` (for the message): `Corrupt` when it is none floe
+/// can have written (not UTF-8, or not a valid key).
+pub(crate) fn stored_key(
+    store: &str,
+    place: impl fmt::Display,
+    stored: &[u8],
+) -> Result<Key, SeqError> {
+    std::str::from_utf8(stored)
+        .map_err(|e| e.to_string())
+        .and_then(|k| Key::new(k).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            SeqError::new(
+                crate::ErrorKind::Corrupt,
+                format!(
+                    "{store}: {place} holds a key floe cannot have written ({:?}): {e}",
+                    String::from_utf8_lossy(&stored[..stored.len().min(300)])
+                ),
+            )
+        })
+}
+
 /// What a store of `kind` cannot do.
 pub(crate) fn cannot(kind: &str, what: &str) -> SeqError {
     SeqError::new(
@@ -196,4 +225,21 @@ pub(crate) async fn within<T>(
                 key.as_str()
             )))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_floe_cannot_have_written_is_corrupt() {
+        assert_eq!(
+            stored_key("mysql", "table t", b"a/b").unwrap().as_str(),
+            "a/b"
+        );
+        for bad in [&b""[..], b"\xff", b"a\0b", &[b'x'; 256]] {
+            let e = stored_key("mysql", "table t", bad).unwrap_err();
+            assert_eq!(e.kind, crate::ErrorKind::Corrupt, "{e}");
+        }
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use floe_core::sequence::{reserve_after, Key};
 
-use crate::{ErrorKind, SeqError};
+use crate::SeqError;
 
 /// A key's value and the version it had (etcd: mod revision, 0 when absent; ZooKeeper: the
 /// node's data version, `None` when absent).
@@ -50,23 +50,6 @@ impl<V: Copy> SeenCache<V> {
     pub(super) fn forget(&self, key: &Key) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
     }
-}
-
-/// A value as stored: decimal text.
-pub(crate) fn parse(store: &str, key: &Key, data: &[u8]) -> Result<i64, SeqError> {
-    std::str::from_utf8(data)
-        .ok()
-        .and_then(|s| s.trim().parse::<i64>().ok())
-        .ok_or_else(|| {
-            SeqError::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "{store}: the value of key {:?} is not a number: {:?}",
-                    key.as_str(),
-                    String::from_utf8_lossy(&data[..data.len().min(40)])
-                ),
-            )
-        })
 }
 
 /// The value a key takes next: after reserving `n` (`floor` None), or lifted to `floor`;

@@ -39,10 +39,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use floe_core::sequence::{reserve_after, Key};
 use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+    Database, ReadOnlyTable, ReadableDatabase, ReadableTable, Table, TableDefinition, TableHandle,
+    WriteTransaction,
 };
 use tokio::time::Instant;
 
+use crate::store::stored_key;
 use crate::{Capabilities, ErrorKind, SeqError, Store};
 
 const TABLE: TableDefinition<&str, i64> = TableDefinition::new("sequences");
@@ -138,10 +140,8 @@ impl EmbeddedStore {
         };
         // Create the tables now, so that reads never find them missing.
         store.inner.transaction(Instant::now(), |inner, txn| {
-            txn.open_table(TABLE)
-                .map_err(|e| inner.fail("cannot open the table of", e))?;
-            txn.open_table(REGISTERED)
-                .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
+            inner.open(txn, TABLE)?;
+            inner.open(txn, REGISTERED)?;
             Ok(())
         })?;
         Ok(store)
@@ -159,16 +159,33 @@ impl EmbeddedStore {
 
     /// The key's value (0 if never used), from a read transaction.
     pub fn value(&self, key: &Key) -> Result<i64, SeqError> {
-        self.inner.with_db(Instant::now(), |inner, db| {
-            let txn = db.begin_read().map_err(|e| inner.fail("cannot read", e))?;
-            let table = txn
-                .open_table(TABLE)
-                .map_err(|e| inner.fail("cannot open the table of", e))?;
-            let value = table
-                .get(key.as_str())
-                .map_err(|e| inner.fail("cannot read", e))?;
-            Ok(value.map(|v| v.value()).unwrap_or(0))
-        })
+        self.inner
+            .read(Instant::now(), TABLE, |inner, table| get(inner, table, key))
+            .map(|value| value.unwrap_or(0))
+    }
+
+    /// Runs `f` on `table` in one write transaction, committed durably (an fsync: off the
+    /// async worker threads).
+    async fn write<V: redb::Value + Send + 'static, T: Send + 'static>(
+        &self,
+        table: TableDefinition<'static, &'static str, V>,
+        f: impl FnOnce(&Inner, &mut Table<'_, &'static str, V>) -> Result<T, SeqError> + Send + 'static,
+    ) -> Result<T, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let now = Instant::now();
+        run_blocking(move || inner.write(now, table, f)).await
+    }
+
+    /// Runs `f` on `table` in one read transaction (off the async worker threads: it may
+    /// read the file).
+    async fn read<V: redb::Value + Send + 'static, T: Send + 'static>(
+        &self,
+        table: TableDefinition<'static, &'static str, V>,
+        f: impl FnOnce(&Inner, &ReadOnlyTable<&'static str, V>) -> Result<T, SeqError> + Send + 'static,
+    ) -> Result<T, SeqError> {
+        let inner = Arc::clone(&self.inner);
+        let now = Instant::now();
+        run_blocking(move || inner.read(now, table, f)).await
     }
 }
 
@@ -329,58 +346,39 @@ impl Inner {
         })
     }
 
-    /// Runs `f` on the table of values in one write transaction, committed durably before
-    /// returning.
-    fn write<T>(
+    /// Opens `table` (creating it if missing) in the write transaction `txn`.
+    fn open<'txn, V: redb::Value + 'static>(
         &self,
-        now: Instant,
-        f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, i64>) -> Result<T, SeqError>,
-    ) -> Result<T, SeqError> {
-        self.transaction(now, |inner, txn| {
-            let mut table = txn
-                .open_table(TABLE)
-                .map_err(|e| inner.fail("cannot open the table of", e))?;
-            f(inner, &mut table)
-        })
+        txn: &'txn WriteTransaction,
+        table: TableDefinition<'static, &'static str, V>,
+    ) -> Result<Table<'txn, &'static str, V>, SeqError> {
+        txn.open_table(table)
+            .map_err(|e| self.fail(&format!("cannot open table {} of", table.name()), e))
     }
 
-    /// Runs `f` on the table of registered keys in one write transaction, committed durably
-    /// before returning.
-    fn write_registered<T>(
+    /// Runs `f` on `table` in one write transaction, committed durably before returning.
+    fn write<V: redb::Value + 'static, T>(
         &self,
         now: Instant,
-        f: impl FnOnce(&Inner, &mut redb::Table<'_, &'static str, ()>) -> Result<T, SeqError>,
+        table: TableDefinition<'static, &'static str, V>,
+        f: impl FnOnce(&Inner, &mut Table<'_, &'static str, V>) -> Result<T, SeqError>,
     ) -> Result<T, SeqError> {
-        self.transaction(now, |inner, txn| {
-            let mut table = txn
-                .open_table(REGISTERED)
-                .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
-            f(inner, &mut table)
-        })
+        self.transaction(now, |inner, txn| f(inner, &mut inner.open(txn, table)?))
     }
 
-    /// Runs `f` in one read transaction.
-    fn read<T>(
+    /// Runs `f` on `table` in one read transaction.
+    fn read<V: redb::Value + 'static, T>(
         &self,
         now: Instant,
-        f: impl FnOnce(&Inner, &ReadTransaction) -> Result<T, SeqError>,
+        table: TableDefinition<'static, &'static str, V>,
+        f: impl FnOnce(&Inner, &ReadOnlyTable<&'static str, V>) -> Result<T, SeqError>,
     ) -> Result<T, SeqError> {
         self.with_db(now, |inner, db| {
             let txn = db.begin_read().map_err(|e| inner.fail("cannot read", e))?;
-            f(inner, &txn)
-        })
-    }
-
-    /// A key as stored, checked again: floe stores only valid keys, so a bad one is `Corrupt`.
-    fn stored_key(&self, stored: &str) -> Result<Key, SeqError> {
-        Key::new(stored).map_err(|e| {
-            SeqError::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "embedded: {} holds a key floe cannot have written ({stored:?}): {e}",
-                    self.path.display()
-                ),
-            )
+            let table = txn
+                .open_table(table)
+                .map_err(|e| inner.fail(&format!("cannot open table {} of", table.name()), e))?;
+            f(inner, &table)
         })
     }
 
@@ -388,34 +386,45 @@ impl Inner {
     /// its entry.
     fn page<V: redb::Value + 'static, T>(
         &self,
-        table: &redb::ReadOnlyTable<&'static str, V>,
-        after: Option<&str>,
+        table: &ReadOnlyTable<&'static str, V>,
+        after: Option<&Key>,
         limit: usize,
         f: impl Fn(Key, V::SelfType<'_>) -> T,
     ) -> Result<Vec<T>, SeqError> {
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let from = after.map_or(Bound::Unbounded, |k| Bound::Excluded(k.as_str()));
         let range = table
             .range::<&str>((from, Bound::Unbounded))
             .map_err(|e| self.fail("cannot read", e))?;
         let mut page = Vec::new();
         for entry in range.take(limit) {
             let (k, v) = entry.map_err(|e| self.fail("cannot read", e))?;
-            page.push(f(self.stored_key(k.value())?, v.value()));
+            // Checked again: floe stores only valid keys, so a bad one is `Corrupt`.
+            let key = stored_key("embedded", self.path.display(), k.value().as_bytes())?;
+            page.push(f(key, v.value()));
         }
         Ok(page)
     }
 }
 
-fn current(
+/// The key's value in `table`, `None` if it has none.
+fn get(
     inner: &Inner,
-    table: &redb::Table<'_, &'static str, i64>,
+    table: &impl ReadableTable<&'static str, i64>,
     key: &Key,
-) -> Result<i64, SeqError> {
+) -> Result<Option<i64>, SeqError> {
     Ok(table
         .get(key.as_str())
         .map_err(|e| inner.fail("cannot read", e))?
-        .map(|v| v.value())
-        .unwrap_or(0))
+        .map(|v| v.value()))
+}
+
+/// The key's value in `table`, 0 if it has none (a key never used).
+fn current(
+    inner: &Inner,
+    table: &impl ReadableTable<&'static str, i64>,
+    key: &Key,
+) -> Result<i64, SeqError> {
+    Ok(get(inner, table, key)?.unwrap_or(0))
 }
 
 #[async_trait]
@@ -434,157 +443,101 @@ impl Store for EmbeddedStore {
     }
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
-        let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let now = Instant::now();
-        // The commit fsyncs: off the async worker threads.
-        run_blocking(move || {
-            inner.write(now, |inner, table| {
-                let value = current(inner, table, &key)?;
-                let next = reserve_after(value, n)
-                    .ok_or_else(|| SeqError::exhausted("embedded", key.as_str()))?;
-                table
-                    .insert(key.as_str(), next)
-                    .map_err(|e| inner.fail("cannot write", e))?;
-                Ok(next)
-            })
+        self.write(TABLE, move |inner, table| {
+            let value = current(inner, table, &key)?;
+            let next = reserve_after(value, n)
+                .ok_or_else(|| SeqError::exhausted("embedded", key.as_str()))?;
+            table
+                .insert(key.as_str(), next)
+                .map_err(|e| inner.fail("cannot write", e))?;
+            Ok(next)
         })
         .await
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
-        let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.write(now, |inner, table| {
-                if current(inner, table, &key)? < floor {
-                    table
-                        .insert(key.as_str(), floor)
-                        .map_err(|e| inner.fail("cannot write", e))?;
-                }
-                Ok(())
-            })
+        self.write(TABLE, move |inner, table| {
+            if current(inner, table, &key)? < floor {
+                table
+                    .insert(key.as_str(), floor)
+                    .map_err(|e| inner.fail("cannot write", e))?;
+            }
+            Ok(())
         })
         .await
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+        let Some(before) = crate::store::given_back_value(first, last) else {
             return Ok(false);
         };
-        let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.write(now, |inner, table| {
-                // Compared and set in one write transaction: nothing reserved in between.
-                if current(inner, table, &key)? != last {
-                    return Ok(false);
-                }
-                table
-                    .insert(key.as_str(), before)
-                    .map_err(|e| inner.fail("cannot write", e))?;
-                Ok(true)
-            })
+        self.write(TABLE, move |inner, table| {
+            // Compared and set in one write transaction: nothing reserved in between.
+            if get(inner, table, &key)? != Some(last) {
+                return Ok(false);
+            }
+            table
+                .insert(key.as_str(), before)
+                .map_err(|e| inner.fail("cannot write", e))?;
+            Ok(true)
         })
         .await
     }
 
     async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
-        let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.read(now, |inner, txn| {
-                let table = txn
-                    .open_table(TABLE)
-                    .map_err(|e| inner.fail("cannot open the table of", e))?;
-                let value = table
-                    .get(key.as_str())
-                    .map_err(|e| inner.fail("cannot read", e))?;
-                Ok(value.map(|v| v.value()))
-            })
-        })
-        .await
+        self.read(TABLE, move |inner, table| get(inner, table, &key))
+            .await
     }
 
     async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
-        let inner = Arc::clone(&self.inner);
         let after = after.cloned();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.read(now, |inner, txn| {
-                let table = txn
-                    .open_table(TABLE)
-                    .map_err(|e| inner.fail("cannot open the table of", e))?;
-                inner.page(&table, after.as_ref().map(Key::as_str), limit, |k, v| {
-                    (k, v)
-                })
-            })
+        self.read(TABLE, move |inner, table| {
+            inner.page(table, after.as_ref(), limit, |k, v| (k, v))
         })
         .await
     }
 
     async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
-        let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.read(now, |inner, txn| {
-                let table = txn
-                    .open_table(REGISTERED)
-                    .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
-                let found = table
-                    .get(key.as_str())
-                    .map_err(|e| inner.fail("cannot read", e))?;
-                Ok(found.is_some())
-            })
+        self.read(REGISTERED, move |inner, table| {
+            let found = table
+                .get(key.as_str())
+                .map_err(|e| inner.fail("cannot read", e))?;
+            Ok(found.is_some())
         })
         .await
     }
 
     async fn register(&self, key: &Key) -> Result<bool, SeqError> {
-        let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.write_registered(now, |inner, table| {
-                let before = table
-                    .insert(key.as_str(), ())
-                    .map_err(|e| inner.fail("cannot write", e))?;
-                Ok(before.is_none())
-            })
+        self.write(REGISTERED, move |inner, table| {
+            let before = table
+                .insert(key.as_str(), ())
+                .map_err(|e| inner.fail("cannot write", e))?;
+            Ok(before.is_none())
         })
         .await
     }
 
     async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
-        let inner = Arc::clone(&self.inner);
         let key = key.clone();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.write_registered(now, |inner, table| {
-                let before = table
-                    .remove(key.as_str())
-                    .map_err(|e| inner.fail("cannot write", e))?;
-                Ok(before.is_some())
-            })
+        self.write(REGISTERED, move |inner, table| {
+            let before = table
+                .remove(key.as_str())
+                .map_err(|e| inner.fail("cannot write", e))?;
+            Ok(before.is_some())
         })
         .await
     }
 
     async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
-        let inner = Arc::clone(&self.inner);
         let after = after.cloned();
-        let now = Instant::now();
-        run_blocking(move || {
-            inner.read(now, |inner, txn| {
-                let table = txn
-                    .open_table(REGISTERED)
-                    .map_err(|e| inner.fail("cannot open the table of registered keys of", e))?;
-                inner.page(&table, after.as_ref().map(Key::as_str), limit, |k, ()| k)
-            })
+        self.read(REGISTERED, move |inner, table| {
+            inner.page(table, after.as_ref(), limit, |k, ()| k)
         })
         .await
     }

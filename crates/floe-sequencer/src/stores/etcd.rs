@@ -58,8 +58,10 @@ use floe_etcd::{
     Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnGet, TxnOp, TxnResponse,
 };
 
-use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
+use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{client_key, key_prefix, take_over};
+use super::parse;
+use crate::store::stored_key;
 use crate::{servers_and_root, Capabilities, ErrorKind, SeqError, Store};
 
 /// An etcd cluster (the client reconnects by itself).
@@ -69,10 +71,11 @@ pub struct EtcdStore {
     endpoints: String,
     /// floe's keys: (value, mod revision) last seen. Layotto's: (version, mod revision).
     seen: SeenCache<i64>,
-    /// `?layotto=`: the full path before a client's key on Layotto's keys served in place.
-    layotto: Option<String>,
-    /// `?layotto=`: the app's prefix of Layotto's stored keys (`sequencer|||APP||`).
-    layotto_app: Option<String>,
+    /// `?layotto=`: Layotto's keys are served in place.
+    layotto: bool,
+    /// The full path before a client's key among the values: `{root}/`, or with `?layotto=`
+    /// `{layotto_prefix}{app's prefix}`.
+    values: String,
     /// The full path before a client's key among the registered keys.
     registered: String,
 }
@@ -149,17 +152,20 @@ impl EtcdStore {
             .get(root)
             .await
             .map_err(|e| SeqError::unavailable(format!("etcd: cannot reach {endpoints}: {e}")))?;
-        let registered = match &layotto {
-            Some(app) => format!("{}.registered/{app}", prefix_path.trim_end_matches('/')),
-            None => format!("{root}.registered/"),
+        let (values, registered) = match &layotto {
+            Some(app) => (
+                format!("{prefix_path}{app}"),
+                format!("{}.registered/{app}", prefix_path.trim_end_matches('/')),
+            ),
+            None => (format!("{root}/"), format!("{root}.registered/")),
         };
         let store = EtcdStore {
             client,
             root: root.to_string(),
             endpoints: endpoints.to_string(),
             seen: SeenCache::default(),
-            layotto: layotto.as_ref().map(|p| format!("{prefix_path}{p}")),
-            layotto_app: layotto,
+            layotto: layotto.is_some(),
+            values,
             registered,
         };
         if let Some(prefix) = from_layotto {
@@ -177,15 +183,7 @@ impl EtcdStore {
     }
 
     fn path(&self, key: &Key) -> String {
-        format!("{}{}", self.values(), key.as_str())
-    }
-
-    /// The full path before a client's key among the values.
-    fn values(&self) -> String {
-        match &self.layotto {
-            Some(prefix) => prefix.clone(),
-            None => format!("{}/", self.root),
-        }
+        [self.values.as_str(), key.as_str()].concat()
     }
 
     /// The path of a key's registration.
@@ -197,23 +195,12 @@ impl EtcdStore {
     /// not the app's as floe serves them; under floe's root, every one is a key floe wrote
     /// (`Corrupt` otherwise).
     fn client_key(&self, prefix: &str, path: &[u8]) -> Result<Option<Key>, SeqError> {
-        let rest = &path[prefix.len().min(path.len())..];
-        if let Some(app) = &self.layotto_app {
-            return Ok(client_key(&[app.as_bytes(), rest].concat(), app));
+        if self.layotto {
+            // Both prefixes end with the app's: its stored keys' rest is the client's key.
+            return Ok(client_key(path, prefix));
         }
-        std::str::from_utf8(rest)
-            .ok()
-            .and_then(|k| Key::new(k).ok())
-            .map(Some)
-            .ok_or_else(|| {
-                SeqError::new(
-                    ErrorKind::Corrupt,
-                    format!(
-                        "etcd: {} is no key floe can have written under {prefix}",
-                        String::from_utf8_lossy(path)
-                    ),
-                )
-            })
+        let rest = &path[prefix.len().min(path.len())..];
+        stored_key("etcd", format_args!("range {prefix}"), rest).map(Some)
     }
 
     /// A page of the keys under `prefix`, in byte order, after `after`: at most `limit`, each
@@ -379,7 +366,7 @@ impl Store for EtcdStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             // Layotto's keys count one put per ID: no ranges in one write.
-            segments: self.layotto.is_none(),
+            segments: !self.layotto,
             strong: true,
             durable: true,
             shared: true,
@@ -387,24 +374,24 @@ impl Store for EtcdStore {
     }
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
-        if self.layotto.is_some() {
+        if self.layotto {
             return self.layotto_reserve(key, n).await;
         }
         self.swap(key, n, None).await
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
-        if self.layotto.is_some() {
+        if self.layotto {
             return self.layotto_raise(key, floor).await;
         }
         self.swap(key, 0, Some(floor)).await.map(drop)
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+        let Some(before) = crate::store::given_back_value(first, last) else {
             return Ok(false);
         };
-        if self.layotto.is_some() {
+        if self.layotto {
             return Ok(false); // a version is never lowered (see the module docs)
         }
         let path = self.path(key);
@@ -437,15 +424,15 @@ impl Store for EtcdStore {
         let Some(kv) = found.kvs.first() else {
             return Ok(None);
         };
-        if self.layotto.is_some() {
+        if self.layotto {
             return Ok(Some(kv.version));
         }
         parse("etcd", key, &kv.value).map(Some)
     }
 
     async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
-        let layotto = self.layotto.is_some();
-        self.page(&self.values(), after, limit, false, |key, kv| {
+        let layotto = self.layotto;
+        self.page(&self.values, after, limit, false, |key, kv| {
             let value = if layotto {
                 kv.version
             } else {

@@ -164,12 +164,16 @@ impl LeafAllocStore {
 
     /// Maps sqlx's errors of a call on `key`. A key the column's character set cannot hold
     /// (MariaDB's "illegal mix of collations", `ключ` against a latin1 `biz_tag`) is no tag of
-    /// the table: `UnknownKey`.
-    fn err<'a>(&'a self, what: &str, key: &'a Key) -> impl Fn(sqlx::Error) -> SeqError + 'a {
-        let what = format!("{what} tag {:?} in {}", key.as_str(), self.table);
+    /// the table: `UnknownKey`. The message is made only for an error: a reservation passes
+    /// this to each of its statements.
+    fn err<'a>(&'a self, what: &'a str, key: &'a Key) -> impl Fn(sqlx::Error) -> SeqError + 'a {
         move |e| match mysql_number(&e) {
             Some(1267 | 1270 | 1271) => self.unknown(key),
-            _ => map_err("leaf-mysql", &what, e),
+            _ => map_err(
+                "leaf-mysql",
+                &format!("{what} tag {:?} in {}", key.as_str(), self.table),
+                e,
+            ),
         }
     }
 
@@ -438,8 +442,11 @@ impl Store for LeafAllocStore {
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        // The row's max_id is one past the key's value; never below 1.
-        let Some(max_id) = last.checked_add(1).filter(|_| 1 <= first && first <= last) else {
+        // The row's max_id is one past the key's value: `first` (at least 1) after it.
+        let (Some(_), Some(max_id)) = (
+            crate::store::given_back_value(first, last),
+            last.checked_add(1),
+        ) else {
             return Ok(false);
         };
         let done = sqlx::query(q(&self.give_back))

@@ -105,9 +105,11 @@ impl Store for MemoryStore {
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let mut values = self.values();
-        match (values.get_mut(key), first.checked_sub(1)) {
-            (Some(value), Some(before)) if *value == last && before < last => {
+        let Some(before) = crate::store::given_back_value(first, last) else {
+            return Ok(false);
+        };
+        match self.values().get_mut(key) {
+            Some(value) if *value == last => {
                 *value = before;
                 Ok(true)
             }

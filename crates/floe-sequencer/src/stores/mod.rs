@@ -28,3 +28,28 @@ pub mod redis;
 mod sql;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
+
+#[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
+use floe_core::sequence::Key;
+
+#[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
+use crate::{ErrorKind, SeqError};
+
+/// A value as stored: decimal text (Redis, etcd, ZooKeeper). `Corrupt` otherwise, naming the
+/// store and the key.
+#[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
+pub(crate) fn parse(store: &str, key: &Key, data: &[u8]) -> Result<i64, SeqError> {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .ok_or_else(|| {
+            SeqError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "{store}: the value of key {:?} is not a number: {:?}",
+                    key.as_str(),
+                    String::from_utf8_lossy(&data[..data.len().min(40)])
+                ),
+            )
+        })
+}

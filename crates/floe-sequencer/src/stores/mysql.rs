@@ -44,9 +44,8 @@ use std::sync::Arc;
 use floe_core::endpoint::take_options;
 
 use super::layotto::{key_prefix, take_over};
-use super::sql::{
-    connect_mysql, map_err, page_limit, q, registered_table, reserve_row, sql, stored_key,
-};
+use super::sql::{connect_mysql, map_err, page_limit, q, reserve_row, sql, Registered, Server};
+use crate::store::stored_key;
 use crate::{check_table, SeqError, Store};
 
 /// A MySQL or MariaDB database through a connection pool.
@@ -63,34 +62,6 @@ pub struct MysqlStore {
     keys: Arc<str>,
     /// The table of registered keys and its statements, or why there is none.
     registered: Result<Registered, SeqError>,
-}
-
-/// The table of registered keys and its statements.
-#[derive(Debug)]
-struct Registered {
-    table: String,
-    is: Arc<str>,
-    insert: Arc<str>,
-    delete: Arc<str>,
-    page: Arc<str>,
-}
-
-impl Registered {
-    fn new(table: String) -> Registered {
-        let r = &table;
-        Registered {
-            is: sql(format!("SELECT 1 FROM {r} WHERE registered_key = ?")),
-            // The key fits the column (at most 255 bytes): IGNORE skips the duplicate only.
-            insert: sql(format!(
-                "INSERT IGNORE INTO {r} (registered_key) VALUES (?)"
-            )),
-            delete: sql(format!("DELETE FROM {r} WHERE registered_key = ?")),
-            page: sql(format!(
-                "SELECT registered_key FROM {r} WHERE registered_key > ? ORDER BY registered_key LIMIT ?"
-            )),
-            table,
-        }
-    }
 }
 
 impl MysqlStore {
@@ -125,13 +96,9 @@ impl MysqlStore {
             .execute(&pool)
             .await
             .map_err(|e| map_err("mysql", &format!("cannot create table {}", opts.table), e))?;
-        let registered = registered_table("mysql", t, 64).map(Registered::new);
+        let registered = Registered::beside("mysql", t, Server::Mysql);
         if let Ok(r) = &registered {
-            let create = sql(format!(
-                "CREATE TABLE IF NOT EXISTS {} (registered_key VARBINARY(255) NOT NULL PRIMARY KEY) ENGINE=InnoDB",
-                r.table
-            ));
-            sqlx::query(q(&create))
+            sqlx::query(q(&r.create))
                 .execute(&pool)
                 .await
                 .map_err(|e| map_err("mysql", &format!("cannot create table {}", r.table), e))?;
@@ -266,7 +233,7 @@ impl Store for MysqlStore {
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+        let Some(before) = crate::store::given_back_value(first, last) else {
             return Ok(false);
         };
         let done = sqlx::query(q(&self.give_back))
@@ -305,7 +272,12 @@ impl Store for MysqlStore {
             .await
             .map_err(|e| map_err("mysql", &format!("list the keys of {}", self.table), e))?;
         rows.into_iter()
-            .map(|(k, v)| Ok((stored_key("mysql", &self.table, k)?, v)))
+            .map(|(k, v)| {
+                Ok((
+                    stored_key("mysql", format_args!("table {}", self.table), &k)?,
+                    v,
+                ))
+            })
             .collect()
     }
 
@@ -345,7 +317,7 @@ impl Store for MysqlStore {
             .await
             .map_err(|e| map_err("mysql", &format!("list the keys of {}", r.table), e))?;
         rows.into_iter()
-            .map(|k| stored_key("mysql", &r.table, k))
+            .map(|k| stored_key("mysql", format_args!("table {}", r.table), &k))
             .collect()
     }
 

@@ -31,9 +31,9 @@ use sqlx::Row;
 use std::sync::Arc;
 
 use super::sql::{
-    map_err, options, page_limit, q, registered_table, reserve_row, sql, stored_key,
-    ACQUIRE_TIMEOUT,
+    map_err, options, page_limit, q, reserve_row, sql, Registered, Server, ACQUIRE_TIMEOUT,
 };
+use crate::store::stored_key;
 use crate::{SeqError, Store};
 
 /// A PostgreSQL database through a connection pool (which replaces broken connections, so the
@@ -51,33 +51,6 @@ pub struct PostgresStore {
     keys: Arc<str>,
     /// The table of registered keys and its statements, or why there is none.
     registered: Result<Registered, SeqError>,
-}
-
-/// The table of registered keys and its statements.
-#[derive(Debug)]
-struct Registered {
-    table: String,
-    is: Arc<str>,
-    insert: Arc<str>,
-    delete: Arc<str>,
-    page: Arc<str>,
-}
-
-impl Registered {
-    fn new(table: String) -> Registered {
-        let r = &table;
-        Registered {
-            is: sql(format!("SELECT 1 FROM {r} WHERE registered_key = $1")),
-            insert: sql(format!(
-                "INSERT INTO {r} (registered_key) VALUES ($1) ON CONFLICT (registered_key) DO NOTHING"
-            )),
-            delete: sql(format!("DELETE FROM {r} WHERE registered_key = $1")),
-            page: sql(format!(
-                "SELECT registered_key FROM {r} WHERE registered_key > $1 ORDER BY registered_key LIMIT $2"
-            )),
-            table,
-        }
-    }
 }
 
 impl PostgresStore {
@@ -119,35 +92,29 @@ impl PostgresStore {
             keys: sql(format!(
                 "SELECT key, value FROM {t} WHERE key COLLATE \"C\" > $1 ORDER BY key COLLATE \"C\" LIMIT $2"
             )),
-            registered: registered_table("postgres", t, 63).map(Registered::new),
+            registered: Registered::beside("postgres", t, Server::Postgres),
             pool,
             table: opts.table,
             address: opts.address,
         };
         store
-            .create_table(&format!(
+            .create_table(&sql(format!(
                 "CREATE TABLE IF NOT EXISTS {} (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
                 store.table
-            ))
+            )))
             .await?;
         if let Ok(r) = &store.registered {
-            store
-                .create_table(&format!(
-                    "CREATE TABLE IF NOT EXISTS {} (registered_key TEXT COLLATE \"C\" PRIMARY KEY)",
-                    r.table
-                ))
-                .await?;
+            store.create_table(&r.create).await?;
         }
         Ok(store)
     }
 
     /// Runs `CREATE TABLE IF NOT EXISTS` `create` (on a checked table name).
-    async fn create_table(&self, create: &str) -> Result<(), SeqError> {
-        let create = sql(create.to_string());
+    async fn create_table(&self, create: &Arc<str>) -> Result<(), SeqError> {
         // Two processes creating it at once can collide in the catalog: the loser tries again
         // and finds it there.
-        if let Err(first) = sqlx::query(q(&create)).execute(&self.pool).await {
-            sqlx::query(q(&create))
+        if let Err(first) = sqlx::query(q(create)).execute(&self.pool).await {
+            sqlx::query(q(create))
                 .execute(&self.pool)
                 .await
                 .map_err(|_| map_err("postgres", &format!("cannot run {create}"), first))?;
@@ -237,7 +204,7 @@ impl Store for PostgresStore {
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+        let Some(before) = crate::store::given_back_value(first, last) else {
             return Ok(false);
         };
         let done = sqlx::query(q(&self.give_back))
@@ -275,7 +242,14 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| map_err("postgres", &format!("list the keys of {}", self.table), e))?;
         rows.into_iter()
-            .map(|(k, v)| Ok((stored_key("postgres", &self.table, k.into_bytes())?, v)))
+            .map(|(k, v)| {
+                let k = stored_key(
+                    "postgres",
+                    format_args!("table {}", self.table),
+                    k.as_bytes(),
+                )?;
+                Ok((k, v))
+            })
             .collect()
     }
 
@@ -315,7 +289,7 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| map_err("postgres", &format!("list the keys of {}", r.table), e))?;
         rows.into_iter()
-            .map(|k| stored_key("postgres", &r.table, k.into_bytes()))
+            .map(|k| stored_key("postgres", format_args!("table {}", r.table), k.as_bytes()))
             .collect()
     }
 

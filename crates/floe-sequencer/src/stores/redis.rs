@@ -50,6 +50,8 @@ use redis::{ErrorKind as RedisKind, RedisError, Script};
 
 use floe_core::endpoint::take_options;
 
+use super::parse;
+use crate::store::stored_key;
 use crate::{ErrorKind, SeqError, Store};
 
 /// Lifts a key to at least ARGV[1] (a positive decimal), comparing decimal strings by length
@@ -227,6 +229,24 @@ impl RedisStore {
         [self.prefix.as_bytes(), REGISTERED].concat()
     }
 
+    /// Runs `command` on the sorted set of registered keys, `key` its member (after
+    /// `options`): the answer.
+    async fn on_registered<T: redis::FromRedisValue>(
+        &self,
+        command: &str,
+        options: &[&str],
+        key: &Key,
+    ) -> Result<T, SeqError> {
+        let mut conn = self.conn.clone();
+        redis::cmd(command)
+            .arg(self.registered_set())
+            .arg(options)
+            .arg(key.as_str())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| map_err(command, key, e))
+    }
+
     /// The key of a stored name of the prefix, `None` for one that is not a key floe serves.
     fn client_key(&self, stored: &[u8]) -> Option<Key> {
         let rest = stored.strip_prefix(self.prefix.as_bytes())?;
@@ -270,23 +290,6 @@ impl RedisStore {
     }
 }
 
-/// A value as stored: decimal text.
-fn parse(key: &Key, value: &[u8]) -> Result<i64, SeqError> {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| {
-            SeqError::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "redis: the value of key {:?} is not a number: {:?}",
-                    key.as_str(),
-                    String::from_utf8_lossy(&value[..value.len().min(40)])
-                ),
-            )
-        })
-}
-
 #[async_trait]
 impl Store for RedisStore {
     fn kind(&self) -> &'static str {
@@ -327,7 +330,7 @@ impl Store for RedisStore {
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+        let Some(before) = crate::store::given_back_value(first, last) else {
             return Ok(false);
         };
         let mut conn = self.conn.clone();
@@ -349,7 +352,7 @@ impl Store for RedisStore {
             .query_async(&mut conn)
             .await
             .map_err(|e| map_err("GET", key, e))?;
-        value.map(|v| parse(key, &v)).transpose()
+        value.map(|v| parse("redis", key, &v)).transpose()
     }
 
     async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
@@ -374,7 +377,7 @@ impl Store for RedisStore {
             for (k, v) in keys.iter().zip(values) {
                 // None: deleted since, or no string (MGET answers nil for other types).
                 if let Some(v) = v {
-                    page.push((k.clone(), parse(k, &v)?));
+                    page.push((k.clone(), parse("redis", k, &v)?));
                 }
             }
             if keys.len() < want {
@@ -386,37 +389,17 @@ impl Store for RedisStore {
     }
 
     async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
-        let mut conn = self.conn.clone();
-        let score: Option<String> = redis::cmd("ZSCORE")
-            .arg(self.registered_set())
-            .arg(key.as_str())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| map_err("ZSCORE", key, e))?;
+        let score: Option<String> = self.on_registered("ZSCORE", &[], key).await?;
         Ok(score.is_some())
     }
 
     async fn register(&self, key: &Key) -> Result<bool, SeqError> {
-        let mut conn = self.conn.clone();
-        let added: i64 = redis::cmd("ZADD")
-            .arg(self.registered_set())
-            .arg("NX")
-            .arg(0)
-            .arg(key.as_str())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| map_err("ZADD", key, e))?;
+        let added: i64 = self.on_registered("ZADD", &["NX", "0"], key).await?;
         Ok(added == 1)
     }
 
     async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
-        let mut conn = self.conn.clone();
-        let removed: i64 = redis::cmd("ZREM")
-            .arg(self.registered_set())
-            .arg(key.as_str())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| map_err("ZREM", key, e))?;
+        let removed: i64 = self.on_registered("ZREM", &[], key).await?;
         Ok(removed == 1)
     }
 
@@ -445,22 +428,15 @@ impl Store for RedisStore {
                     e,
                 )
             })?;
+        let set = String::from_utf8_lossy(&set);
         members
-            .into_iter()
+            .iter()
             .map(|m| {
-                std::str::from_utf8(&m)
-                    .ok()
-                    .and_then(|k| Key::new(k).ok())
-                    .ok_or_else(|| {
-                        SeqError::new(
-                            ErrorKind::Corrupt,
-                            format!(
-                                "redis: the set of registered keys {:?} holds a member floe cannot have written: {:?}",
-                                String::from_utf8_lossy(&set),
-                                String::from_utf8_lossy(&m)
-                            ),
-                        )
-                    })
+                stored_key(
+                    "redis",
+                    format_args!("the set of registered keys {set:?}"),
+                    m,
+                )
             })
             .collect()
     }

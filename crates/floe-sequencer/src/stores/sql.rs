@@ -159,25 +159,69 @@ pub(crate) fn registered_table(store: &str, table: &str, max: usize) -> Result<S
     ))
 }
 
+/// A server's SQL, where floe's statements differ.
+#[derive(Clone, Copy, Debug)]
+// A build with one of the two features names one server only.
+#[cfg_attr(not(all(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) enum Server {
+    Postgres,
+    Mysql,
+}
+
+/// The table of registered keys beside a table of values, and its statements (the same on
+/// every server but for placeholders, the column's type and the insert that skips a
+/// duplicate).
+#[derive(Debug)]
+pub(crate) struct Registered {
+    pub table: String,
+    /// `CREATE TABLE IF NOT EXISTS`.
+    pub create: Arc<str>,
+    pub is: Arc<str>,
+    pub insert: Arc<str>,
+    pub delete: Arc<str>,
+    pub page: Arc<str>,
+}
+
+impl Registered {
+    /// The table of registered keys of `store` beside its table of values `values` (see
+    /// [`registered_table`]).
+    pub(crate) fn beside(
+        store: &str,
+        values: &str,
+        server: Server,
+    ) -> Result<Registered, SeqError> {
+        let (max, p1, p2) = match server {
+            Server::Postgres => (63, "$1", "$2"),
+            Server::Mysql => (64, "?", "?"),
+        };
+        let r = registered_table(store, values, max)?;
+        let (create, insert) = match server {
+            Server::Postgres => (
+                format!("CREATE TABLE IF NOT EXISTS {r} (registered_key TEXT COLLATE \"C\" PRIMARY KEY)"),
+                format!("INSERT INTO {r} (registered_key) VALUES ($1) ON CONFLICT (registered_key) DO NOTHING"),
+            ),
+            Server::Mysql => (
+                format!("CREATE TABLE IF NOT EXISTS {r} (registered_key VARBINARY(255) NOT NULL PRIMARY KEY) ENGINE=InnoDB"),
+                // The key fits the column (at most 255 bytes): IGNORE skips the duplicate only.
+                format!("INSERT IGNORE INTO {r} (registered_key) VALUES (?)"),
+            ),
+        };
+        Ok(Registered {
+            create: sql(create),
+            is: sql(format!("SELECT 1 FROM {r} WHERE registered_key = {p1}")),
+            insert: sql(insert),
+            delete: sql(format!("DELETE FROM {r} WHERE registered_key = {p1}")),
+            page: sql(format!(
+                "SELECT registered_key FROM {r} WHERE registered_key > {p1} ORDER BY registered_key LIMIT {p2}"
+            )),
+            table: r,
+        })
+    }
+}
+
 /// The SQL `LIMIT` of a page of `limit` keys.
 pub(crate) fn page_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
-/// A key read back from `table`: `Corrupt` when it is none floe can have written.
-pub(crate) fn stored_key(store: &str, table: &str, stored: Vec<u8>) -> Result<Key, SeqError> {
-    let shown = String::from_utf8_lossy(&stored[..stored.len().min(300)]).into_owned();
-    String::from_utf8(stored)
-        .map_err(|e| e.to_string())
-        .and_then(|k| Key::new(k).map_err(|e| e.to_string()))
-        .map_err(|e| {
-            SeqError::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "{store}: table {table} holds a key floe cannot have written ({shown:?}): {e}"
-                ),
-            )
-        })
 }
 
 #[cfg(test)]
@@ -195,17 +239,5 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Unsupported);
         assert!(e.message.contains("at most 52 bytes"), "{e}");
         assert!(registered_table("mysql", &"t".repeat(53), 64).is_ok());
-    }
-
-    #[test]
-    fn a_key_floe_cannot_have_written_is_corrupt() {
-        assert_eq!(
-            stored_key("mysql", "t", b"a/b".to_vec()).unwrap().as_str(),
-            "a/b"
-        );
-        for bad in [&b""[..], b"\xff", b"a\0b", &[b'x'; 256]] {
-            let e = stored_key("mysql", "t", bad.to_vec()).unwrap_err();
-            assert_eq!(e.kind, ErrorKind::Corrupt, "{e}");
-        }
     }
 }

@@ -50,8 +50,9 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
 use floe_core::endpoint::take_options;
 
-use super::cas::{contended, parse, target, SeenCache, MAX_ATTEMPTS};
+use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{key_prefix, take_over};
+use super::parse;
 use crate::{servers_and_root, ErrorKind, SeqError, Store};
 
 /// What follows the root in the path of the parent of the registered keys.
@@ -180,14 +181,16 @@ impl ZkStore {
         Ok(client)
     }
 
-    /// Drops the session after connection trouble, so the next call starts a new one.
-    async fn lost(&self, e: &ZkError) {
+    /// The error of a call that failed to `what` at `path`; after connection trouble, the
+    /// session is dropped first, so the next call starts a new one.
+    async fn failed(&self, what: &str, path: &str, e: ZkError) -> SeqError {
         if !matches!(
             e,
             ZkError::NoNode | ZkError::NodeExists | ZkError::BadVersion | ZkError::NoAuth
         ) {
             self.client.lock().await.take();
         }
+        map_err(what, path, e)
     }
 
     /// The parent of the registered keys.
@@ -195,9 +198,14 @@ impl ZkStore {
         format!("{}{REGISTERED}", self.root)
     }
 
+    /// The node of a key's value.
+    fn node(&self, key: &Key) -> String {
+        format!("{}/{}", self.root, node_name(key))
+    }
+
     /// The node of a key's registration.
     fn registration(&self, key: &Key) -> String {
-        format!("{}/{}", self.registered_root(), node_name(key))
+        format!("{}{REGISTERED}/{}", self.root, node_name(key))
     }
 
     /// The keys of the children of `parent` (none if it is missing), in byte order, after
@@ -211,10 +219,7 @@ impl ZkStore {
         let names = match client.list_children(parent).await {
             Ok(names) => names,
             Err(ZkError::NoNode) => return Ok(Vec::new()),
-            Err(e) => {
-                self.lost(&e).await;
-                return Err(map_err("cannot list", parent, e));
-            }
+            Err(e) => return Err(self.failed("cannot list", parent, e).await),
         };
         let mut keys = names
             .iter()
@@ -234,7 +239,7 @@ impl ZkStore {
 
     async fn swap(&self, key: &Key, n: u32, floor: Option<i64>) -> Result<i64, SeqError> {
         let client = self.client().await?;
-        let path = format!("{}/{}", self.root, node_name(key));
+        let path = self.node(key);
         let mut seen = self.seen.get(key);
         for _ in 0..MAX_ATTEMPTS {
             let (value, version) = match seen {
@@ -242,10 +247,7 @@ impl ZkStore {
                 None => match client.get_data(&path).await {
                     Ok((data, stat)) => (parse("zookeeper", key, &data)?, Some(stat.version)),
                     Err(ZkError::NoNode) => (0, None),
-                    Err(e) => {
-                        self.lost(&e).await;
-                        return Err(map_err("cannot read", &path, e));
-                    }
+                    Err(e) => return Err(self.failed("cannot read", &path, e).await),
                 },
             };
             let Some(new) = target("zookeeper", key, value, n, floor)? else {
@@ -273,8 +275,7 @@ impl ZkStore {
                 Err(ZkError::BadVersion | ZkError::NodeExists | ZkError::NoNode) => seen = None,
                 Err(e) => {
                     self.seen.forget(key);
-                    self.lost(&e).await;
-                    return Err(map_err("cannot write", &path, e));
+                    return Err(self.failed("cannot write", &path, e).await);
                 }
             }
         }
@@ -298,11 +299,11 @@ impl Store for ZkStore {
     }
 
     async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let Some(before) = first.checked_sub(1).filter(|b| *b < last) else {
+        let Some(before) = crate::store::given_back_value(first, last) else {
             return Ok(false);
         };
         let client = self.client().await?;
-        let path = format!("{}/{}", self.root, node_name(key));
+        let path = self.node(key);
         // What this process saw last, when it is `last` (its own reservation): one round trip.
         let mut seen = self
             .seen
@@ -315,10 +316,7 @@ impl Store for ZkStore {
                 None => match client.get_data(&path).await {
                     Ok((data, stat)) => (parse("zookeeper", key, &data)?, stat.version),
                     Err(ZkError::NoNode) => return Ok(false),
-                    Err(e) => {
-                        self.lost(&e).await;
-                        return Err(map_err("cannot read", &path, e));
-                    }
+                    Err(e) => return Err(self.failed("cannot read", &path, e).await),
                 },
             };
             if value != last {
@@ -339,8 +337,7 @@ impl Store for ZkStore {
                 }
                 Err(e) => {
                     self.seen.forget(key);
-                    self.lost(&e).await;
-                    return Err(map_err("cannot write", &path, e));
+                    return Err(self.failed("cannot write", &path, e).await);
                 }
             }
         }
@@ -350,14 +347,11 @@ impl Store for ZkStore {
 
     async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
         let client = self.client().await?;
-        let path = format!("{}/{}", self.root, node_name(key));
+        let path = self.node(key);
         match client.get_data(&path).await {
             Ok((data, _)) => parse("zookeeper", key, &data).map(Some),
             Err(ZkError::NoNode) => Ok(None),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot read", &path, e))
-            }
+            Err(e) => Err(self.failed("cannot read", &path, e).await),
         }
     }
 
@@ -374,10 +368,7 @@ impl Store for ZkStore {
             if batch.is_empty() {
                 break;
             }
-            let paths: Vec<String> = batch
-                .iter()
-                .map(|k| format!("{}/{}", self.root, node_name(k)))
-                .collect();
+            let paths: Vec<String> = batch.iter().map(|k| self.node(k)).collect();
             // Each request is sent as it is made: the reads are pipelined.
             let reads: Vec<_> = paths.iter().map(|p| client.get_data(p)).collect();
             for ((key, path), read) in batch.into_iter().zip(&paths).zip(reads) {
@@ -387,10 +378,7 @@ impl Store for ZkStore {
                         page.push((key, value));
                     }
                     Err(ZkError::NoNode) => {}
-                    Err(e) => {
-                        self.lost(&e).await;
-                        return Err(map_err("cannot read", path, e));
-                    }
+                    Err(e) => return Err(self.failed("cannot read", path, e).await),
                 }
             }
         }
@@ -402,10 +390,7 @@ impl Store for ZkStore {
         let path = self.registration(key);
         match client.check_stat(&path).await {
             Ok(stat) => Ok(stat.is_some()),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot read", &path, e))
-            }
+            Err(e) => Err(self.failed("cannot read", &path, e).await),
         }
     }
 
@@ -422,16 +407,10 @@ impl Store for ZkStore {
                     let parent = self.registered_root();
                     match client.mkdir(&parent, &persistent).await {
                         Ok(()) | Err(ZkError::NodeExists) => {}
-                        Err(e) => {
-                            self.lost(&e).await;
-                            return Err(map_err("cannot create", &parent, e));
-                        }
+                        Err(e) => return Err(self.failed("cannot create", &parent, e).await),
                     }
                 }
-                Err(e) => {
-                    self.lost(&e).await;
-                    return Err(map_err("cannot create", &path, e));
-                }
+                Err(e) => return Err(self.failed("cannot create", &path, e).await),
             }
         }
         Err(SeqError::unavailable(format!(
@@ -445,10 +424,7 @@ impl Store for ZkStore {
         match client.delete(&path, None).await {
             Ok(()) => Ok(true),
             Err(ZkError::NoNode) => Ok(false),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot delete", &path, e))
-            }
+            Err(e) => Err(self.failed("cannot delete", &path, e).await),
         }
     }
 
@@ -468,10 +444,7 @@ impl Store for ZkStore {
         let client = self.client().await?;
         match client.check_stat(&self.root).await {
             Ok(_) => Ok(()),
-            Err(e) => {
-                self.lost(&e).await;
-                Err(map_err("cannot read", &self.root, e))
-            }
+            Err(e) => Err(self.failed("cannot read", &self.root, e).await),
         }
     }
 
