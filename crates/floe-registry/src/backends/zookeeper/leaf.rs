@@ -83,7 +83,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteErr
 
 use floe_core::clock::{Clock, SystemClock, NANOS_PER_MILLI};
 
-use super::{map_err, NodeVersion};
+use super::{address_node, map_err, NodeVersion};
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
 
 /// How often a Leaf server writes its node's timestamp (`scheduleWithFixedDelay`, 3 s).
@@ -184,32 +184,17 @@ pub(super) fn dirs(root: &str, service: &str) -> [String; 3] {
 
 /// The holder node of `identity`.
 pub(super) fn holder(root: &str, identity: &Identity) -> String {
-    format!(
-        "{}/{}:{}",
-        holders(root, &identity.service),
-        identity.host,
-        identity.port
-    )
+    address_node(&holders(root, &identity.service), identity)
 }
 
 /// The side record of `identity`.
 fn side(root: &str, identity: &Identity) -> String {
-    format!(
-        "{}/{}:{}",
-        sides(root, &identity.service),
-        identity.host,
-        identity.port
-    )
+    address_node(&sides(root, &identity.service), identity)
 }
 
 /// What a Leaf node's name starts with: `{forever}/{ip}:{port}-`.
 fn prefix(root: &str, identity: &Identity) -> String {
-    format!(
-        "{}/{}:{}-",
-        forever(root, &identity.service),
-        identity.host,
-        identity.port
-    )
+    address_node(&forever(root, &identity.service), identity) + "-"
 }
 
 /// The Leaf node of `identity` with worker ID `id`: ZooKeeper's ten digits.
@@ -628,15 +613,12 @@ pub(super) async fn delete(
 
 /// The error of a takeover refused because a Leaf server may still be running.
 fn still_running(path: &str, own: &WorkerRecord, why: &str, guard: LeafGuard) -> RegistryError {
+    let address = format!("{}:{}", own.identity.host, own.identity.port);
     RegistryError::new(
         ErrorKind::Conflict,
         format!(
-            "zookeeper: Leaf node {path} (worker ID {} of {}:{}) {why}: the Leaf server of {}:{} may still be running with that worker ID. Stop it first: floe takes a Leaf node once its timestamp is {} s behind floe's clock and the node then stays unwritten for {} s",
+            "zookeeper: Leaf node {path} (worker ID {} of {address}) {why}: the Leaf server of {address} may still be running with that worker ID. Stop it first: floe takes a Leaf node once its timestamp is {} s behind floe's clock and the node then stays unwritten for {} s",
             own.id,
-            own.identity.host,
-            own.identity.port,
-            own.identity.host,
-            own.identity.port,
             guard.quiet.as_secs_f64(),
             guard.watch.as_secs_f64()
         ),
