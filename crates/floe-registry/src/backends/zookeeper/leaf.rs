@@ -311,9 +311,12 @@ fn parse_child(
     })
 }
 
-/// The data and stat of `path`, `None` when it does not exist.
-async fn get(client: &Client, path: &str) -> Result<Option<(Vec<u8>, Stat)>, RegistryError> {
-    match client.get_data(path).await {
+/// What the read of `path` answered: its data and stat, `None` when it does not exist.
+fn found(
+    path: &str,
+    read: Result<(Vec<u8>, Stat), ZkError>,
+) -> Result<Option<(Vec<u8>, Stat)>, RegistryError> {
+    match read {
         Ok(found) => Ok(Some(found)),
         Err(ZkError::NoNode) => Ok(None),
         Err(e) => Err(map_err(&format!("read {path}"), e)),
@@ -360,19 +363,20 @@ fn record_of(
 }
 
 /// [`VersionedRecords::read`](super::VersionedRecords::read): the Leaf node of `identity`
-/// with worker ID `id`.
+/// with worker ID `id`. Its side record is asked for in the same breath (each request goes out
+/// when it is made): a heartbeat's read is one round trip, not two.
 pub(super) async fn read(
     client: &Client,
     root: &str,
     identity: &Identity,
     id: u32,
 ) -> Result<Option<(WorkerRecord, NodeVersion)>, RegistryError> {
-    let path = node(root, identity, id);
-    let Some((data, stat)) = get(client, &path).await? else {
+    let (path, side_path) = (node(root, identity, id), side(root, identity));
+    let (node_read, side_read) = (client.get_data(&path), client.get_data(&side_path));
+    let Some((data, stat)) = found(&path, node_read.await)? else {
         return Ok(None);
     };
-    let side_path = side(root, identity);
-    let side = get(client, &side_path).await?;
+    let side = found(&side_path, side_read.await)?;
     let side = side
         .as_ref()
         .map(|(d, s)| (side_path.as_str(), d.as_slice(), s));
@@ -380,7 +384,8 @@ pub(super) async fn read(
 }
 
 /// [`VersionedRecords::read_all`](super::VersionedRecords::read_all): every Leaf node of
-/// `service` (the reads pipelined on the session's connection).
+/// `service`, and each ip:port's side record once (the reads pipelined on the session's
+/// connection: each request goes out when it is made, the answers come in order).
 pub(super) async fn read_all(
     client: &Client,
     root: &str,
@@ -395,42 +400,38 @@ pub(super) async fn read_all(
     let mut nodes = Vec::with_capacity(children.len());
     for child in &children {
         let (identity, id) = parse_child(&dir, service, child)?;
-        nodes.push((format!("{dir}/{child}"), identity, id));
+        nodes.push((
+            format!("{dir}/{child}"),
+            side(root, &identity),
+            identity,
+            id,
+        ));
     }
-    // Each request goes out when it is made: all of them, then the answers in order.
-    let datas: Vec<_> = nodes
+    let node_reads: Vec<_> = nodes
         .iter()
         .map(|(path, ..)| client.get_data(path))
         .collect();
-    let mut side_paths: Vec<String> = nodes.iter().map(|(_, i, _)| side(root, i)).collect();
-    side_paths.sort();
-    side_paths.dedup();
-    let side_reads: Vec<_> = side_paths.iter().map(|p| client.get_data(p)).collect();
-    let mut found = Vec::with_capacity(nodes.len());
-    for ((path, identity, id), data) in nodes.iter().zip(datas) {
-        match data.await {
-            Ok((data, stat)) => found.push((path, identity, *id, data, stat)),
-            Err(ZkError::NoNode) => {} // deleted meanwhile
-            Err(e) => return Err(map_err(&format!("read {path}"), e)),
-        }
+    let mut side_reads = std::collections::HashMap::new();
+    for (_, side_path, ..) in &nodes {
+        side_reads
+            .entry(side_path.as_str())
+            .or_insert_with(|| client.get_data(side_path));
     }
     let mut sides = std::collections::HashMap::new();
-    for (path, read) in side_paths.iter().zip(side_reads) {
-        match read.await {
-            Ok(side) => {
-                sides.insert(path.as_str(), side);
-            }
-            Err(ZkError::NoNode) => {}
-            Err(e) => return Err(map_err(&format!("read {path}"), e)),
+    for (side_path, read) in side_reads {
+        if let Some(side) = found(side_path, read.await)? {
+            sides.insert(side_path, side);
         }
     }
-    let mut records = Vec::with_capacity(found.len());
-    for (path, identity, id, data, stat) in found {
-        let side_path = side(root, identity);
+    let mut records = Vec::with_capacity(nodes.len());
+    for ((path, side_path, identity, id), read) in nodes.iter().zip(node_reads) {
+        let Some((data, stat)) = found(path, read.await)? else {
+            continue; // deleted meanwhile
+        };
         let side = sides
             .get(side_path.as_str())
             .map(|(d, s)| (side_path.as_str(), d.as_slice(), s));
-        records.push(record_of(identity, id, (path, &data, &stat), side)?);
+        records.push(record_of(identity, *id, (path, &data, &stat), side)?);
     }
     Ok(records)
 }
