@@ -284,7 +284,7 @@ pub(crate) fn lost(identity: &Identity, id: u32) -> RegistryError {
 
 /// How many times a compare-and-set may lose to another writer in one call before the call
 /// answers `Unavailable` (the next heartbeat, or the operator, tries again).
-const ATTEMPTS: usize = 5;
+pub(crate) const ATTEMPTS: usize = 5;
 
 /// Records that `identity`'s holder of `id` was alive at `last_time_ms`, never moving the
 /// record's last time back, by compare-and-set on the version just read. A lost compare reads

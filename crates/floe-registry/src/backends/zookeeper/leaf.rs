@@ -83,6 +83,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteErr
 
 use floe_core::clock::{Clock, SystemClock, NANOS_PER_MILLI};
 
+use super::records::ATTEMPTS;
 use super::{address_node, map_err, NodeVersion};
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
 
@@ -435,10 +436,6 @@ pub(super) async fn read_all(
     }
     Ok(records)
 }
-
-/// How many times a write may lose to another writer in one call before it answers
-/// `Unavailable`.
-const ATTEMPTS: usize = 5;
 
 /// [`VersionedRecords::create_new`](super::VersionedRecords::create_new): a new Leaf node
 /// `{ip}:{port}-` (persistent sequential) and its side record, in one transaction; the worker
