@@ -423,6 +423,31 @@ mod leaf {
         assert!(reg.previous_open && reg.takeover_wait.is_zero());
     }
 
+    /// A watch of any length is kept without overflow (a guard is public configuration): the
+    /// node written while watched is refused as with the default guard.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_endless_watch_still_refuses_a_node_written_meanwhile() {
+        let fleet = Fleet::new().await;
+        let (path, _) = fleet.leaf_starts("10.0.0.5", 8080, now_ms() - 60_000).await;
+        let leaf = fleet.leaf_runs(&path, "10.0.0.5", 8080, Duration::from_secs(1), 60_000);
+        let endless = fleet
+            .floe_guarded(LeafGuard {
+                quiet: Duration::from_secs(10),
+                watch: Duration::MAX,
+            })
+            .await;
+        let e = endless
+            .register(&at("10.0.0.5", 8080), SPACE)
+            .await
+            .unwrap_err();
+        leaf.abort();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert!(
+            e.message.contains("written again while floe watched it"),
+            "{e}"
+        );
+    }
+
     /// (e) Two floe processes with one ip:port: the second is refused while the first holds
     /// it; and a Leaf server that writes the node floe holds stops floe at its next heartbeat.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

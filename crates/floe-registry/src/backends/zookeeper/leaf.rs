@@ -656,31 +656,34 @@ pub(super) async fn check_own(
         };
         return Err(still_running(&path, own, &why, guard));
     }
-    let deadline = tokio::time::Instant::now() + guard.watch;
-    loop {
-        let (stat, watcher) = client
-            .check_and_watch_stat(&path)
-            .await
-            .map_err(|e| map_err(&format!("watch {path}"), e))?;
-        match stat {
-            // Gone: the write that follows fails, and the registration looks again.
-            None => return Ok(version),
-            Some(stat) if stat.version != version.node => {
-                return Err(still_running(
-                    &path,
-                    own,
-                    "was written again while floe watched it",
-                    guard,
-                ))
+    let watched = async {
+        loop {
+            let (stat, watcher) = client
+                .check_and_watch_stat(&path)
+                .await
+                .map_err(|e| map_err(&format!("watch {path}"), e))?;
+            match stat {
+                // Gone: the write that follows fails, and the registration looks again.
+                None => return Ok(()),
+                Some(stat) if stat.version != version.node => {
+                    return Err(still_running(
+                        &path,
+                        own,
+                        "was written again while floe watched it",
+                        guard,
+                    ))
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
+            // A change (or a session event): look again.
+            let _ = watcher.changed().await;
         }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
-            return Ok(version);
-        }
-        // A change (or a session event): look again.
-        let _ = tokio::time::timeout(left, watcher.changed()).await;
+    };
+    // Unwritten for the whole watch (tokio's timeout takes any length: no deadline to
+    // overflow). A write after it fails the compare-and-set on `version` that takes the node.
+    match tokio::time::timeout(guard.watch, watched).await {
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(())) | Err(_) => Ok(version),
     }
 }
 
