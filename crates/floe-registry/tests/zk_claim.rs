@@ -468,6 +468,7 @@ mod leaf {
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert!(e.message.contains(&path), "names the node: {e}");
         assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
     }
 

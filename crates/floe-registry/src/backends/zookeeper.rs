@@ -809,6 +809,13 @@ impl VersionedRecords for ZkRegistry {
         "ZooKeeper"
     }
 
+    fn place(&self, identity: &Identity, id: u32) -> String {
+        match self.shared.nodes {
+            Nodes::Floe => self.worker(&identity.service, id),
+            Nodes::Leaf(_) => leaf::node(&self.shared.root, identity, id),
+        }
+    }
+
     async fn read(
         &self,
         identity: &Identity,

@@ -199,7 +199,7 @@ fn prefix(root: &str, identity: &Identity) -> String {
 }
 
 /// The Leaf node of `identity` with worker ID `id`: ZooKeeper's ten digits.
-fn node(root: &str, identity: &Identity, id: u32) -> String {
+pub(super) fn node(root: &str, identity: &Identity, id: u32) -> String {
     format!("{}{id:010}", prefix(root, identity))
 }
 
