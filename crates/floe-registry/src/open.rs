@@ -10,10 +10,18 @@ use crate::backends::{file, static_id};
 use crate::blocking::off_executor;
 use crate::{ErrorKind, Registry, RegistryError, Unreachable};
 
-/// The servers and root of a server registry URL (root `/floe` by default), naming the field.
+/// The root of a `zk://` or `etcd://` URL that names none.
+const FLOE_ROOT: &str = "/floe";
+
+/// The servers and root of a server registry URL (root `default_root` when it names none),
+/// naming the field.
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
-fn servers_and_root<'a>(kind: &str, url: &'a str) -> Result<(&'a str, &'a str), RegistryError> {
-    floe_core::endpoint::servers_and_root(kind, url, "/floe")
+fn servers_and_root<'a>(
+    kind: &str,
+    url: &'a str,
+    default_root: &'a str,
+) -> Result<(&'a str, &'a str), RegistryError> {
+    floe_core::endpoint::servers_and_root(kind, url, default_root)
         .map_err(|e| RegistryError::config(format!("registry: {e}")))
 }
 
@@ -97,16 +105,12 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                     "registry: session_timeout must be 2 to 3600 seconds, found {secs}"
                 )));
             }
-            let (cluster, root) = if leaf {
-                floe_core::endpoint::servers_and_root(
-                    "ZooKeeper",
-                    &base,
-                    zookeeper::leaf::LEAF_ROOT,
-                )
-                .map_err(|e| RegistryError::config(format!("registry: {e}")))?
+            let default_root = if leaf {
+                zookeeper::leaf::LEAF_ROOT
             } else {
-                servers_and_root("ZooKeeper", &base)?
+                FLOE_ROOT
             };
+            let (cluster, root) = servers_and_root("ZooKeeper", &base, default_root)?;
             check_servers("ZooKeeper", cluster, root)?;
             if leaf {
                 zookeeper::leaf::check_root(root)?;
@@ -133,7 +137,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                     "registry: ttl must be 2 to 3600 seconds, found {ttl}"
                 )));
             }
-            let (endpoints, root) = servers_and_root("etcd", &base)?;
+            let (endpoints, root) = servers_and_root("etcd", &base, FLOE_ROOT)?;
             check_servers("etcd", endpoints, root)?;
             Ok(Target::Etcd {
                 endpoints: endpoints.to_string(),
@@ -284,7 +288,7 @@ pub fn location_of(url: &str) -> String {
             let default_root = if scheme == "leaf+zk" {
                 "/snowflake"
             } else {
-                "/floe"
+                FLOE_ROOT
             };
             if rest.contains('/') {
                 format!("{scheme}://{rest}")

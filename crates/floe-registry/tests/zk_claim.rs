@@ -58,7 +58,7 @@ mod leaf {
     use floe_core::clock::{Clock, SystemClock, NANOS_PER_MILLI};
     use floe_core::snowflake::{Layout, SnowflakeError};
     use floe_registry::cache::LocalCache;
-    use floe_registry::lease::{acquire, LeaseConfig};
+    use floe_registry::lease::{acquire, Lease, LeaseConfig};
     use floe_registry::zookeeper::{LeafGuard, ZkRegistry, SESSION_TIMEOUT};
     use floe_registry::{ErrorKind, IdSpace, Identity, Registry};
     use zookeeper_client::{Acls, Client, CreateMode};
@@ -78,21 +78,27 @@ mod leaf {
         format!(r#"{{"ip":"{ip}","port":"{port}","timestamp":{timestamp}}}"#)
     }
 
-    /// A ZooKeeper with a Leaf fleet's directory (`{chroot}/snowflake`, as under a chroot).
+    /// A ZooKeeper with a Leaf fleet's directory (`{chroot}/snowflake`, as under a chroot),
+    /// and the local cache of the floe nodes the test starts.
     struct Fleet {
         server: String,
         root: String,
         admin: Client,
+        cache: LocalCache,
+        _dir: tempfile::TempDir,
     }
 
     impl Fleet {
         async fn new() -> Fleet {
             let server = env("FLOE_TEST_ZOOKEEPER");
             let admin = Client::connect(&server).await.unwrap();
+            let dir = tempfile::tempdir().unwrap();
             Fleet {
                 root: format!("{}/snowflake", unique_root("floe-leaf")),
                 server,
                 admin,
+                cache: LocalCache::new(dir.path()).unwrap(),
+                _dir: dir,
             }
         }
 
@@ -161,9 +167,22 @@ mod leaf {
                 .unwrap()
         }
 
-        /// floe with a guard of the test's.
-        async fn floe_guarded(&self, guard: LeafGuard) -> ZkRegistry {
+        /// floe with the default guard but for its watch, `watch`.
+        async fn floe_watching(&self, watch: Duration) -> ZkRegistry {
+            let guard = LeafGuard {
+                watch,
+                ..LeafGuard::DEFAULT
+            };
             ZkRegistry::connect_leaf(&self.server, &self.root, SESSION_TIMEOUT, guard)
+                .await
+                .unwrap()
+        }
+
+        /// The lease a floe node on `ip:port` acquires from `registry` (Leaf's 1024 IDs), with
+        /// the fleet's local cache.
+        async fn lease(&self, registry: &dyn Registry, ip: &str, port: u16) -> Lease {
+            let config = LeaseConfig::new(at(ip, port), SPACE);
+            acquire(registry, &self.cache, &config, &SystemClock)
                 .await
                 .unwrap()
         }
@@ -190,13 +209,8 @@ mod leaf {
         assert_eq!(id, 1);
 
         let registry = fleet.floe().await;
-        let dir = tempfile::tempdir().unwrap();
-        let cache = LocalCache::new(dir.path()).unwrap();
-        let config = LeaseConfig::new(at("10.0.0.6", 8080), SPACE);
         let started = Instant::now();
-        let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
-            .await
-            .unwrap();
+        let lease = fleet.lease(registry.as_ref(), "10.0.0.6", 8080).await;
         // The guard watched the node for 7 s; no takeover wait on top (a Leaf server has no
         // window).
         let took = started.elapsed();
@@ -281,29 +295,9 @@ mod leaf {
     async fn heartbeats_write_nodes_a_leaf_server_reads_as_its_own() {
         let fleet = Fleet::new().await;
         let (path, id) = fleet.leaf_starts("10.0.0.5", 8080, now_ms() - 60_000).await;
-        let guard = LeafGuard {
-            quiet: Duration::from_secs(10),
-            watch: Duration::from_millis(500),
-        };
-        let registry = fleet.floe_guarded(guard).await;
-        let dir = tempfile::tempdir().unwrap();
-        let cache = LocalCache::new(dir.path()).unwrap();
-        let taken = acquire(
-            &registry,
-            &cache,
-            &LeaseConfig::new(at("10.0.0.5", 8080), SPACE),
-            &SystemClock,
-        )
-        .await
-        .unwrap();
-        let fresh = acquire(
-            &registry,
-            &cache,
-            &LeaseConfig::new(at("10.0.0.8", 9090), SPACE),
-            &SystemClock,
-        )
-        .await
-        .unwrap();
+        let registry = fleet.floe_watching(Duration::from_millis(500)).await;
+        let taken = fleet.lease(&registry, "10.0.0.5", 8080).await;
+        let fresh = fleet.lease(&registry, "10.0.0.8", 9090).await;
         assert_eq!((taken.id, fresh.id), (id, 1));
         let fresh_path = format!("{}/10.0.0.8:9090-0000000001", fleet.forever());
         for (lease, path, ip, port) in [
@@ -313,7 +307,7 @@ mod leaf {
             let mut seen = Vec::new();
             for _ in 0..2 {
                 let t = now_ms();
-                lease.heartbeat(&registry, &cache, t).await.unwrap();
+                lease.heartbeat(&registry, &fleet.cache, t).await.unwrap();
                 let data = fleet.data(path).await;
                 // Byte for byte what Leaf writes, so Leaf's Jackson reads it back.
                 assert_eq!(data, leaf_json(ip, port, t));
@@ -338,7 +332,7 @@ mod leaf {
         }
         // A clean stop, then a restart: floe wrote the node last, so no watch and no wait.
         let t = now_ms();
-        taken.close(&registry, &cache, t).await.unwrap();
+        taken.close(&registry, &fleet.cache, t).await.unwrap();
         drop(registry);
         let registry = fleet.floe().await;
         let started = Instant::now();
@@ -412,15 +406,30 @@ mod leaf {
         // Stopped: the node is taken (after the watch), with its worker ID.
         leaf.abort();
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let quick = fleet
-            .floe_guarded(LeafGuard {
-                quiet: Duration::from_secs(10),
-                watch: Duration::from_secs(2),
-            })
-            .await;
+        let quick = fleet.floe_watching(Duration::from_secs(2)).await;
         let reg = quick.register(&at("10.0.0.5", 8080), SPACE).await.unwrap();
         assert_eq!((reg.record.id, reg.existing), (id, true));
         assert!(reg.previous_open && reg.takeover_wait.is_zero());
+    }
+
+    /// A watch of any length is kept without overflow (a guard is public configuration): the
+    /// node written while watched is refused as with the default guard.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_endless_watch_still_refuses_a_node_written_meanwhile() {
+        let fleet = Fleet::new().await;
+        let (path, _) = fleet.leaf_starts("10.0.0.5", 8080, now_ms() - 60_000).await;
+        let leaf = fleet.leaf_runs(&path, "10.0.0.5", 8080, Duration::from_secs(1), 60_000);
+        let endless = fleet.floe_watching(Duration::MAX).await;
+        let e = endless
+            .register(&at("10.0.0.5", 8080), SPACE)
+            .await
+            .unwrap_err();
+        leaf.abort();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert!(
+            e.message.contains("written again while floe watched it"),
+            "{e}"
+        );
     }
 
     /// (e) Two floe processes with one ip:port: the second is refused while the first holds
@@ -429,30 +438,18 @@ mod leaf {
     async fn one_holder_per_ip_and_port_and_a_leaf_writing_again_fences_floe() {
         let fleet = Fleet::new().await;
         let (path, id) = fleet.leaf_starts("10.0.0.5", 8080, now_ms() - 60_000).await;
-        let guard = LeafGuard {
-            quiet: Duration::from_secs(10),
-            watch: Duration::from_millis(300),
-        };
-        let first = fleet.floe_guarded(guard).await;
-        let dir = tempfile::tempdir().unwrap();
-        let cache = LocalCache::new(dir.path()).unwrap();
-        let lease = acquire(
-            &first,
-            &cache,
-            &LeaseConfig::new(at("10.0.0.5", 8080), SPACE),
-            &SystemClock,
-        )
-        .await
-        .unwrap();
+        let watch = Duration::from_millis(300);
+        let first = fleet.floe_watching(watch).await;
+        let lease = fleet.lease(&first, "10.0.0.5", 8080).await;
         assert_eq!(lease.id, id);
         let gen = generator(&lease);
         gen.next_id().unwrap();
         lease
-            .heartbeat(&first, &cache, gen.last_timestamp_ms())
+            .heartbeat(&first, &fleet.cache, gen.last_timestamp_ms())
             .await
             .unwrap();
 
-        let second = fleet.floe_guarded(guard).await;
+        let second = fleet.floe_watching(watch).await;
         let e = second
             .register(&at("10.0.0.5", 8080), SPACE)
             .await
@@ -467,10 +464,11 @@ mod leaf {
         // A Leaf server started on the same ip:port anyway (it has no holder node to check).
         fleet.leaf_beats(&path, "10.0.0.5", 8080, now_ms()).await;
         let e = lease
-            .heartbeat(&first, &cache, gen.last_timestamp_ms())
+            .heartbeat(&first, &fleet.cache, gen.last_timestamp_ms())
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+        assert!(e.message.contains(&path), "names the node: {e}");
         assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
     }
 

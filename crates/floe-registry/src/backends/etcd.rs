@@ -202,6 +202,10 @@ impl VersionedRecords for Keys {
         "etcd"
     }
 
+    fn place(&self, identity: &Identity, id: u32) -> String {
+        self.worker_key(&identity.service, id)
+    }
+
     async fn read(
         &self,
         identity: &Identity,

@@ -31,6 +31,10 @@ pub(crate) trait VersionedRecords: Send + Sync {
     /// The store's name in messages (`ZooKeeper`, `etcd`).
     fn store(&self) -> &'static str;
 
+    /// Where the record of `identity`'s worker ID `id` is kept (a node's path, a key), so
+    /// that an error about it names it.
+    fn place(&self, identity: &Identity, id: u32) -> String;
+
     /// The record of `id` in `identity`'s service and its version; `None` when there is none.
     /// Where a record's place is named by its holder (Leaf's layout), only `identity`'s own
     /// record of `id` is found: another identity's is `None`, as good as gone to this one.
@@ -274,17 +278,20 @@ pub(crate) async fn mark_closed<S: VersionedRecords + ?Sized>(
     Err(contended(store, identity, id))
 }
 
-/// The error for an ID that is no longer `identity`'s.
-pub(crate) fn lost(identity: &Identity, id: u32) -> RegistryError {
+/// The error for an ID that is no longer `identity`'s, naming its record.
+fn lost<S: VersionedRecords + ?Sized>(store: &S, identity: &Identity, id: u32) -> RegistryError {
     RegistryError::new(
         ErrorKind::Conflict,
-        format!("worker ID {id} is no longer {identity}'s"),
+        format!(
+            "worker ID {id} ({}) is no longer {identity}'s",
+            store.place(identity, id)
+        ),
     )
 }
 
 /// How many times a compare-and-set may lose to another writer in one call before the call
 /// answers `Unavailable` (the next heartbeat, or the operator, tries again).
-const ATTEMPTS: usize = 5;
+pub(crate) const ATTEMPTS: usize = 5;
 
 /// Records that `identity`'s holder of `id` was alive at `last_time_ms`, never moving the
 /// record's last time back, by compare-and-set on the version just read. A lost compare reads
@@ -301,17 +308,18 @@ pub(crate) async fn heartbeat<S: VersionedRecords + ?Sized>(
 ) -> Result<(), RegistryError> {
     for _ in 0..ATTEMPTS {
         let Some((mut record, version)) = store.read(identity, id).await? else {
-            return Err(lost(identity, id));
+            return Err(lost(store, identity, id));
         };
         if &record.identity != identity {
-            return Err(lost(identity, id));
+            return Err(lost(store, identity, id));
         }
         if let Some(holder) = holder {
             if record.holder != holder {
                 return Err(RegistryError::new(
                     ErrorKind::Conflict,
                     format!(
-                        "worker ID {id} of {identity} was registered again by another process (a replacement with this identity, or a Leaf server writing its node?): stop issuing IDs"
+                        "worker ID {id} of {identity} ({}) was registered again by another process (a replacement with this identity, or a Leaf server writing its node?): stop issuing IDs",
+                        store.place(identity, id)
                     ),
                 ));
             }
@@ -561,8 +569,9 @@ pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
         RegistryError::new(
             ErrorKind::Conflict,
             format!(
-                "{}: worker ID {id} is no longer {identity}'s: {what} while its claim had lapsed; it stays fenced (no IDs): restart floe to register again",
-                store.store()
+                "{}: worker ID {id} ({}) is no longer {identity}'s: {what} while its claim had lapsed; it stays fenced (no IDs): restart floe to register again",
+                store.store(),
+                store.place(identity, id)
             ),
         )
     };
@@ -644,6 +653,9 @@ mod tests {
         type Version = i64;
         fn store(&self) -> &'static str {
             "memory"
+        }
+        fn place(&self, _: &Identity, id: u32) -> String {
+            format!("record {id}")
         }
         async fn read(
             &self,

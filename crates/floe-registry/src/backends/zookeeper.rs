@@ -205,9 +205,9 @@ impl Shared {
 
     fn holder(&self, identity: &Identity) -> String {
         match self.nodes {
-            Nodes::Floe => format!(
-                "{}/{}/holders/{}:{}",
-                self.root, identity.service, identity.host, identity.port
+            Nodes::Floe => address_node(
+                &format!("{}/{}/holders", self.root, identity.service),
+                identity,
             ),
             Nodes::Leaf(_) => leaf::holder(&self.root, identity),
         }
@@ -246,6 +246,12 @@ impl fmt::Debug for ZkRegistry {
             .field("nodes", &self.shared.nodes)
             .finish()
     }
+}
+
+/// The node of `identity`'s address in `dir`: `{dir}/{host}:{port}` (floe's holder nodes;
+/// in Leaf's layout also the side records and, with a `-`, the start of Leaf's node names).
+fn address_node(dir: &str, identity: &Identity) -> String {
+    format!("{dir}/{}:{}", identity.host, identity.port)
 }
 
 /// Maps the client's errors to registry errors: connection trouble is temporary.
@@ -801,6 +807,13 @@ impl VersionedRecords for ZkRegistry {
 
     fn store(&self) -> &'static str {
         "ZooKeeper"
+    }
+
+    fn place(&self, identity: &Identity, id: u32) -> String {
+        match self.shared.nodes {
+            Nodes::Floe => self.worker(&identity.service, id),
+            Nodes::Leaf(_) => leaf::node(&self.shared.root, identity, id),
+        }
     }
 
     async fn read(

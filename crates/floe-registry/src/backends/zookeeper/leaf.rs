@@ -83,7 +83,8 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteErr
 
 use floe_core::clock::{Clock, SystemClock, NANOS_PER_MILLI};
 
-use super::{map_err, NodeVersion};
+use super::records::ATTEMPTS;
+use super::{address_node, map_err, NodeVersion};
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
 
 /// How often a Leaf server writes its node's timestamp (`scheduleWithFixedDelay`, 3 s).
@@ -184,36 +185,21 @@ pub(super) fn dirs(root: &str, service: &str) -> [String; 3] {
 
 /// The holder node of `identity`.
 pub(super) fn holder(root: &str, identity: &Identity) -> String {
-    format!(
-        "{}/{}:{}",
-        holders(root, &identity.service),
-        identity.host,
-        identity.port
-    )
+    address_node(&holders(root, &identity.service), identity)
 }
 
 /// The side record of `identity`.
 fn side(root: &str, identity: &Identity) -> String {
-    format!(
-        "{}/{}:{}",
-        sides(root, &identity.service),
-        identity.host,
-        identity.port
-    )
+    address_node(&sides(root, &identity.service), identity)
 }
 
 /// What a Leaf node's name starts with: `{forever}/{ip}:{port}-`.
 fn prefix(root: &str, identity: &Identity) -> String {
-    format!(
-        "{}/{}:{}-",
-        forever(root, &identity.service),
-        identity.host,
-        identity.port
-    )
+    address_node(&forever(root, &identity.service), identity) + "-"
 }
 
 /// The Leaf node of `identity` with worker ID `id`: ZooKeeper's ten digits.
-fn node(root: &str, identity: &Identity, id: u32) -> String {
+pub(super) fn node(root: &str, identity: &Identity, id: u32) -> String {
     format!("{}{id:010}", prefix(root, identity))
 }
 
@@ -326,9 +312,12 @@ fn parse_child(
     })
 }
 
-/// The data and stat of `path`, `None` when it does not exist.
-async fn get(client: &Client, path: &str) -> Result<Option<(Vec<u8>, Stat)>, RegistryError> {
-    match client.get_data(path).await {
+/// What the read of `path` answered: its data and stat, `None` when it does not exist.
+fn found(
+    path: &str,
+    read: Result<(Vec<u8>, Stat), ZkError>,
+) -> Result<Option<(Vec<u8>, Stat)>, RegistryError> {
+    match read {
         Ok(found) => Ok(Some(found)),
         Err(ZkError::NoNode) => Ok(None),
         Err(e) => Err(map_err(&format!("read {path}"), e)),
@@ -375,19 +364,20 @@ fn record_of(
 }
 
 /// [`VersionedRecords::read`](super::VersionedRecords::read): the Leaf node of `identity`
-/// with worker ID `id`.
+/// with worker ID `id`. Its side record is asked for in the same breath (each request goes out
+/// when it is made): a heartbeat's read is one round trip, not two.
 pub(super) async fn read(
     client: &Client,
     root: &str,
     identity: &Identity,
     id: u32,
 ) -> Result<Option<(WorkerRecord, NodeVersion)>, RegistryError> {
-    let path = node(root, identity, id);
-    let Some((data, stat)) = get(client, &path).await? else {
+    let (path, side_path) = (node(root, identity, id), side(root, identity));
+    let (node_read, side_read) = (client.get_data(&path), client.get_data(&side_path));
+    let Some((data, stat)) = found(&path, node_read.await)? else {
         return Ok(None);
     };
-    let side_path = side(root, identity);
-    let side = get(client, &side_path).await?;
+    let side = found(&side_path, side_read.await)?;
     let side = side
         .as_ref()
         .map(|(d, s)| (side_path.as_str(), d.as_slice(), s));
@@ -395,7 +385,8 @@ pub(super) async fn read(
 }
 
 /// [`VersionedRecords::read_all`](super::VersionedRecords::read_all): every Leaf node of
-/// `service` (the reads pipelined on the session's connection).
+/// `service`, and each ip:port's side record once (the reads pipelined on the session's
+/// connection: each request goes out when it is made, the answers come in order).
 pub(super) async fn read_all(
     client: &Client,
     root: &str,
@@ -410,49 +401,41 @@ pub(super) async fn read_all(
     let mut nodes = Vec::with_capacity(children.len());
     for child in &children {
         let (identity, id) = parse_child(&dir, service, child)?;
-        nodes.push((format!("{dir}/{child}"), identity, id));
+        nodes.push((
+            format!("{dir}/{child}"),
+            side(root, &identity),
+            identity,
+            id,
+        ));
     }
-    // Each request goes out when it is made: all of them, then the answers in order.
-    let datas: Vec<_> = nodes
+    let node_reads: Vec<_> = nodes
         .iter()
         .map(|(path, ..)| client.get_data(path))
         .collect();
-    let mut side_paths: Vec<String> = nodes.iter().map(|(_, i, _)| side(root, i)).collect();
-    side_paths.sort();
-    side_paths.dedup();
-    let side_reads: Vec<_> = side_paths.iter().map(|p| client.get_data(p)).collect();
-    let mut found = Vec::with_capacity(nodes.len());
-    for ((path, identity, id), data) in nodes.iter().zip(datas) {
-        match data.await {
-            Ok((data, stat)) => found.push((path, identity, *id, data, stat)),
-            Err(ZkError::NoNode) => {} // deleted meanwhile
-            Err(e) => return Err(map_err(&format!("read {path}"), e)),
-        }
+    let mut side_reads = std::collections::HashMap::new();
+    for (_, side_path, ..) in &nodes {
+        side_reads
+            .entry(side_path.as_str())
+            .or_insert_with(|| client.get_data(side_path));
     }
     let mut sides = std::collections::HashMap::new();
-    for (path, read) in side_paths.iter().zip(side_reads) {
-        match read.await {
-            Ok(side) => {
-                sides.insert(path.as_str(), side);
-            }
-            Err(ZkError::NoNode) => {}
-            Err(e) => return Err(map_err(&format!("read {path}"), e)),
+    for (side_path, read) in side_reads {
+        if let Some(side) = found(side_path, read.await)? {
+            sides.insert(side_path, side);
         }
     }
-    let mut records = Vec::with_capacity(found.len());
-    for (path, identity, id, data, stat) in found {
-        let side_path = side(root, identity);
+    let mut records = Vec::with_capacity(nodes.len());
+    for ((path, side_path, identity, id), read) in nodes.iter().zip(node_reads) {
+        let Some((data, stat)) = found(path, read.await)? else {
+            continue; // deleted meanwhile
+        };
         let side = sides
             .get(side_path.as_str())
             .map(|(d, s)| (side_path.as_str(), d.as_slice(), s));
-        records.push(record_of(identity, id, (path, &data, &stat), side)?);
+        records.push(record_of(identity, *id, (path, &data, &stat), side)?);
     }
     Ok(records)
 }
-
-/// How many times a write may lose to another writer in one call before it answers
-/// `Unavailable`.
-const ATTEMPTS: usize = 5;
 
 /// [`VersionedRecords::create_new`](super::VersionedRecords::create_new): a new Leaf node
 /// `{ip}:{port}-` (persistent sequential) and its side record, in one transaction; the worker
@@ -628,15 +611,12 @@ pub(super) async fn delete(
 
 /// The error of a takeover refused because a Leaf server may still be running.
 fn still_running(path: &str, own: &WorkerRecord, why: &str, guard: LeafGuard) -> RegistryError {
+    let address = format!("{}:{}", own.identity.host, own.identity.port);
     RegistryError::new(
         ErrorKind::Conflict,
         format!(
-            "zookeeper: Leaf node {path} (worker ID {} of {}:{}) {why}: the Leaf server of {}:{} may still be running with that worker ID. Stop it first: floe takes a Leaf node once its timestamp is {} s behind floe's clock and the node then stays unwritten for {} s",
+            "zookeeper: Leaf node {path} (worker ID {} of {address}) {why}: the Leaf server of {address} may still be running with that worker ID. Stop it first: floe takes a Leaf node once its timestamp is {} s behind floe's clock and the node then stays unwritten for {} s",
             own.id,
-            own.identity.host,
-            own.identity.port,
-            own.identity.host,
-            own.identity.port,
             guard.quiet.as_secs_f64(),
             guard.watch.as_secs_f64()
         ),
@@ -676,31 +656,34 @@ pub(super) async fn check_own(
         };
         return Err(still_running(&path, own, &why, guard));
     }
-    let deadline = tokio::time::Instant::now() + guard.watch;
-    loop {
-        let (stat, watcher) = client
-            .check_and_watch_stat(&path)
-            .await
-            .map_err(|e| map_err(&format!("watch {path}"), e))?;
-        match stat {
-            // Gone: the write that follows fails, and the registration looks again.
-            None => return Ok(version),
-            Some(stat) if stat.version != version.node => {
-                return Err(still_running(
-                    &path,
-                    own,
-                    "was written again while floe watched it",
-                    guard,
-                ))
+    let watched = async {
+        loop {
+            let (stat, watcher) = client
+                .check_and_watch_stat(&path)
+                .await
+                .map_err(|e| map_err(&format!("watch {path}"), e))?;
+            match stat {
+                // Gone: the write that follows fails, and the registration looks again.
+                None => return Ok(()),
+                Some(stat) if stat.version != version.node => {
+                    return Err(still_running(
+                        &path,
+                        own,
+                        "was written again while floe watched it",
+                        guard,
+                    ))
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
+            // A change (or a session event): look again.
+            let _ = watcher.changed().await;
         }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
-            return Ok(version);
-        }
-        // A change (or a session event): look again.
-        let _ = tokio::time::timeout(left, watcher.changed()).await;
+    };
+    // Unwritten for the whole watch (tokio's timeout takes any length: no deadline to
+    // overflow). A write after it fails the compare-and-set on `version` that takes the node.
+    match tokio::time::timeout(guard.watch, watched).await {
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(())) | Err(_) => Ok(version),
     }
 }
 
