@@ -19,7 +19,7 @@
 
 use std::borrow::Cow;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
 use axum::http::{Method, Request};
@@ -58,35 +58,35 @@ impl Fast {
         (Fast::LeafSnowflake, super::LEAF_SNOWFLAKE),
         (Fast::Ids, super::IDS),
     ];
-
-    fn template(self) -> &'static str {
-        Fast::ALL
-            .iter()
-            .find(|(f, _)| *f == self)
-            .map_or("", |(_, t)| t)
-    }
 }
 
-/// The first parameter of `path` for `template`, if the path is exactly the template's: its
-/// literal segments equal, each `{name}` a non-empty segment (no allocation).
-fn first_param<'a>(template: &str, path: &'a str) -> Option<&'a str> {
-    let mut asked = path.split('/');
-    let mut first = None;
-    for want in template.split('/') {
-        let got = asked.next()?;
-        if want.starts_with('{') {
-            if got.is_empty() {
+/// Each route's template cut once into the literal part before its first `{name}` and the
+/// number of its parameters (its last segments), so that a request is matched with a prefix
+/// compare and a split of what follows.
+static SHAPES: LazyLock<[(Fast, &'static str, usize); 4]> = LazyLock::new(|| {
+    Fast::ALL.map(|(fast, template)| {
+        let at = template.find('{').unwrap_or(template.len());
+        let params = template[at..].split('/').count();
+        (fast, &template[..at], params)
+    })
+});
+
+/// The route `path` is exactly (its literal part, then one non-empty segment per parameter),
+/// and its first parameter (no allocation).
+fn route_of(path: &str) -> Option<(Fast, &str)> {
+    SHAPES.iter().find_map(|&(fast, prefix, params)| {
+        let rest = path.strip_prefix(prefix)?;
+        let mut segments = rest.split('/');
+        let first = segments.next().filter(|s| !s.is_empty())?;
+        let mut seen = 1;
+        for s in segments {
+            if s.is_empty() || seen == params {
                 return None;
             }
-            first = first.or(Some(got));
-        } else if want != got {
-            return None;
+            seen += 1;
         }
-    }
-    if asked.next().is_some() {
-        return None;
-    }
-    first
+        (seen == params).then_some((fast, first))
+    })
 }
 
 /// A segment percent-decoded; an undecodable one is the route's to refuse, in its words.
@@ -100,10 +100,7 @@ fn classify(method: &Method, uri: &axum::http::Uri) -> Option<Fast> {
     {
         return None;
     }
-    let path = uri.path();
-    let (fast, param) = Fast::ALL
-        .iter()
-        .find_map(|(f, template)| first_param(template, path).map(|p| (*f, p)))?;
+    let (fast, param) = route_of(uri.path())?;
     // A key or kind that is read must decode here; otherwise the route refuses it.
     let read = matches!(fast, Fast::LeafSegment | Fast::Ids);
     (!read || decoded(param).is_some()).then_some(fast)
@@ -142,8 +139,8 @@ where
         Either::Left(Box::pin(async move {
             // Checked by `classify`: the path is the template's, its parameter decodes.
             let param = || {
-                first_param(fast.template(), uri.path())
-                    .and_then(decoded)
+                route_of(uri.path())
+                    .and_then(|(_, p)| decoded(p))
                     .unwrap_or_default()
             };
             let response = match fast {
@@ -201,9 +198,10 @@ mod tests {
             Some(LeafSegment)
         );
         assert_eq!(
-            first_param(LeafSegment.template(), "/api/segment/get/a%20b"),
-            Some("a%20b")
+            route_of("/api/segment/get/a%20b"),
+            Some((LeafSegment, "a%20b"))
         );
+        assert_eq!(route_of("/v1/sequencer/s/k"), Some((Sequencer, "s")));
         assert_eq!(class(Method::GET, "/v1/ids/snowflake"), Some(Ids));
         assert_eq!(
             class(Method::POST, "/api/snowflake/get/%FF"),
