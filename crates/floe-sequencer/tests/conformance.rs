@@ -269,6 +269,11 @@ async fn give_back_takes_only_the_last_reservation(f: Fixture, takes: bool) {
     // A key never used.
     let none = f.key("giveback-none").await;
     assert!(!f.store.give_back(&none, 1, 5).await.unwrap());
+    // Nothing below 1 is given back: a key never used read as 0 once went to -1 (embedded),
+    // and ID 0 came next.
+    assert!(!f.store.give_back(&none, 0, 0).await.unwrap());
+    assert!(!f.store.give_back(&none, -5, 0).await.unwrap());
+    assert_eq!(f.store.next_id(&none).await.unwrap(), 1);
     // At the top of the range: nothing wraps.
     let top = f.key("giveback-top").await;
     f.store.raise(&top, f.last - 3).await.unwrap();
