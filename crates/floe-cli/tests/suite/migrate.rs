@@ -631,3 +631,68 @@ fn a_leaf_fleet_moves_to_floe_node_by_node_under_load() {
         assert!(v["port"].is_string() && v["timestamp"].is_u64(), "{v}");
     }
 }
+
+/// A floe node on Leaf's ZooKeeper nodes paused (SIGSTOP) past its session while another floe
+/// process with the same ip:port starts: the second takes the worker ID once the first's session
+/// is gone and issues; the first, resumed, issues nothing more (fenced, 500 on Leaf's route) and
+/// says its worker ID was claimed. Every ID issued once. Found by hand on the release binary;
+/// kept here.
+#[test]
+fn a_paused_leaf_node_is_fenced_when_another_takes_its_worker_id() {
+    let zk = floe_testkit::env("FLOE_TEST_ZOOKEEPER");
+    let name = floe_testkit::unique("pause").replace('-', "_");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("floe.toml");
+    std::fs::write(&config, "[ids]\nkinds = [\"snowflake\"]\n").unwrap();
+    let node = |state: &str| {
+        let state = dir.path().join(state);
+        start(&[
+            "--registry",
+            &format!("leaf+zk://{zk}/snowflake"),
+            "--service",
+            &name,
+            "--host",
+            "10.9.9.9",
+            "--port",
+            "8080",
+            "--layout",
+            "meituan-leaf",
+            "--config",
+            config.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+    };
+    let snowflake =
+        |server: &crate::serving::Serve| http(&server.http, "GET", "/api/snowflake/get/x").unwrap();
+    let a = node("a");
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..3 {
+        let (status, body) = snowflake(&a);
+        assert_eq!(status, 200, "{body}");
+        assert!(ids.insert(body.trim().parse::<u64>().unwrap()));
+    }
+    a.signal("STOP");
+    // Refused while a's session lives (6 s), then it takes the ID, within the start harness's
+    // 30 s.
+    let b = node("b");
+    for _ in 0..3 {
+        let (status, body) = snowflake(&b);
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            ids.insert(body.trim().parse::<u64>().unwrap()),
+            "{body} twice"
+        );
+    }
+    a.signal("CONT");
+    let (status, body) = snowflake(&a);
+    assert_eq!(status, 500, "a resumed must not issue: {body}");
+    assert!(body.contains("fenced"), "{body}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !a.stderr().contains("claimed by another process") {
+        assert!(std::time::Instant::now() < deadline, "{}", a.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (status, body) = snowflake(&a);
+    assert_eq!(status, 500, "still fenced: {body}");
+}
