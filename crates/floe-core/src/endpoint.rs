@@ -170,9 +170,113 @@ pub fn take_options<'n>(url: &str, names: &[&'n str]) -> (String, Vec<(&'n str, 
     (url, own)
 }
 
+/// A `user:password` a server URL carries (`scheme://user:password@host:port/...`), or that a
+/// `password_file=` option completes. Its `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user name, percent-decoded.
+    pub user: String,
+    /// The password, percent-decoded (empty when the URL gives a user alone).
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .field("password", &"****")
+            .finish()
+    }
+}
+
+/// `text` with its `%XX` escapes decoded, or `None` for a bad escape or bytes that are not
+/// UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Takes the `user[:password]@` out of a server URL's authority: the URL without it, and the
+/// credentials (percent-decoded, as in any URL: a `@` or `:` in a password is written `%40`,
+/// `%3A`), if any. An empty user is refused (`:password@` names nobody). Messages never echo
+/// the password.
+///
+/// # Examples
+/// ```
+/// use floe_core::endpoint::take_credentials;
+///
+/// let (url, c) = take_credentials("etcd://floe:s%40cret@a:1,b:2/root?ttl=3").unwrap();
+/// assert_eq!(url, "etcd://a:1,b:2/root?ttl=3");
+/// let c = c.unwrap();
+/// assert_eq!((c.user.as_str(), c.password.as_str()), ("floe", "s@cret"));
+/// assert_eq!(take_credentials("zk://a:1/x").unwrap(), ("zk://a:1/x".to_string(), None));
+/// assert!(take_credentials("zk://:pw@a:1").is_err());
+/// ```
+pub fn take_credentials(url: &str) -> Result<(String, Option<Credentials>), String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok((url.to_string(), None));
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return Ok((url.to_string(), None));
+    };
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let shown = quoted(&redacted(url));
+    let user = percent_decoded(user)
+        .ok_or_else(|| format!("the user name in {shown} has a bad %-escape"))?;
+    let password = percent_decoded(password)
+        .ok_or_else(|| format!("the password in {shown} has a bad %-escape"))?;
+    if user.is_empty() {
+        return Err(format!(
+            "no user name before the password in {shown}: expected user:password@host:port"
+        ));
+    }
+    Ok((
+        format!("{scheme}://{host}{tail}"),
+        Some(Credentials { user, password }),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_are_taken_out_decoded_and_never_echoed() {
+        let (url, c) = take_credentials("zk://u%3Ax:p%3Aw%40@h:1,g:2").unwrap();
+        assert_eq!(url, "zk://h:1,g:2");
+        let c = c.unwrap();
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("u:x", "p:w@"));
+        assert!(!format!("{c:?}").contains("p:w"), "{c:?}");
+        let (_, c) = take_credentials("etcd://root@h:1/x").unwrap();
+        assert_eq!(c.unwrap().password, "");
+        for bad in [
+            "zk://:secret@h:1",
+            "zk://u:sec%zzret@h:1",
+            "zk://u:sec%ff@h:1",
+        ] {
+            let e = take_credentials(bad).unwrap_err();
+            assert!(!e.contains("sec"), "{bad}: {e}");
+        }
+        // An `@` after the authority is not a user's.
+        assert_eq!(
+            take_credentials("zk://h:1/a@b").unwrap(),
+            ("zk://h:1/a@b".to_string(), None)
+        );
+    }
 
     #[test]
     fn options_left_in_a_url_are_never_part_of_the_root() {
