@@ -390,6 +390,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     let rt = crate::runtime().map_err(crate::Failure::Other)?;
     let result = rt.block_on(async {
         let mut shutdown = Box::pin(shutdown_signal().map_err(crate::Failure::Other)?);
+        let hup = reload_signal().map_err(crate::Failure::Other)?;
         // A stop while starting (a lease waiting out its previous holder, a clock catching up)
         // ends the start at once: what it took is let go, nothing was served.
         let server = tokio::select! {
@@ -433,6 +434,7 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
             "floe started: {}",
             server.described.join("; ")
         );
+        tokio::spawn(reload_on(hup, server.reloader()));
         server.run(shutdown).await.map_err(crate::Failure::Other)
     });
     // Background tasks (WEAK fetches) hold stores until they end: a store call under way on a
@@ -441,23 +443,41 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     result
 }
 
-/// Completes on the first SIGTERM, SIGINT or SIGHUP (a closed terminal or ssh session: a
-/// graceful stop rather than the default action's death, which keeps no WEAK tails). The
-/// handlers are installed when this is called (not when first polled): a signal that comes
-/// while the server starts, or right after its start-up line, is a graceful stop too.
+/// Completes on the first SIGTERM or SIGINT. The handlers are installed when this is called
+/// (not when first polled): a signal that comes while the server starts, or right after its
+/// start-up line, is a graceful stop too.
 fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =
         signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
     let mut int =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
     Ok(async move {
         let name = tokio::select! {
             _ = int.recv() => "SIGINT",
             _ = term.recv() => "SIGTERM",
-            _ = hup.recv() => "SIGHUP",
         };
         tracing::info!("shutting down ({name})");
     })
+}
+
+/// SIGHUP, caught from the call on (so that one that comes while the server starts does not
+/// end it): each one read after the start reads the TLS certificate, key and token files
+/// again ([`floe_server::Reloader`]); a failed reload keeps the old ones and says why.
+fn reload_signal() -> Result<tokio::signal::unix::Signal, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::hangup()).map_err(|e| format!("cannot handle SIGHUP: {e}"))
+}
+
+/// Reloads on every SIGHUP `hup` receives.
+async fn reload_on(mut hup: tokio::signal::unix::Signal, reloader: floe_server::Reloader) {
+    while hup.recv().await.is_some() {
+        match reloader.reload().await {
+            Ok(done) if done.is_empty() => {
+                tracing::info!("SIGHUP: nothing to reload (no TLS certificate, no token file)");
+            }
+            Ok(done) => tracing::info!("SIGHUP: reloaded {}", done.join(", ")),
+            Err(e) => tracing::warn!("SIGHUP: reload failed, the old ones are kept: {e}"),
+        }
+    }
 }

@@ -263,9 +263,13 @@ pub(crate) async fn run<S, B>(
                         Ok(Ok(stream)) => {
                             connection(stream, &builder, &served, limits, stop, opened).await;
                         }
-                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
+                        Ok(Err(e)) => {
+                            handshake_failed(served.protocol, "error");
+                            tracing::debug!("TLS handshake failed: {e}");
+                        }
                         Err(_) => {
-                            tracing::debug!("TLS handshake not done within the header timeout")
+                            handshake_failed(served.protocol, "timeout");
+                            tracing::debug!("TLS handshake not done within the header timeout");
                         }
                     }
                 }
@@ -288,6 +292,17 @@ pub(crate) async fn run<S, B>(
     }
     conns.shutdown().await;
     streams.drop_all().await;
+}
+
+/// Counts a TLS handshake that failed (`error`: refused or broken; `timeout`: not done within
+/// the header timeout) on a listener.
+fn handshake_failed(protocol: Protocol, reason: &'static str) {
+    let listener = match protocol {
+        Protocol::Http1 => "http",
+        Protocol::Http2 => "grpc",
+    };
+    metrics::counter!("floe_tls_handshake_failures_total", "listener" => listener, "reason" => reason)
+        .increment(1);
 }
 
 /// Completes once `stop` is true (or its sender is gone).

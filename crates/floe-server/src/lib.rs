@@ -81,7 +81,7 @@ pub use error::{check, echo, public, status, Asked, ServerError, MAX_ECHO};
 pub(crate) use observe::log::{warn, Topic};
 pub use security::{auth, tls, Security};
 pub use serve::{serve, serve_app, serve_app_secure};
-pub use start::{lease, Server, StartError, StartErrorKind};
+pub use start::{lease, Reloader, Server, StartError, StartErrorKind};
 
 /// The clock a server reads: the system's in production ([`floe_core::clock::SystemClock`]), a
 /// test's own in tests ([`floe_core::clock::OffsetClock`]). Its monotonic reading must be the

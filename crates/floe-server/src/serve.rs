@@ -153,6 +153,7 @@ pub async fn serve_app_secure(
     let signal = tokio::spawn(stopping);
     let watcher = tokio::spawn(watch(Arc::clone(&app), health));
     let upkeep = app.telemetry.handle.clone().map(observe::spawn_upkeep);
+    security.record();
     let metrics_on = app.telemetry.handle.is_some();
     let grpc_task = match (grpc, grpc_service) {
         (Some(listener), Some(routes)) => {

@@ -164,6 +164,22 @@ pub struct Certs {
 /// `ca.pem`, `cert.pem` and `key.pem` in `dir` (rustls refuses a CA certificate as a server's,
 /// so the two are separate).
 pub fn test_ca(dir: &std::path::Path) -> Certs {
+    test_ca_named(dir, "", None)
+}
+
+/// Midnight UTC of a day, for [`test_ca_named`]'s validity.
+pub fn day(year: i32, month: u8, day: u8) -> time::OffsetDateTime {
+    rcgen::date_time_ymd(year, month, day)
+}
+
+/// [`test_ca`] with every file name prefixed by `prefix` (`b-ca.pem`, ...), and the server
+/// certificate valid from `validity.0` to `validity.1` when given (`rcgen::date_time_ymd`
+/// makes dates). A new CA each call.
+pub fn test_ca_named(
+    dir: &std::path::Path,
+    prefix: &str,
+    validity: Option<(time::OffsetDateTime, time::OffsetDateTime)>,
+) -> Certs {
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     ca_params
@@ -172,14 +188,17 @@ pub fn test_ca(dir: &std::path::Path) -> Certs {
     let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
         .unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    if let Some((not_before, not_after)) = validity {
+        params.not_before = not_before;
+        params.not_after = not_after;
+    }
+    let cert = params.signed_by(&key, &ca).unwrap();
     let certs = Certs {
-        ca: dir.join("ca.pem"),
-        cert: dir.join("cert.pem"),
-        key: dir.join("key.pem"),
+        ca: dir.join(format!("{prefix}ca.pem")),
+        cert: dir.join(format!("{prefix}cert.pem")),
+        key: dir.join(format!("{prefix}key.pem")),
     };
     std::fs::write(&certs.ca, ca.as_ref().pem()).unwrap();
     std::fs::write(&certs.cert, cert.pem()).unwrap();

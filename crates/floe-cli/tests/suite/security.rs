@@ -141,6 +141,36 @@ fn bad_tls_files_fail_at_start_naming_the_file() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", err(&out));
     assert!(err(&out).contains("tls.key: "), "{}", err(&out));
+    // An expired certificate, and the CA's certificate given as the server's.
+    let old = floe_testkit::test_ca_named(
+        dir.path(),
+        "old-",
+        Some((floe_testkit::day(2020, 1, 1), floe_testkit::day(2021, 1, 1))),
+    );
+    for (cert, words) in [
+        (&old.cert, "expired on 2021-01-01"),
+        (&old.ca, "is a CA certificate"),
+    ] {
+        let out = run(&[
+            "serve",
+            "--state-dir",
+            s(&state),
+            "--grpc",
+            "127.0.0.1:0",
+            "--tls-cert",
+            s(cert),
+            "--tls-key",
+            s(&old.key),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", err(&out));
+        let e = err(&out);
+        assert!(e.contains("tls.cert: ") && e.contains(words), "{e}");
+        assert_eq!(
+            e.lines().filter(|l| l.contains("tls.cert")).count(),
+            1,
+            "{e}"
+        );
+    }
     // One without the other, from the environment.
     let out = common::cmd()
         .args(["serve", "--state-dir", s(&state), "--print-config"])

@@ -186,16 +186,82 @@ fn sigterm_right_after_the_start_up_line_is_a_graceful_stop() {
     }
 }
 
-/// SIGHUP (a closed terminal or ssh session) is a graceful stop too, said in the log.
+/// Waits (at most 20 s) until the server's standard error holds `line`.
+fn wait_for_log(server: &serving::Serve, line: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let err = server.stderr();
+        if err.contains(line) {
+            return err;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {line:?} in: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGHUP reloads the token file (and TLS files) and the server goes on serving; a bad file is
+/// refused, the tokens in use stay, and the server goes on. SIGTERM still stops it.
 #[test]
-fn sighup_is_a_graceful_stop() {
+fn sighup_reloads_the_token_file_and_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "first-token\n").unwrap();
+    let server = serving::start(&[
+        "--state-dir",
+        &state,
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    let status = |token: &str| {
+        let header = format!("Authorization: Bearer {token}");
+        floe_testkit::http::request(
+            &server.http,
+            &server.http,
+            "GET",
+            "/v1/ids/ulid",
+            &[&header],
+        )
+        .unwrap()
+        .status
+    };
+    assert_eq!(status("first-token"), 200);
+    std::fs::write(&tokens, "# rotated\nsecond-token\n").unwrap();
+    server.signal("HUP");
+    wait_for_log(&server, "SIGHUP: reloaded 1 token(s)");
+    assert_eq!(status("second-token"), 200);
+    assert_eq!(status("first-token"), 401);
+    std::fs::write(&tokens, "# emptied by mistake\n").unwrap();
+    server.signal("HUP");
+    let err = wait_for_log(
+        &server,
+        "SIGHUP: reload failed, the old ones are kept: auth.token_file",
+    );
+    assert!(!err.contains("second-token"), "{err}");
+    assert_eq!(status("second-token"), 200);
+    assert!(server.try_wait().is_none(), "{err}");
+    server.term();
+    let (status, err, _) = server.wait(Duration::from_secs(30));
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("shutting down (SIGTERM)"), "{err}");
+}
+
+/// SIGHUP with neither TLS nor tokens: nothing to reload, said, and the server serves on.
+#[test]
+fn sighup_without_tls_or_tokens_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
     let server = serving::start(&["--state-dir", &state]);
     server.signal("HUP");
-    let (status, err, _) = server.wait(std::time::Duration::from_secs(30));
+    wait_for_log(&server, "SIGHUP: nothing to reload");
+    let (code, _) = serving::http(&server.http, "GET", "/healthz").unwrap();
+    assert_eq!(code, 200);
+    server.term();
+    let (status, err, _) = server.wait(Duration::from_secs(30));
     assert!(status.success(), "{status}: {err}");
-    assert!(err.contains("shutting down (SIGHUP)"), "{err}");
 }
 
 /// With a shutdown delay, SIGTERM turns the server not ready at once while it goes on

@@ -96,6 +96,15 @@ fn describe() {
     );
     describe_gauge!("floe_keys_in_memory", "Keys a store holds in memory.");
     describe_gauge!(
+        "floe_tls_certificate_expiry_seconds",
+        Unit::Seconds,
+        "When the listeners' TLS certificate stops being valid, in Unix seconds (alert on it minus time())."
+    );
+    describe_counter!(
+        "floe_tls_handshake_failures_total",
+        "TLS handshakes that failed, per listener and reason (error, timeout)."
+    );
+    describe_gauge!(
         "floe_layout_horizon_seconds",
         Unit::Seconds,
         "Seconds left before a generator's timestamp field runs out (negative: it has)."

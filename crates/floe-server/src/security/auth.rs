@@ -118,7 +118,7 @@ impl Refused {
 /// What the guard checks: the tokens, and which paths are open without one.
 #[derive(Debug)]
 pub(crate) struct Guard {
-    pub(crate) tokens: Arc<Tokens>,
+    pub(crate) tokens: Arc<arc_swap::ArcSwap<Tokens>>,
     /// The paths open without a token (health), by prefix.
     pub(crate) open: &'static [&'static str],
 }
@@ -155,7 +155,7 @@ impl Guard {
             Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => value[7..].trim_ascii(),
             _ => return Err(Refused::Missing),
         };
-        if self.tokens.accepts(token) {
+        if self.tokens.load().accepts(token) {
             Ok(())
         } else {
             Err(Refused::Wrong)
@@ -269,7 +269,9 @@ mod tests {
     #[test]
     fn the_guard_reads_bearer_tokens_and_leaves_health_open() {
         let guard = Guard {
-            tokens: Arc::new(Tokens::parse("alpha\nbeta\n").unwrap()),
+            tokens: Arc::new(arc_swap::ArcSwap::from_pointee(
+                Tokens::parse("alpha\nbeta\n").unwrap(),
+            )),
             open: HTTP_HEALTH,
         };
         assert_eq!(
@@ -300,7 +302,9 @@ mod tests {
             Err(Refused::Missing)
         );
         let grpc = Guard {
-            tokens: Arc::new(Tokens::parse("alpha\n").unwrap()),
+            tokens: Arc::new(arc_swap::ArcSwap::from_pointee(
+                Tokens::parse("alpha\n").unwrap(),
+            )),
             open: GRPC_HEALTH,
         };
         assert_eq!(

@@ -1,9 +1,12 @@
 //! What guards the listeners: TLS ([`tls`]) and bearer tokens ([`auth`]), read
-//! from the configuration's `[tls]` and `[auth]` sections at start-up, and the warning about a
-//! listener reachable beyond this machine without them.
+//! from the configuration's `[tls]` and `[auth]` sections at start-up and again on
+//! [`Security::reload`] (SIGHUP), and the warning about a listener reachable beyond this
+//! machine without them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::config::ServerConfig;
 
@@ -18,22 +21,23 @@ use tls::Tls;
 pub struct Security {
     /// TLS on both listeners.
     pub tls: Option<Tls>,
-    /// The accepted bearer tokens (none: no token is asked for).
-    pub tokens: Option<Arc<Tokens>>,
+    /// The accepted bearer tokens (none: no token is asked for), swapped whole on a reload.
+    pub tokens: Option<Arc<ArcSwap<Tokens>>>,
     /// Whether health (`/healthz`, `/readyz`, `/metrics`, gRPC health) needs a token too.
     pub health_needs_token: bool,
 }
 
 impl Security {
-    /// Reads the certificate, key and token files `config` names. Blocking file I/O: call it
-    /// off the async executor.
+    /// Reads the certificate, key and token files `config` names, checking the certificate at
+    /// `now_ms` (Unix ms, the server's clock). Blocking file I/O: call it off the async
+    /// executor.
     ///
     /// # Errors
     /// One line naming the key (`tls.cert`, `tls.key`, `auth.token_file`), the file and what
     /// is wrong with it.
-    pub fn load(config: &ServerConfig) -> Result<Security, String> {
+    pub fn load(config: &ServerConfig, now_ms: u64) -> Result<Security, String> {
         let tls = match (&config.tls.cert, &config.tls.key) {
-            (Some(cert), Some(key)) => Some(Tls::load(cert, key)?),
+            (Some(cert), Some(key)) => Some(Tls::load(cert, key, now_ms)?),
             (None, None) => None,
             _ => {
                 config.tls.validate().map_err(|e| e.to_string())?;
@@ -41,7 +45,7 @@ impl Security {
             }
         };
         let tokens = match &config.auth.token_file {
-            Some(path) => Some(Arc::new(Tokens::load(path)?)),
+            Some(path) => Some(Arc::new(ArcSwap::from_pointee(Tokens::load(path)?))),
             None => None,
         };
         Ok(Security {
@@ -49,6 +53,50 @@ impl Security {
             tokens,
             health_needs_token: config.auth.health_needs_token,
         })
+    }
+
+    /// Reads again the certificate, key and token files `config` names (those read by
+    /// [`load`](Self::load): whether TLS and tokens are on does not change) and, when every one
+    /// of them is good, serves them from the next handshake and request on; open connections
+    /// keep theirs. When one is not, nothing changes. Blocking file I/O: call it off the async
+    /// executor.
+    ///
+    /// # Errors
+    /// One line naming the key and the file that is wrong; the old ones are kept.
+    pub fn reload(&self, config: &ServerConfig, now_ms: u64) -> Result<Vec<String>, String> {
+        let certificate = match (&self.tls, &config.tls.cert, &config.tls.key) {
+            (Some(_), Some(cert), Some(key)) => Some(tls::Certificate::load(cert, key, now_ms)?),
+            _ => None,
+        };
+        let tokens = match (&self.tokens, &config.auth.token_file) {
+            (Some(_), Some(path)) => Some(Tokens::load(path)?),
+            _ => None,
+        };
+        let mut done = Vec::new();
+        if let (Some(tls), Some(certificate)) = (&self.tls, certificate) {
+            done.push(format!(
+                "TLS certificate {} (valid until {})",
+                certificate.subject,
+                tls::date(certificate.not_after_s)
+            ));
+            tls.replace(certificate);
+        }
+        if let (Some(slot), Some(tokens)) = (&self.tokens, tokens) {
+            done.push(format!("{} token(s)", tokens.len()));
+            slot.store(Arc::new(tokens));
+        }
+        self.record();
+        Ok(done)
+    }
+
+    /// Sets `floe_tls_certificate_expiry_seconds` (when TLS is on): the served certificate's
+    /// end of validity, in Unix seconds.
+    pub fn record(&self) {
+        if let Some(tls) = &self.tls {
+            #[allow(clippy::cast_precision_loss)]
+            metrics::gauge!("floe_tls_certificate_expiry_seconds", "certificate" => "listeners")
+                .set(tls.not_after_s() as f64);
+        }
     }
 
     /// The guard of a listener whose health paths are `health`, if tokens are on.
@@ -104,7 +152,9 @@ mod tests {
             "{missing}"
         );
         let tokens = Security {
-            tokens: Some(Arc::new(Tokens::parse("t\n").unwrap())),
+            tokens: Some(Arc::new(ArcSwap::from_pointee(
+                Tokens::parse("t\n").unwrap(),
+            ))),
             ..Security::default()
         };
         let missing = tokens.exposed("10.0.0.1:1".parse().unwrap()).unwrap();

@@ -107,6 +107,8 @@ pub struct Server {
     http: Option<TcpListener>,
     limits: Limits,
     security: crate::Security,
+    /// The files [`Reloader::reload`] reads again.
+    config: Arc<crate::ServerConfig>,
     taken: Taken,
     /// The state directory's tails lock, when this process holds it (WEAK tails are kept).
     tails: Option<TailDir>,
@@ -165,10 +167,12 @@ impl Server {
         // TLS, token and key files first: a bad one fails before anything is leased.
         let (security, presentation) = {
             let config = plan.config.clone();
+            let now_ms = now_ms(&clock);
             let templates = plan.templates.clone();
             let domain = plan.scramble_domain;
             tokio::task::spawn_blocking(move || {
-                let security = crate::Security::load(&config).map_err(StartError::config)?;
+                let security =
+                    crate::Security::load(&config, now_ms).map_err(StartError::config)?;
                 let key_file = config.scramble.key_file.as_deref();
                 let presentation =
                     Presentation::load(templates, domain, key_file).map_err(StartError::config)?;
@@ -221,6 +225,7 @@ impl Server {
             http,
             limits: plan.limits,
             security,
+            config: Arc::new(plan.config.clone()),
             taken,
             tails,
             notes,
@@ -283,6 +288,15 @@ impl Server {
         &self.app
     }
 
+    /// What reads the certificate, key and token files again on SIGHUP.
+    pub fn reloader(&self) -> Reloader {
+        Reloader {
+            security: self.security.clone(),
+            config: Arc::clone(&self.config),
+            clock: Arc::clone(&self.app.clock),
+        }
+    }
+
     /// Serves until `shutdown` completes, then: connections end (or are dropped at the
     /// shutdown deadline), the unused tails of WEAK segments are kept (when this process
     /// holds the state directory's tails lock), the stores close, each lease records its generator's last time and
@@ -326,5 +340,29 @@ impl Server {
             result = released;
         }
         result
+    }
+}
+
+/// Reads the listeners' certificate, key and token files again (SIGHUP): see
+/// [`Security::reload`](crate::Security::reload).
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    security: crate::Security,
+    config: Arc<crate::ServerConfig>,
+    clock: ServerClock,
+}
+
+impl Reloader {
+    /// Reads the files again, off the async executor, and serves them when all are good:
+    /// what was reloaded (empty when TLS and tokens are off).
+    ///
+    /// # Errors
+    /// One line naming the key and the file that is wrong; the old ones are kept.
+    pub async fn reload(&self) -> Result<Vec<String>, String> {
+        let (security, config) = (self.security.clone(), Arc::clone(&self.config));
+        let now = now_ms(&self.clock);
+        tokio::task::spawn_blocking(move || security.reload(&config, now))
+            .await
+            .map_err(|e| format!("reload: {e}"))?
     }
 }

@@ -265,7 +265,7 @@ async fn bad_certificate_and_key_files_fail_at_start_naming_the_file() {
         e.message.starts_with("tls.key: ") && e.message.contains("other-key.pem"),
         "{e}"
     );
-    assert!(e.message.contains("does not fit"), "{e}");
+    assert!(e.message.contains("is not the key of"), "{e}");
     assert!(!e.message.contains('\n'), "{e}");
     // One file without the other is named before anything is read.
     let mut c = config(dir.path());
@@ -512,4 +512,161 @@ async fn an_empty_or_missing_token_file_fails_at_start() {
         "{e}"
     );
     assert!(e.message.contains("nope"), "{e}");
+}
+
+/// A certificate that cannot serve is refused at start with one line naming `tls.cert`, the
+/// file and why: expired, not valid yet by the server's clock (an injected one here), or a CA
+/// certificate where the server's own is expected.
+#[tokio::test]
+async fn certificates_that_cannot_serve_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = |y, m, d| rcgen::date_time_ymd(y, m, d);
+    let expired =
+        floe_testkit::test_ca_named(dir.path(), "old-", Some((day(2020, 1, 1), day(2021, 1, 1))));
+    let later = floe_testkit::test_ca_named(
+        dir.path(),
+        "later-",
+        Some((day(2090, 1, 1), day(2091, 1, 1))),
+    );
+    let start = |cert: &Path, key: &Path| {
+        let mut c = config(dir.path());
+        c.tls.cert = Some(cert.to_path_buf());
+        c.tls.key = Some(key.to_path_buf());
+        async move { common::start_server(&c).await.map(|_| ()).unwrap_err() }
+    };
+    let e = start(&expired.cert, &expired.key).await;
+    assert!(
+        e.message.starts_with("tls.cert: ") && e.message.contains("old-cert.pem"),
+        "{e}"
+    );
+    assert!(e.message.contains("expired on 2021-01-01"), "{e}");
+    let e = start(&later.cert, &later.key).await;
+    assert!(e.message.contains("is not valid before 2090-01-01"), "{e}");
+    // The CA's certificate, given as the server's.
+    let e = start(&later.ca, &later.key).await;
+    assert!(
+        e.message.contains("later-ca.pem") && e.message.contains("is a CA certificate"),
+        "{e}"
+    );
+    assert!(!e.message.contains('\n'), "{e}");
+    assert_eq!(e.kind, floe_server::StartErrorKind::Config, "{e}");
+    // Validity is read on the server's clock: in 2090-06 the later certificate serves.
+    let mut c = config(dir.path());
+    c.tls.cert = Some(later.cert.clone());
+    c.tls.key = Some(later.key.clone());
+    let in_2090 = day(2090, 6, 1).unix_timestamp() * 1000;
+    let now =
+        (floe_core::clock::Clock::now_nanos(&floe_core::clock::SystemClock) / 1_000_000) as i64;
+    let clock = floe_core::clock::OffsetClock::default();
+    clock.set_offset_ms(in_2090 - now);
+    let server = common::start_on(&c, Arc::new(clock)).await;
+    assert!(server.is_ok(), "{:?}", server.err());
+}
+
+/// Whether a TLS handshake with `addr` (the HTTP port; `h2`: the gRPC port), trusting only
+/// `ca`, succeeds.
+async fn handshake_with(addr: &str, ca: &Path, alpn: &[u8]) -> std::io::Result<()> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    connector(ca, alpn).connect(name, tcp).await.map(drop)
+}
+
+async fn handshake(addr: &str, ca: &Path) -> std::io::Result<()> {
+    handshake_with(addr, ca, b"http/1.1").await
+}
+
+/// A metric's value in a Prometheus text page (the first sample whose line starts with
+/// `series`).
+fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// SIGHUP's reload: a new certificate and token file serve from the next handshake and request
+/// on, while a connection opened before goes on; a bad file is refused and the ones served stay;
+/// the certificate's expiry and failed handshakes show in /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_swaps_certificate_and_tokens_without_dropping_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = floe_testkit::test_ca_named(dir.path(), "a-", None);
+    let until = rcgen::date_time_ymd(2099, 1, 1);
+    let b = floe_testkit::test_ca_named(
+        dir.path(),
+        "b-",
+        Some((rcgen::date_time_ymd(2020, 1, 1), until)),
+    );
+    let (cert, key, tokens) = (
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+        dir.path().join("tokens"),
+    );
+    std::fs::copy(&a.cert, &cert).unwrap();
+    std::fs::copy(&a.key, &key).unwrap();
+    std::fs::write(&tokens, "old-token\n").unwrap();
+    let mut c = config(dir.path());
+    c.tls.cert = Some(cert.clone());
+    c.tls.key = Some(key.clone());
+    c.auth.token_file = Some(tokens.clone());
+    let node = Node::start(&c).await;
+
+    let ulid = |token: &'static str| {
+        let mut r = tonic::Request::new(NextIdsRequest {
+            kind: Kind::Ulid as i32,
+            count: 1,
+            ..Default::default()
+        });
+        r.metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        r
+    };
+    // A connection made before the reload, trusting the first CA.
+    let mut before = FloeClient::new(tls_channel(&node.grpc, &a.ca, "localhost").await.unwrap());
+    before.next_ids(ulid("old-token")).await.unwrap();
+    handshake(&node.http, &a.ca).await.unwrap();
+    assert!(handshake(&node.http, &b.ca).await.is_err());
+
+    std::fs::copy(&b.cert, &cert).unwrap();
+    std::fs::copy(&b.key, &key).unwrap();
+    std::fs::write(&tokens, "new-token\n").unwrap();
+    let done = node.reloader.reload().await.unwrap();
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(done[0].contains("valid until 2099-01-01"), "{done:?}");
+
+    // The open connection goes on, with the new tokens.
+    let refused = before.next_ids(ulid("old-token")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    before.next_ids(ulid("new-token")).await.unwrap();
+    // New connections get the new certificate.
+    handshake(&node.http, &b.ca).await.unwrap();
+    handshake_with(&node.grpc, &b.ca, b"h2").await.unwrap();
+    assert!(handshake(&node.http, &a.ca).await.is_err());
+
+    // A bad file: refused, naming it; what is served stays.
+    std::fs::write(&cert, "not a certificate\n").unwrap();
+    let e = node.reloader.reload().await.unwrap_err();
+    assert!(e.starts_with("tls.cert: ") && e.contains("cert.pem"), "{e}");
+    std::fs::copy(&b.cert, &cert).unwrap();
+    std::fs::write(&tokens, "# nobody\n").unwrap();
+    let e = node.reloader.reload().await.unwrap_err();
+    assert!(e.starts_with("auth.token_file: "), "{e}");
+    assert!(!e.contains("new-token"), "{e}");
+    handshake(&node.http, &b.ca).await.unwrap();
+    before.next_ids(ulid("new-token")).await.unwrap();
+
+    // The expiry of what is served, and the handshakes that failed.
+    let (code, _, page, _) = https(&node.http, &b.ca, "/metrics", &[]).await;
+    assert_eq!(code, 200);
+    let expiry = sample(
+        &page,
+        "floe_tls_certificate_expiry_seconds{certificate=\"listeners\"}",
+    );
+    assert_eq!(expiry, Some(until.unix_timestamp() as f64), "{page}");
+    let failed = sample(
+        &page,
+        "floe_tls_handshake_failures_total{listener=\"http\",reason=\"error\"}",
+    );
+    assert!(failed.is_some_and(|n| n >= 1.0), "{page}");
+    node.stop().await;
 }

@@ -250,6 +250,8 @@ pub async fn start_on(
 pub struct Node {
     pub http: String,
     pub grpc: String,
+    /// What SIGHUP calls in `floe serve`.
+    pub reloader: floe_server::Reloader,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), String>>,
 }
@@ -267,6 +269,7 @@ impl Node {
         let server = start_on(config, clock).await.unwrap();
         let http = server.http_addr().unwrap().to_string();
         let grpc = server.grpc_addr().unwrap().to_string();
+        let reloader = server.reloader();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async {
             let _ = stopped.await;
@@ -274,6 +277,7 @@ impl Node {
         Node {
             http,
             grpc,
+            reloader,
             stop: Some(stop),
             task,
         }
