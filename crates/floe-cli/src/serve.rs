@@ -220,7 +220,8 @@ pub(crate) struct ServeArgs {
     /// SIGTERM before the listeners close, so that load balancers take the server out first.
     #[arg(long, help_heading = "Limits", env = "FLOE_SHUTDOWN_DELAY_SECS", value_parser = clap::value_parser!(u64).range(0..=3_600))]
     shutdown_delay_secs: Option<u64>,
-    /// TLS on both listeners: the certificate chain, PEM (with --tls-key).
+    /// TLS on both listeners: the certificate chain, PEM (with --tls-key). SIGHUP reads it and
+    /// its key again.
     #[arg(
         long,
         help_heading = "Security",
@@ -237,7 +238,8 @@ pub(crate) struct ServeArgs {
     )]
     tls_key: Option<PathBuf>,
     /// Accepted bearer tokens, one a line (blank lines and # comments left out): every request
-    /// then needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata).
+    /// then needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata). SIGHUP reads
+    /// it again; a browser signs in to the status page at /login.
     #[arg(
         long,
         help_heading = "Security",

@@ -36,6 +36,8 @@ pub struct App {
     pub presentation: Arc<Presentation>,
     /// The clock the server reads (the generators', the templates' dates, the status page's).
     pub clock: ServerClock,
+    /// The status page's sign-in, when tokens are on ([`crate::security::login`]).
+    pub login: Option<crate::security::login::Login>,
 }
 
 impl App {
@@ -55,6 +57,7 @@ impl App {
             max_wait: Duration::from_secs(2),
             presentation: Arc::default(),
             clock,
+            login: None,
         }
     }
 

@@ -162,7 +162,7 @@ pub async fn serve_app_secure(
                 service: observe::Observed::new(
                     auth::Guarded {
                         inner: routes,
-                        guard: security.guard(auth::GRPC_HEALTH),
+                        guard: security.guard(auth::GRPC_HEALTH, false),
                         refuse: auth::refuse_grpc,
                     },
                     observe::Listener::Grpc,
@@ -192,7 +192,7 @@ pub async fn serve_app_secure(
                         bound,
                         crate::admin::allowed(security.tokens.is_some(), bound),
                     ),
-                    guard: security.guard(auth::HTTP_HEALTH),
+                    guard: security.guard(auth::HTTP_HEALTH, true),
                     refuse: auth::refuse_http,
                 },
                 observe::Listener::Http,

@@ -27,6 +27,18 @@ pub fn request(
     path: &str,
     headers: &[&str],
 ) -> std::io::Result<Answer> {
+    request_with_body(addr, host, method, path, headers, "")
+}
+
+/// [`request`] with `body` sent after the head (its `Content-Length` set).
+pub fn request_with_body(
+    addr: &str,
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> std::io::Result<Answer> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let named = headers
@@ -36,12 +48,13 @@ pub fn request(
     if !named {
         text.push_str(&format!("Host: {host}\r\n"));
     }
-    text.push_str("Content-Length: 0\r\n");
+    text.push_str(&format!("Content-Length: {}\r\n", body.len()));
     for h in headers {
         text.push_str(h);
         text.push_str("\r\n");
     }
     text.push_str("Connection: close\r\n\r\n");
+    text.push_str(body);
     s.write_all(text.as_bytes())?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;

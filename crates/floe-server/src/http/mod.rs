@@ -53,6 +53,7 @@ routes! {
     "/readyz" => get(ops::readyz),
     "/metrics" => get(ops::metrics),
     "/v1/status" => get(ops::status_json),
+    "/login" => get(ops::login_page).post(ops::login_submit),
     "/v1/stores" => get(floe::stores),
     IDS => issuing(floe::new_ids),
     SEQUENCER => issuing(floe::next_id),

@@ -75,6 +75,23 @@ pub(super) async fn status_page(State(app): State<Arc<App>>) -> Result<Response,
     Ok(axum::response::Html(page).into_response())
 }
 
+/// `GET /login`: the status page's sign-in form when tokens are on; with none, the page is
+/// open: to it.
+pub(super) async fn login_page(State(app): State<Arc<App>>) -> Response {
+    match &app.login {
+        Some(login) => login.page(),
+        None => axum::response::Redirect::to("/").into_response(),
+    }
+}
+
+/// `POST /login`: a token from the form, for a session cookie ([`crate::security::login`]).
+pub(super) async fn login_submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
+    match &app.login {
+        Some(login) => login.submit(&body),
+        None => axum::response::Redirect::to("/").into_response(),
+    }
+}
+
 /// `/v1/status`: the status page's figures as JSON.
 pub(super) async fn status_json(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
     let snapshot = off_executor(app, "/v1/status", crate::observe::status::snapshot).await?;

@@ -101,6 +101,8 @@ pub enum Refused {
     Missing,
     /// A bearer token that is not one of the tokens.
     Wrong,
+    /// No token, on the status page of a listener with a sign-in form: sent there.
+    SignIn,
 }
 
 impl Refused {
@@ -111,6 +113,9 @@ impl Refused {
                 "this server needs a bearer token: send Authorization: Bearer TOKEN"
             }
             Refused::Wrong => "the bearer token is not accepted",
+            Refused::SignIn => {
+                "this server needs a token: sign in at /login, or send Authorization: Bearer TOKEN"
+            }
         }
     }
 }
@@ -121,6 +126,9 @@ pub(crate) struct Guard {
     pub(crate) tokens: Arc<arc_swap::ArcSwap<Tokens>>,
     /// The paths open without a token (health), by prefix.
     pub(crate) open: &'static [&'static str],
+    /// The status page's sign-in sessions, on the HTTP listener: `/login` is open, and a
+    /// session's cookie opens the status pages.
+    pub(crate) sessions: Option<Arc<super::login::Sessions>>,
 }
 
 /// The health paths of the HTTP listener.
@@ -141,11 +149,32 @@ impl Guard {
         }) {
             return Ok(());
         }
+        let status_page = self
+            .sessions
+            .as_ref()
+            .filter(|_| super::login::STATUS_PAGES.contains(&path));
+        if let Some(sessions) = status_page {
+            if super::login::session_cookie(request.headers())
+                .is_some_and(|value| sessions.accepts(value))
+            {
+                return Ok(());
+            }
+        }
+        if self.sessions.is_some() && path == super::login::LOGIN {
+            return Ok(());
+        }
         let mut values = request
             .headers()
             .get_all(hyper::header::AUTHORIZATION)
             .iter();
-        let value = values.next().ok_or(Refused::Missing)?.as_bytes();
+        let Some(value) = values.next().map(|v| v.as_bytes()) else {
+            // A person at the status page: to the form.
+            return Err(if status_page.is_some() && path == "/" {
+                Refused::SignIn
+            } else {
+                Refused::Missing
+            });
+        };
         if values.next().is_some() {
             // Which one would count is a proxy's guess: neither does.
             return Err(Refused::Wrong);
@@ -217,6 +246,14 @@ pub(crate) fn refuse_http(refused: Refused) -> Response<axum::body::Body> {
     let challenge = match refused {
         Refused::Missing => "Bearer",
         Refused::Wrong => "Bearer error=\"invalid_token\"",
+        Refused::SignIn => {
+            return Response::builder()
+                .status(hyper::StatusCode::SEE_OTHER)
+                .header(hyper::header::LOCATION, super::login::LOGIN)
+                .header(hyper::header::CACHE_CONTROL, "no-store")
+                .body(axum::body::Body::empty())
+                .unwrap_or_else(|_| Response::new(axum::body::Body::empty()));
+        }
     };
     let body = serde_json::json!({ "error": "unauthenticated", "message": refused.message() });
     Response::builder()
@@ -273,6 +310,7 @@ mod tests {
                 Tokens::parse("alpha\nbeta\n").unwrap(),
             )),
             open: HTTP_HEALTH,
+            sessions: None,
         };
         assert_eq!(
             guard.check(&request("/v1/ids/ulid", Some("Bearer beta"))),
@@ -306,6 +344,7 @@ mod tests {
                 Tokens::parse("alpha\n").unwrap(),
             )),
             open: GRPC_HEALTH,
+            sessions: None,
         };
         assert_eq!(
             grpc.check(&request("/grpc.health.v1.Health/Check", None)),
@@ -319,7 +358,7 @@ mod tests {
 
     #[test]
     fn refusals_never_repeat_the_token() {
-        for r in [Refused::Missing, Refused::Wrong] {
+        for r in [Refused::Missing, Refused::Wrong, Refused::SignIn] {
             assert!(!r.message().contains("gamma"));
         }
         let answer = refuse_http(Refused::Wrong);

@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 use crate::config::ServerConfig;
 
 pub mod auth;
+pub mod login;
 pub mod tls;
 
 use auth::{Guard, Tokens};
@@ -25,6 +26,8 @@ pub struct Security {
     pub tokens: Option<Arc<ArcSwap<Tokens>>>,
     /// Whether health (`/healthz`, `/readyz`, `/metrics`, gRPC health) needs a token too.
     pub health_needs_token: bool,
+    /// The status page's sign-in sessions ([`login`]).
+    pub sessions: Arc<login::Sessions>,
 }
 
 impl Security {
@@ -52,6 +55,7 @@ impl Security {
             tls,
             tokens,
             health_needs_token: config.auth.health_needs_token,
+            sessions: Arc::default(),
         })
     }
 
@@ -84,6 +88,8 @@ impl Security {
         if let (Some(slot), Some(tokens)) = (&self.tokens, tokens) {
             done.push(format!("{} token(s)", tokens.len()));
             slot.store(Arc::new(tokens));
+            // A token taken away takes its status-page sessions with it.
+            self.sessions.end_all();
         }
         self.record();
         Ok(done)
@@ -99,13 +105,24 @@ impl Security {
         }
     }
 
-    /// The guard of a listener whose health paths are `health`, if tokens are on.
-    pub(crate) fn guard(&self, health: &'static [&'static str]) -> Option<Arc<Guard>> {
+    /// The guard of a listener whose health paths are `health`, if tokens are on; `pages`:
+    /// whether it serves the status pages (HTTP), which a sign-in session opens.
+    pub(crate) fn guard(&self, health: &'static [&'static str], pages: bool) -> Option<Arc<Guard>> {
         self.tokens.as_ref().map(|tokens| {
             Arc::new(Guard {
                 tokens: Arc::clone(tokens),
                 open: if self.health_needs_token { &[] } else { health },
+                sessions: pages.then(|| Arc::clone(&self.sessions)),
             })
+        })
+    }
+
+    /// The status page's sign-in, if tokens are on.
+    pub fn login(&self) -> Option<login::Login> {
+        self.tokens.as_ref().map(|tokens| login::Login {
+            tokens: Arc::clone(tokens),
+            sessions: Arc::clone(&self.sessions),
+            secure: self.tls.is_some(),
         })
     }
 

@@ -218,6 +218,7 @@ impl Server {
             max_wait: plan.max_wait,
             presentation,
             clock,
+            login: security.login(),
         };
         Ok(Server {
             app: Arc::new(app),

@@ -389,6 +389,12 @@ async fn every_route_needs_one_of_the_tokens_and_health_is_open_by_default() {
             (&["Authorization: first-token-abc"][..], "no scheme"),
         ] {
             let (code, head, body) = http_with(&node.http, "GET", path, headers).await;
+            if *path == "/" && headers.is_empty() {
+                // A person at the status page is sent to the sign-in form.
+                assert_eq!(code, 303, "{head}");
+                assert!(head.contains("location: /login"), "{head}");
+                continue;
+            }
             assert_eq!(code, 401, "{path} with {why}: {head} {body}");
             assert!(
                 head.to_ascii_lowercase()
@@ -668,5 +674,95 @@ async fn a_reload_swaps_certificate_and_tokens_without_dropping_connections() {
         "floe_tls_handshake_failures_total{listener=\"http\",reason=\"error\"}",
     );
     assert!(failed.is_some_and(|n| n >= 1.0), "{page}");
+    node.stop().await;
+}
+
+/// With tokens on, a person opens the status page in a browser: `/` sends them to a form, a
+/// token posted there (never in a URL) gives an HttpOnly, SameSite=Strict session cookie that
+/// opens the status pages and nothing else; a reload of the tokens ends the sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_opens_in_a_browser_after_signing_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = token_config(dir.path());
+    let node = Node::start(&c).await;
+    let post = |body: &'static str| {
+        let addr = node.http.clone();
+        tokio::task::spawn_blocking(move || {
+            floe_testkit::http::request_with_body(
+                &addr,
+                "floe",
+                "POST",
+                "/login",
+                &["Content-Type: application/x-www-form-urlencoded"],
+                body,
+            )
+            .unwrap()
+        })
+    };
+    let (code, _, form) = http_with(&node.http, "GET", "/login", &[]).await;
+    assert_eq!(code, 200);
+    assert!(
+        form.as_str()
+            .unwrap()
+            .contains("<form method=\"post\" action=\"/login\""),
+        "{form}"
+    );
+    let refused = post("token=wrong-token").await.unwrap();
+    assert_eq!(refused.status, 401);
+    assert!(!refused.head.to_ascii_lowercase().contains("set-cookie"));
+    assert!(!refused.body.contains("wrong-token"), "{}", refused.body);
+    let signed = post("token=second-token-xyz").await.unwrap();
+    assert_eq!(signed.status, 303, "{}", signed.head);
+    let head = signed.head.to_ascii_lowercase();
+    assert!(head.contains("location: /"), "{head}");
+    let cookie = signed
+        .head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("set-cookie:")
+                .then(|| l[11..].trim().to_string())
+        })
+        .unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let with_cookie = format!("Cookie: {pair}");
+    let (code, _, page) = http_with(&node.http, "GET", "/", &[&with_cookie]).await;
+    assert_eq!(code, 200, "{page}");
+    assert!(page.as_str().unwrap().contains("<html"), "{page}");
+    let (code, _, json) = http_with(&node.http, "GET", "/v1/status", &[&with_cookie]).await;
+    assert_eq!(code, 200, "{json}");
+    // The session opens the status pages only.
+    for path in ["/v1/ids/ulid", "/v1/stores", "/cache", "/api/segment/get/k"] {
+        let (code, _, _) = http_with(&node.http, "GET", path, &[&with_cookie]).await;
+        assert_eq!(code, 401, "{path}");
+    }
+    // A sign-in from another site's page is refused by the origin check.
+    let addr = node.http.clone();
+    let foreign = tokio::task::spawn_blocking(move || {
+        floe_testkit::http::request_with_body(
+            &addr,
+            "floe",
+            "POST",
+            "/login",
+            &[
+                "Content-Type: application/x-www-form-urlencoded",
+                "Origin: https://evil.example",
+            ],
+            "token=second-token-xyz",
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(foreign.status, 403, "{}", foreign.head);
+    // New tokens end the sessions.
+    std::fs::write(c.auth.token_file.as_ref().unwrap(), "third-token\n").unwrap();
+    node.reloader.reload().await.unwrap();
+    let (code, _, _) = http_with(&node.http, "GET", "/", &[&with_cookie]).await;
+    assert_eq!(code, 303);
     node.stop().await;
 }
