@@ -250,9 +250,103 @@ pub fn take_credentials(url: &str) -> Result<(String, Option<Credentials>), Stri
     ))
 }
 
+/// Where a URL's password comes from when it is not written in it: `password_file=PATH` (the
+/// file's text, its trailing newline left out) or `password_env=NAME` (an environment
+/// variable), so that it is in neither argv nor the configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasswordSource {
+    /// `password_file=PATH`.
+    File(String),
+    /// `password_env=NAME`.
+    Env(String),
+}
+
+/// Takes `password_file=` or `password_env=` out of a URL's query: the URL without it, and
+/// where the password is to come from.
+///
+/// # Errors
+/// Both given, one given twice, or an empty value.
+///
+/// # Examples
+/// ```
+/// use floe_core::endpoint::{take_password_source, PasswordSource};
+///
+/// let (url, from) = take_password_source("postgres://floe@db/floe?password_file=/run/pw&sslmode=require").unwrap();
+/// assert_eq!(url, "postgres://floe@db/floe?sslmode=require");
+/// assert_eq!(from, Some(PasswordSource::File("/run/pw".into())));
+/// ```
+pub fn take_password_source(url: &str) -> Result<(String, Option<PasswordSource>), String> {
+    let (url, own) = take_options(url, &["password_file", "password_env"]);
+    match own.as_slice() {
+        [] => Ok((url, None)),
+        [(_, value)] if value.is_empty() => Err(format!("{} needs a value", own[0].0)),
+        [("password_file", path)] => Ok((url, Some(PasswordSource::File(path.clone())))),
+        [(_, name)] => Ok((url, Some(PasswordSource::Env(name.clone())))),
+        _ => {
+            Err("give the password once: password_file or password_env, not both nor twice".into())
+        }
+    }
+}
+
+/// `url` with `password` as its password (percent-encoded), replacing the one it has: its user
+/// is kept (`user@host` becomes `user:password@host`); a URL with no `user@` gets
+/// `:password@` (Redis's form). A URL with no `scheme://` is returned as it is.
+///
+/// # Examples
+/// ```
+/// use floe_core::endpoint::with_password;
+///
+/// assert_eq!(with_password("postgres://floe@db:5432/x", "p@ss"), "postgres://floe:p%40ss@db:5432/x");
+/// assert_eq!(with_password("redis://cache:6379/0", "pw"), "redis://:pw@cache:6379/0");
+/// ```
+pub fn with_password(url: &str, password: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let encoded: String = password
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => (userinfo.split_once(':').map_or(userinfo, |(u, _)| u), host),
+        None => ("", authority),
+    };
+    format!("{scheme}://{user}:{encoded}@{host}{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_from_elsewhere_goes_into_the_url_encoded() {
+        let url = with_password("mysql://root:old@h:1/db?x=1", "n:e/w@ ");
+        assert_eq!(url, "mysql://root:n%3Ae%2Fw%40%20@h:1/db?x=1");
+        let (_, c) = take_credentials(&url).unwrap();
+        assert_eq!(c.unwrap().password, "n:e/w@ ");
+        assert_eq!(
+            take_password_source("redis://h:1?password_env=REDIS_PW").unwrap(),
+            (
+                "redis://h:1".to_string(),
+                Some(PasswordSource::Env("REDIS_PW".into()))
+            )
+        );
+        for bad in [
+            "redis://h:1?password_env=A&password_file=/b",
+            "redis://h:1?password_file=/a&password_file=/b",
+            "redis://h:1?password_file=",
+        ] {
+            assert!(take_password_source(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn credentials_are_taken_out_decoded_and_never_echoed() {

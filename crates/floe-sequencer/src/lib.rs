@@ -79,6 +79,15 @@ use std::sync::Arc;
 /// feature; `Unavailable` when the server cannot be reached now.
 pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqError> {
     let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
+    let with_password;
+    let url = match scheme {
+        "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
+        | "leaf-mariadb" => {
+            with_password = password_from_elsewhere(url).await?;
+            with_password.as_str()
+        }
+        _ => url,
+    };
     match scheme {
         "memory" => Ok(Arc::new(stores::memory::MemoryStore::new())),
         "embedded" => Ok(Arc::new(stores::embedded::EmbeddedStore::open(
@@ -108,6 +117,42 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
             ))
         })),
     }
+}
+
+/// `url` with the password its `password_file=PATH` or `password_env=NAME` option names
+/// written into it (see [`floe_core::endpoint::take_password_source`]); `url` as it is
+/// without either. The file is read at each open, so a rotated password is read by the next
+/// start.
+///
+/// # Errors
+/// `Config` naming the option: an unreadable or empty file, a variable not set.
+async fn password_from_elsewhere(url: &str) -> Result<String, SeqError> {
+    use floe_core::endpoint::{redacted, take_password_source, with_password, PasswordSource};
+    let (bare, from) = take_password_source(url)
+        .map_err(|e| SeqError::config(format!("store: {}: {e}", redacted(url))))?;
+    let text = match from {
+        None => return Ok(bare),
+        Some(PasswordSource::File(path)) => {
+            tokio::fs::read_to_string(&path).await.map_err(|e| {
+                SeqError::config(format!("store: password_file: cannot read {path}: {e}"))
+            })?
+        }
+        Some(PasswordSource::Env(name)) => std::env::var(&name).map_err(|_| {
+            SeqError::config(format!(
+                "store: password_env: the environment variable {name} is not set (or not UTF-8)"
+            ))
+        })?,
+    };
+    let password = text
+        .strip_suffix('\n')
+        .map_or(text.as_str(), |p| p.strip_suffix('\r').unwrap_or(p));
+    if password.is_empty() {
+        return Err(SeqError::config(format!(
+            "store: {}: the password it names is empty",
+            redacted(url)
+        )));
+    }
+    Ok(with_password(&bare, password))
 }
 
 /// Checks that a store URL names a store of this build (its scheme), without opening

@@ -128,3 +128,76 @@ async fn redis_over_tls() {
     assert!(e.message.contains("cannot connect to"), "{e}");
     assert!(e.message.contains("TLS"), "{e}");
 }
+
+/// A store's password from a file (`password_file=`) or an environment variable
+/// (`password_env=`), so that it is in neither argv nor the configuration file: against a
+/// MariaDB user that has one (made here on the test MariaDB). A wrong one is refused by the
+/// server, and no message shows a password.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_password_comes_from_a_file_or_a_variable() {
+    use sqlx::AssertSqlSafe;
+    let root = floe_testkit::env("FLOE_TEST_MARIADB");
+    let (_, address) = root.split_once("root@").unwrap();
+    let user = floe_testkit::unique("pw").replace('-', "_");
+    let user = &user[user.len().saturating_sub(24)..];
+    let password = "s3cret:p@ss/w rd%";
+    let pool = sqlx::MySqlPool::connect(&root).await.unwrap();
+    // 'localhost' too: MariaDB's anonymous ''@'localhost' would win over '%' for loopback.
+    let hosts = ["%", "localhost"];
+    for statement in hosts.iter().flat_map(|host| {
+        [
+            format!("CREATE USER '{user}'@'{host}' IDENTIFIED BY '{password}'"),
+            format!("GRANT ALL ON floe.* TO '{user}'@'{host}'"),
+        ]
+    }) {
+        sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("password");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    let with = |option: &str| {
+        let sep = if address.contains('?') { '&' } else { '?' };
+        format!("mysql://{user}@{address}{sep}{option}")
+    };
+    let store = open(&with(&format!("password_file={}", file.display())))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = common::key("password");
+    assert_eq!(store.reserve(&key, 5).await.unwrap(), 5);
+    store.close().await;
+    // A variable only this test sets.
+    let variable = format!("FLOE_TEST_PW_{}", user.to_uppercase());
+    std::env::set_var(&variable, password);
+    let store = open(&with(&format!("password_env={variable}")))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(store.reserve(&key, 1).await.unwrap(), 6);
+    store.close().await;
+
+    std::fs::write(&file, "not-the-password\n").unwrap();
+    let e = err(open(&with(&format!("password_file={}", file.display()))).await);
+    assert!(e.message.contains("Access denied"), "{e}");
+    assert!(!e.message.contains("not-the-password"), "{e}");
+    let e = err(open(&with("password_file=/nonexistent/pw")).await);
+    assert_eq!(e.kind, ErrorKind::Config, "{e}");
+    assert!(
+        e.message
+            .contains("password_file: cannot read /nonexistent/pw"),
+        "{e}"
+    );
+    let e = err(open(&with("password_env=FLOE_TEST_NO_SUCH_VARIABLE")).await);
+    assert!(
+        e.message.contains("FLOE_TEST_NO_SUCH_VARIABLE is not set"),
+        "{e}"
+    );
+    for host in hosts {
+        sqlx::raw_sql(AssertSqlSafe(format!("DROP USER '{user}'@'{host}'")))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+}
