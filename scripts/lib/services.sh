@@ -236,9 +236,10 @@ make_test_ca() {
   chmod 600 "$dir/server.key" "$dir/ca.key"
 }
 
-# start_postgres_tls [NAME]: PostgreSQL that accepts TLS connections only (pg_hba hostssl).
-# Exports NAME = postgres://postgres@127.0.0.1:PORT/postgres (add ?sslmode=...), NAME_CA (the
-# CA's PEM file), NAME_PID.
+# start_postgres_tls [NAME]: PostgreSQL that accepts TLS connections only (pg_hba hostssl); the
+# user floe_cert (made by the tests) is let in by a client certificate the CA signed, CN
+# floe_cert, alone. Exports NAME = postgres://postgres@127.0.0.1:PORT/postgres (add
+# ?sslmode=...), NAME_CA (the CA's PEM file), NAME_CA_KEY (its key), NAME_PID.
 start_postgres_tls() {
   local name=${1:-FLOE_TEST_POSTGRES_TLS}
   local bin=/usr/lib/postgresql/15/bin
@@ -260,16 +261,17 @@ start_postgres_tls() {
   }
   # TLS only: every TCP line of pg_hba.conf becomes hostssl.
   sed -i 's/^host /hostssl /' "$dir/data/pg_hba.conf"
+  sed -i '1i hostssl all floe_cert 127.0.0.1/32 cert' "$dir/data/pg_hba.conf"
   cat >"$dir/start.sh" <<START
 exec ${as_pg[*]} $bin/postgres -D "$dir/data" -p $port -k "$dir" -c listen_addresses=127.0.0.1 \
   -c ssl=on -c ssl_cert_file="$dir/tls/server.pem" -c ssl_key_file="$dir/tls/server.key" \
-  -c max_connections=50 >>"$dir/server.log" 2>&1
+  -c ssl_ca_file="$dir/tls/ca.pem" -c max_connections=50 >>"$dir/server.log" 2>&1
 START
   launch "$dir"
   pid=$LAUNCHED
   wait_ready PostgreSQL "$dir" "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" || return 1
   export "$name=postgres://postgres@127.0.0.1:$port/postgres" "${name}_CA=$dir/tls/ca.pem" \
-    "${name}_PID=$pid"
+    "${name}_CA_KEY=$dir/tls/ca.key" "${name}_PID=$pid"
   echo "PostgreSQL (TLS only) on 127.0.0.1:$port as $name (pid $pid, $dir)"
 }
 

@@ -201,3 +201,53 @@ async fn a_store_password_comes_from_a_file_or_a_variable() {
             .unwrap();
     }
 }
+
+/// A PostgreSQL user let in by its client certificate alone (`cert` in pg_hba.conf): the store
+/// opens with `sslcert=`/`sslkey=`; the files are read at each new connection, so certificates
+/// renewed on disk serve the next connection without a restart (and a certificate the server's
+/// CA did not sign is refused by it), while a store already open keeps its connections.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_client_certificates_are_read_at_each_connection() {
+    use sqlx::AssertSqlSafe;
+    let base = floe_testkit::env("FLOE_TEST_POSTGRES_TLS");
+    let ca = std::path::PathBuf::from(floe_testkit::env("FLOE_TEST_POSTGRES_TLS_CA"));
+    let ca_key = std::path::PathBuf::from(floe_testkit::env("FLOE_TEST_POSTGRES_TLS_CA_KEY"));
+    let admin = sqlx::PgPool::connect(&format!("{base}?sslmode=require"))
+        .await
+        .unwrap();
+    // Once per server: a superuser, so that it may make floe's table.
+    let _ = sqlx::raw_sql(AssertSqlSafe(
+        "CREATE ROLE floe_cert LOGIN SUPERUSER".to_string(),
+    ))
+    .execute(&admin)
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("client.pem"), dir.path().join("client.key"));
+    floe_testkit::client_cert(&ca, &ca_key, "floe_cert", &cert, &key);
+    let url = format!(
+        "{}?sslmode=verify-full&sslrootcert={}&sslcert={}&sslkey={}",
+        base.replace("postgres@", "floe_cert@"),
+        ca.display(),
+        cert.display(),
+        key.display()
+    );
+    let store = open(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    let k = common::key("client-cert");
+    assert_eq!(store.reserve(&k, 3).await.unwrap(), 3);
+
+    // Renewed by another CA (a mistake): the next connection is refused by the server.
+    let other = floe_testkit::test_ca_named(dir.path(), "other-", None);
+    std::fs::copy(&other.cert, &cert).unwrap();
+    std::fs::copy(&other.key, &key).unwrap();
+    let e = err(open(&url).await);
+    assert!(e.message.contains("cannot connect to"), "{e}");
+    // The open store goes on with its connection.
+    assert_eq!(store.reserve(&k, 1).await.unwrap(), 4);
+    // Renewed by the right CA: the next connection takes it.
+    floe_testkit::client_cert(&ca, &ca_key, "floe_cert", &cert, &key);
+    let renewed = open(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(renewed.reserve(&k, 1).await.unwrap(), 5);
+    renewed.close().await;
+    store.close().await;
+}

@@ -167,6 +167,29 @@ pub fn test_ca(dir: &std::path::Path) -> Certs {
     test_ca_named(dir, "", None)
 }
 
+/// A client certificate with the common name `name`, signed by the CA whose certificate and
+/// key are the PEM files `ca` and `ca_key`, written over `cert` and `key`.
+pub fn client_cert(
+    ca: &std::path::Path,
+    ca_key: &std::path::Path,
+    name: &str,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) {
+    let ca_key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca_key).unwrap()).unwrap();
+    let issuer =
+        rcgen::Issuer::from_ca_cert_pem(&std::fs::read_to_string(ca).unwrap(), ca_key).unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let pair = rcgen::KeyPair::generate().unwrap();
+    let signed = params.signed_by(&pair, &issuer).unwrap();
+    std::fs::write(cert, signed.pem()).unwrap();
+    std::fs::write(key, pair.serialize_pem()).unwrap();
+}
+
 /// Midnight UTC of a day, for [`test_ca_named`]'s validity.
 pub fn day(year: i32, month: u8, day: u8) -> time::OffsetDateTime {
     rcgen::date_time_ymd(year, month, day)
