@@ -120,6 +120,40 @@ START
   echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') on 127.0.0.1:$port as $name (pid $pid, $dir)"
 }
 
+# start_zookeeper_secure [NAME]: as start_zookeeper (default FLOE_TEST_ZOOKEEPER_SECURE), but the
+# server refuses every client that has not authenticated (ZooKeeper 3.7+'s enforce.auth with the
+# digest scheme: a session with no credentials is closed with AuthFailed at its first request).
+# For the tests of floe's digest credentials and creator-only ACLs.
+start_zookeeper_secure() {
+  local name=${1:-FLOE_TEST_ZOOKEEPER_SECURE}
+  ensure_package zookeeper /usr/share/java/zookeeper.jar
+  local dir port pid
+  dir=$(mktemp -d /tmp/floe-zk-secure.XXXXXX)
+  port=$(free_port 21910)
+  mkdir -p "$dir/data"
+  cat >"$dir/zoo.cfg" <<CFG
+tickTime=500
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat
+minSessionTimeout=1000
+maxSessionTimeout=30000
+enforce.auth.enabled=true
+enforce.auth.schemes=digest
+CFG
+  cat >"$dir/start.sh" <<START
+exec java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
+  org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >>"$dir/server.log" 2>&1
+START
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready ZooKeeper "$dir" zk_ready "$port" || return 1
+  export "$name=127.0.0.1:$port" "${name}_PID=$pid" "${name}_CFG=$dir/zoo.cfg"
+  echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') (digest auth enforced) on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}
+
 # start_etcd [NAME]: exports NAME (default FLOE_TEST_ETCD) = host:port, NAME_PID, and
 # NAME_START, a script that starts the same server again on the same data (for tests that
 # kill it).
