@@ -37,6 +37,9 @@ enum Target {
         session_timeout: std::time::Duration,
         /// Meituan Leaf's nodes (`leaf+zk://`) rather than floe's.
         leaf: bool,
+        /// Digest credentials (`user:password@`, or `user@` and `?password_file=`): every
+        /// session authenticates with them and floe's nodes are created creator-only.
+        credentials: Option<floe_core::endpoint::Credentials>,
     },
     #[cfg(feature = "etcd")]
     Etcd {
@@ -90,10 +93,23 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" | "leaf+zk" => {
             let leaf = scheme == "leaf+zk";
-            let (base, options) = floe_core::endpoint::take_options(url, &["session_timeout"]);
+            let (base, options) =
+                floe_core::endpoint::take_options(url, &["session_timeout", "password_file"]);
             once(&options)?;
-            let secs = match options.last() {
-                Some((_, t)) => t.parse::<u64>().map_err(|_| {
+            let option = |name| {
+                options
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_str())
+            };
+            let (base, credentials) = floe_core::endpoint::take_credentials(&base)
+                .and_then(|(base, c)| {
+                    floe_core::endpoint::with_password_file(c, option("password_file"))
+                        .map(|c| (base, c))
+                })
+                .map_err(|e| RegistryError::config(format!("registry: {e}")))?;
+            let secs = match option("session_timeout") {
+                Some(t) => t.parse::<u64>().map_err(|_| {
                     RegistryError::config(format!(
                         "registry: session_timeout must be whole seconds, found {t:?}"
                     ))
@@ -120,6 +136,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                 root: root.to_string(),
                 session_timeout: std::time::Duration::from_secs(secs),
                 leaf,
+                credentials,
             })
         }
         #[cfg(feature = "etcd")]
@@ -177,12 +194,16 @@ pub fn leases(url: &str) -> bool {
 }
 
 /// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
-/// `zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (root `/floe` and a 6 s
-/// session by default; the server may grant another within its own bounds),
-/// `leaf+zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (ZooKeeper with the
+/// `zk://[user:password@]host:port[,host:port...][/root][?session_timeout=SECONDS][&password_file=PATH]`
+/// (root `/floe` and a 6 s session by default; the server may grant another within its own
+/// bounds; with a user, every session authenticates with ZooKeeper's `digest` scheme and every
+/// node floe creates is creator-only, the password given in the URL, percent-encoded, or as the
+/// content of `password_file` with `zk://user@host:port...`; without, the nodes are open to
+/// anyone and a warning says so),
+/// `leaf+zk://[user:password@]host:port[,host:port...][/root][?session_timeout=SECONDS][&password_file=PATH]` (ZooKeeper with the
 /// worker IDs in Meituan Leaf's nodes, `/snowflake/{service}/forever/{ip}:{port}-{sequence}`:
 /// root `/snowflake` by default, `/chroot/snowflake` under a chroot; the service is Leaf's
-/// `leaf.name`; see [`zookeeper::leaf`](crate::zookeeper::leaf)), or
+/// `leaf.name`; credentials as for `zk://`; see [`zookeeper::leaf`](crate::zookeeper::leaf)), or
 /// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]` (10 s by default).
 ///
 /// # Errors
@@ -235,16 +256,24 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
             root,
             session_timeout,
             leaf,
+            credentials,
         } => Ok(Box::new(if leaf {
-            zookeeper::ZkRegistry::connect_leaf(
+            zookeeper::ZkRegistry::connect_leaf_with_credentials(
                 &cluster,
                 &root,
                 session_timeout,
                 zookeeper::LeafGuard::DEFAULT,
+                credentials,
             )
             .await?
         } else {
-            zookeeper::ZkRegistry::connect_with(&cluster, &root, session_timeout).await?
+            zookeeper::ZkRegistry::connect_with_credentials(
+                &cluster,
+                &root,
+                session_timeout,
+                credentials,
+            )
+            .await?
         })),
         #[cfg(feature = "etcd")]
         Target::Etcd {
@@ -281,7 +310,13 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
 /// `?session_timeout=`), and with the server registries' default root (`/floe`; `/snowflake`
 /// for `leaf+zk://`) when none is given.
 pub fn location_of(url: &str) -> String {
-    let (base, _) = floe_core::endpoint::take_options(url, &["ttl", "session_timeout"]);
+    let (base, _) =
+        floe_core::endpoint::take_options(url, &["ttl", "session_timeout", "password_file"]);
+    // Never the credentials (a bad URL: its password masked).
+    let base = match floe_core::endpoint::take_credentials(&base) {
+        Ok((base, _)) => base,
+        Err(_) => floe_core::endpoint::redacted(&base),
+    };
     match base.split_once("://") {
         Some((scheme @ ("zk" | "zookeeper" | "leaf+zk" | "etcd"), rest)) => {
             let scheme = if scheme == "zookeeper" { "zk" } else { scheme };
@@ -337,6 +372,7 @@ mod tests {
                 root: "/snowflake".into(),
                 session_timeout: std::time::Duration::from_secs(8),
                 leaf: true,
+                credentials: None,
             }
         );
         assert!(leases("leaf+zk://127.0.0.1:2181"));
@@ -358,6 +394,58 @@ mod tests {
             location_of("leaf+zk://127.0.0.1:2181/app/snowflake"),
             "leaf+zk://127.0.0.1:2181/app/snowflake"
         );
+    }
+
+    /// A ZooKeeper URL's `user:password@` (or `user@` and `password_file=`) becomes the
+    /// sessions' digest credentials; a bad one is refused naming the field, and neither the
+    /// error nor the location shows the password.
+    #[cfg(feature = "zookeeper")]
+    #[test]
+    fn zookeeper_credentials_come_from_the_url_or_a_password_file() {
+        let Target::Zk {
+            credentials,
+            cluster,
+            root,
+            ..
+        } = parse("zk://floe:s%40cret@127.0.0.1:2181/fleet?session_timeout=8").unwrap()
+        else {
+            panic!("not zk")
+        };
+        let c = credentials.unwrap();
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("floe", "s@cret"));
+        assert_eq!(
+            (cluster.as_str(), root.as_str()),
+            ("127.0.0.1:2181", "/fleet")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let url = format!(
+            "leaf+zk://floe@127.0.0.1:2181?password_file={}",
+            file.display()
+        );
+        let Target::Zk { credentials, .. } = parse(&url).unwrap() else {
+            panic!("not zk")
+        };
+        assert_eq!(credentials.unwrap().password, "from-file");
+        assert_eq!(location_of(&url), "leaf+zk://127.0.0.1:2181/snowflake");
+        assert_eq!(
+            location_of("zk://floe:s3cret@127.0.0.1:2181/x"),
+            "zk://127.0.0.1:2181/x"
+        );
+        for bad in [
+            "zk://floe@127.0.0.1:2181/x",
+            "zk://:s3cret@127.0.0.1:2181/x",
+            "zk://floe:s3cret@127.0.0.1:2181/x?password_file=/nonexistent",
+            "zk://127.0.0.1:2181/x?password_file=/nonexistent",
+        ] {
+            let e = check_url(bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Config, "{bad}");
+            assert!(e.message.starts_with("registry: "), "{e}");
+            assert!(!e.message.contains("s3cret"), "{e}");
+        }
+        let e = check_url("zk://floe@127.0.0.1:2181/x?password_file=/nonexistent").unwrap_err();
+        assert!(e.message.contains("cannot read it"), "{e}");
     }
 
     /// A server registry of this build parses; one whose feature is off is refused as a
