@@ -1,4 +1,5 @@
-//! `zk://host:port[,host:port...][/root][?from_layotto=APP]`: one **persistent** node per key,
+//! `zk://[user:password@]host:port[,host:port...][/root][?from_layotto=APP][&password_file=PATH]`:
+//! one **persistent** node per key,
 //! `{root}/{encoded key}` (root default `/floe/sequences`), holding the last value as decimal
 //! text. (Layotto's ZooKeeper component keeps its counter in an ephemeral node and so loses it
 //! with the session; a persistent node outlives every session.)
@@ -23,6 +24,11 @@
 //!   empty persistent nodes `{root}.registered/{encoded key}`, a sibling of the root (so no
 //!   node under the root, and none of its values); the parent is created with the first
 //!   registration. Unregistering deletes the key's node there only: its value is kept.
+//! - **Credentials:** with `user:password@` (or `user@` and `password_file=PATH`, the password
+//!   the file's content) every session authenticates with ZooKeeper's `digest` scheme and every
+//!   node the store creates (the root and its parents, the keys' nodes, the registered keys')
+//!   is **creator-only** (`auth` ids, all permissions): another identity can neither read nor
+//!   change a key. Without, the nodes are open to anyone (`world:anyone`) and a warning says so.
 //!
 //! **Taking over from Layotto: `zk://host:port[/root]?from_layotto=APP`.** Layotto's ZooKeeper
 //! component counts in `/{stored key}` (the stored key as in [`super::layotto`], e.g.
@@ -48,7 +54,7 @@ use floe_core::sequence::Key;
 use tokio::sync::Mutex;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use floe_core::endpoint::take_options;
+use floe_core::endpoint::{take_credentials, take_options, with_password_file, Credentials};
 
 use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{key_prefix, take_over};
@@ -62,6 +68,8 @@ const REGISTERED: &str = ".registered";
 pub struct ZkStore {
     cluster: String,
     root: String,
+    /// The digest credentials every session authenticates with (none: open ACLs).
+    credentials: Option<Credentials>,
     /// The session; `None` after one was lost, until the next call connects again.
     client: Mutex<Option<Client>>,
     seen: SeenCache<Option<i32>>,
@@ -77,6 +85,19 @@ impl std::fmt::Debug for ZkStore {
 }
 
 fn map_err(what: &str, key: &str, e: ZkError) -> SeqError {
+    match e {
+        ZkError::AuthFailed => {
+            return SeqError::config(format!(
+                "store: zookeeper: {what} {key:?}: the server refused the session's authentication (AuthFailed): it requires credentials: give them in the store URL, zk://USER:PASSWORD@host:port/root or zk://USER@host:port/root?password_file=PATH"
+            ))
+        }
+        ZkError::NoAuth => {
+            return SeqError::config(format!(
+                "store: zookeeper: {what} {key:?}: not authorized (NoAuth): the node's ACL does not admit this session's credentials: check the user and password of the store URL, or who created the node"
+            ))
+        }
+        _ => {}
+    }
     let kind = match e {
         ZkError::NoAuth | ZkError::AuthFailed | ZkError::BadArguments(_) => ErrorKind::Config,
         _ => ErrorKind::Unavailable,
@@ -123,20 +144,38 @@ impl ZkStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no server answers.
     pub async fn connect(url: &str) -> Result<ZkStore, SeqError> {
-        let (rest, own) = take_options(url, &["from_layotto", "layotto"]);
-        let (cluster, root) = servers_and_root("ZooKeeper", &rest)?;
+        let (rest, own) = take_options(url, &["from_layotto", "layotto", "password_file"]);
         let mut from_layotto = None;
+        let mut password_file = None;
         for (name, value) in own {
-            if name == "layotto" {
-                return Err(SeqError::config(
+            match name {
+                "layotto" => return Err(SeqError::config(
                     "store: zk: layotto= (serving on Layotto's nodes) is not offered: Layotto counts in ephemeral nodes that start again at 1 with each sidecar session; use from_layotto=APP to take over once Layotto's clients have stopped",
-                ));
+                )),
+                "password_file" if password_file.is_some() => {
+                    return Err(SeqError::config(
+                        "store: the option password_file is given twice",
+                    ))
+                }
+                "password_file" => password_file = Some(value),
+                _ => from_layotto = Some(key_prefix(name, &value)?),
             }
-            from_layotto = Some(key_prefix(name, &value)?);
+        }
+        let (rest, credentials) = take_credentials(&rest)
+            .and_then(|(rest, c)| {
+                with_password_file(c, password_file.as_deref()).map(|c| (rest, c))
+            })
+            .map_err(|e| SeqError::config(format!("store: {e}")))?;
+        let (cluster, root) = servers_and_root("ZooKeeper", &rest)?;
+        if credentials.is_none() {
+            tracing::warn!(
+                "zookeeper store: no credentials in the store URL: the nodes floe creates under {root} on {cluster} are open to anyone (world:anyone), so anyone who reaches ZooKeeper can change the sequences and make floe give the same IDs again; give credentials (zk://USER:PASSWORD@host:port{root}, or zk://USER@host:port{root}?password_file=PATH) to create them creator-only"
+            );
         }
         let store = ZkStore {
             cluster: cluster.to_string(),
             root: root.to_string(),
+            credentials,
             client: Mutex::new(None),
             seen: SeenCache::default(),
         };
@@ -166,13 +205,19 @@ impl ZkStore {
         if let Some(client) = slot.as_ref() {
             return Ok(client.clone());
         }
-        let client = Client::connector()
+        let mut connector = Client::connector()
             .with_session_timeout(Duration::from_secs(10))
-            .with_connection_timeout(Duration::from_secs(2))
+            .with_connection_timeout(Duration::from_secs(2));
+        if let Some(c) = &self.credentials {
+            // Sent again by the client on every connection of the session.
+            connector =
+                connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
+        }
+        let client = connector
             .connect(&self.cluster)
             .await
             .map_err(|e| map_err("cannot connect to", &self.cluster, e))?;
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let persistent = self.persistent();
         match client.mkdir(&self.root, &persistent).await {
             Ok(()) | Err(ZkError::NodeExists) => {}
             Err(e) => return Err(map_err("cannot create", &self.root, e)),
@@ -191,6 +236,15 @@ impl ZkStore {
             self.client.lock().await.take();
         }
         map_err(what, path, e)
+    }
+
+    /// Persistent nodes, creator-only when the store has credentials, else open to anyone.
+    fn persistent(&self) -> zookeeper_client::CreateOptions<'static> {
+        CreateMode::Persistent.with_acls(if self.credentials.is_some() {
+            Acls::creator_all()
+        } else {
+            Acls::anyone_all()
+        })
     }
 
     /// The parent of the registered keys.
@@ -260,7 +314,7 @@ impl ZkStore {
                     .await
                     .map(|stat| stat.version),
                 None => {
-                    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+                    let persistent = self.persistent();
                     client
                         .create(&path, data.as_bytes(), &persistent)
                         .await
@@ -397,7 +451,7 @@ impl Store for ZkStore {
     async fn register(&self, key: &Key) -> Result<bool, SeqError> {
         let client = self.client().await?;
         let path = self.registration(key);
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let persistent = self.persistent();
         for attempt in 0..2 {
             match client.create(&path, b"", &persistent).await {
                 Ok(_) => return Ok(true),
