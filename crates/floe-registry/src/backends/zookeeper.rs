@@ -519,9 +519,11 @@ impl ZkRegistry {
                 "zookeeper: sessions on {cluster} authenticated as digest user {:?}; floe's nodes under {root} are created creator-only",
                 c.user
             ),
-            None => tracing::warn!(
+            // Once per process and place: `floe serve` opens the registry once per generator.
+            None if first_time(&format!("{cluster}{root}")) => tracing::warn!(
                 "zookeeper: no credentials in the registry URL: the nodes floe creates under {root} on {cluster} are open to anyone (world:anyone), so anyone who reaches ZooKeeper can rewrite or delete the worker records and make two nodes issue the same IDs; give credentials (zk://USER:PASSWORD@host:port{root}, or zk://USER@host:port{root}?password_file=PATH) to create them creator-only"
             ),
+            None => {}
         }
         let watcher = client.state_watcher();
         let shared = Arc::new(Shared {
@@ -611,7 +613,18 @@ impl ZkRegistry {
     }
 }
 
-/// With credentials, warns (at each registration) when a directory floe uses, created
+/// Whether `place` is seen for the first time in this process (for warnings given once).
+fn first_time(place: &str) -> bool {
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.iter().any(|s| s == place) {
+        return false;
+    }
+    seen.push(place.to_string());
+    true
+}
+
+/// With credentials, warns (once per process and directories) when a directory floe uses, created
 /// before with open ACLs, lets anyone change it: its existing children keep their ACLs, and
 /// whoever may create or delete children in it can remove a worker record's holder or add
 /// nodes. Only a warning: floe's own nodes in it are creator-only all the same.
@@ -632,7 +645,7 @@ async fn warn_if_open(client: &Client, root: &str, dirs: &[String]) {
             }
         }
     }
-    if !open.is_empty() {
+    if !open.is_empty() && first_time(&open.join(",")) {
         tracing::warn!(
             "zookeeper: {} created before with open ACLs (world:anyone may change {}): anyone who reaches ZooKeeper can still add or delete nodes there; set creator-only ACLs on them (zkCli: addauth digest USER:PASSWORD, then setAcl -R PATH auth::cdrwa), or start on a new root",
             open.join(", "),
