@@ -87,7 +87,10 @@ async fn a_worker_record_and_its_holder_are_the_creators_alone() {
     }
     // The record is intact and floe's (read back with floe's credentials).
     let (data, _) = floe.get_data(&worker).await.unwrap();
-    assert!(String::from_utf8_lossy(&data).contains("\"h1\""), "{data:?}");
+    assert!(
+        String::from_utf8_lossy(&data).contains("\"h1\""),
+        "{data:?}"
+    );
 
     for (user, password) in [("intruder", "other"), ("floe", "wrong-password")] {
         let other = session_as(user, password).await;
@@ -139,10 +142,7 @@ async fn a_worker_record_and_its_holder_are_the_creators_alone() {
     assert!(floe.check_stat(&holder).await.unwrap().is_some());
     let (after, _) = floe.get_data(&worker).await.unwrap();
     assert_eq!(after, data);
-    lease
-        .heartbeat(registry.as_ref(), &cache, 0)
-        .await
-        .unwrap();
+    lease.heartbeat(registry.as_ref(), &cache, 0).await.unwrap();
 }
 
 /// A session with no credentials is refused by an enforcing server: opening the registry fails
@@ -312,9 +312,5 @@ async fn credentials_outlive_reconnects_and_new_sessions() {
         .await
         .unwrap();
     assert_creator_only(&floe, &format!("{root}/orders/holders/h2:8080")).await;
-    assert_creator_only(
-        &floe,
-        &format!("{root}/orders/workers/{}", again.record.id),
-    )
-    .await;
+    assert_creator_only(&floe, &format!("{root}/orders/workers/{}", again.record.id)).await;
 }

@@ -65,7 +65,10 @@ async fn a_store_with_credentials_hands_out_sequences_on_creator_only_nodes() {
     assert_eq!(store.reserve(&key, 1).await.unwrap(), 21);
     assert!(store.register(&key).await.unwrap());
 
-    let node = format!("{root}/{}", floe_sequencer::stores::zookeeper::node_name(&key));
+    let node = format!(
+        "{root}/{}",
+        floe_sequencer::stores::zookeeper::node_name(&key)
+    );
     let registered = format!(
         "{root}.registered/{}",
         floe_sequencer::stores::zookeeper::node_name(&key)
@@ -106,7 +109,10 @@ async fn a_store_with_credentials_hands_out_sequences_on_creator_only_nodes() {
         .expect("a wrong password opened the store");
     assert_eq!(e.kind, ErrorKind::Config, "{e}");
     let line = e.to_string();
-    assert!(line.contains("NoAuth") && !line.contains("wrong-one"), "{line}");
+    assert!(
+        line.contains("NoAuth") && !line.contains("wrong-one"),
+        "{line}"
+    );
     store.close().await;
     second.close().await;
 }
@@ -120,5 +126,8 @@ async fn a_store_without_credentials_is_refused_by_an_enforcing_server() {
         .expect("an unauthenticated store opened");
     assert_eq!(e.kind, ErrorKind::Config, "{e}");
     let line = e.to_string();
-    assert!(line.contains("AuthFailed") && !line.contains('\n'), "{line}");
+    assert!(
+        line.contains("AuthFailed") && !line.contains('\n'),
+        "{line}"
+    );
 }
