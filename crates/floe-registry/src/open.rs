@@ -40,6 +40,8 @@ enum Target {
         /// Digest credentials (`user:password@`, or `user@` and `?password_file=`): every
         /// session authenticates with them and floe's nodes are created creator-only.
         credentials: Option<floe_core::endpoint::Credentials>,
+        /// TLS (`zks://`, `leaf+zks://`): the CA, and floe's certificate and key.
+        tls: Option<zookeeper::ZkTls>,
     },
     #[cfg(feature = "etcd")]
     Etcd {
@@ -91,10 +93,13 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             Ok(Target::Static(id))
         }
         #[cfg(feature = "zookeeper")]
-        "zk" | "zookeeper" | "leaf+zk" => {
-            let leaf = scheme == "leaf+zk";
-            let (base, options) =
-                floe_core::endpoint::take_options(url, &["session_timeout", "password_file"]);
+        "zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" => {
+            let leaf = scheme.starts_with("leaf+");
+            let secure = scheme.ends_with("zks");
+            let (base, options) = floe_core::endpoint::take_options(
+                url,
+                &["session_timeout", "password_file", "cacert", "cert", "key"],
+            );
             once(&options)?;
             let option = |name| {
                 options
@@ -108,6 +113,25 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                         .map(|c| (base, c))
                 })
                 .map_err(|e| RegistryError::config(format!("registry: {e}")))?;
+            let tls = if secure {
+                #[cfg(not(feature = "zookeeper-tls"))]
+                return Err(RegistryError::config(zookeeper::NO_TLS));
+                #[cfg(feature = "zookeeper-tls")]
+                Some(
+                    zookeeper::ZkTls::from_files(option("cacert"), option("cert"), option("key"))
+                        .map_err(|e| RegistryError::config(format!("registry: {e}")))?,
+                )
+            } else {
+                if let Some(name) = ["cacert", "cert", "key"]
+                    .into_iter()
+                    .find(|n| option(n).is_some())
+                {
+                    return Err(RegistryError::config(format!(
+                        "registry: {name}= is for ZooKeeper over TLS: write zks:// (leaf+zks://) to use it"
+                    )));
+                }
+                None
+            };
             let secs = match option("session_timeout") {
                 Some(t) => t.parse::<u64>().map_err(|_| {
                     RegistryError::config(format!(
@@ -137,6 +161,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                 session_timeout: std::time::Duration::from_secs(secs),
                 leaf,
                 credentials,
+                tls,
             })
         }
         #[cfg(feature = "etcd")]
@@ -163,7 +188,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             })
         }
         #[cfg(not(feature = "zookeeper"))]
-        "zk" | "zookeeper" | "leaf+zk" => Err(RegistryError::config(
+        "zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" => Err(RegistryError::config(
             "registry: ZooKeeper is not in this build: build floe with the cargo feature zookeeper (on by default)",
         )),
         #[cfg(not(feature = "etcd"))]
@@ -257,13 +282,14 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
             session_timeout,
             leaf,
             credentials,
+            tls,
         } => Ok(Box::new(if leaf {
             zookeeper::ZkRegistry::connect_leaf_with_credentials(
                 &cluster,
                 &root,
                 session_timeout,
                 zookeeper::LeafGuard::DEFAULT,
-                credentials,
+                zookeeper::ZkAccess { credentials, tls },
             )
             .await?
         } else {
@@ -271,7 +297,7 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
                 &cluster,
                 &root,
                 session_timeout,
-                credentials,
+                zookeeper::ZkAccess { credentials, tls },
             )
             .await?
         })),
@@ -310,17 +336,26 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
 /// `?session_timeout=`), and with the server registries' default root (`/floe`; `/snowflake`
 /// for `leaf+zk://`) when none is given.
 pub fn location_of(url: &str) -> String {
-    let (base, _) =
-        floe_core::endpoint::take_options(url, &["ttl", "session_timeout", "password_file"]);
+    let (base, _) = floe_core::endpoint::take_options(
+        url,
+        &[
+            "ttl",
+            "session_timeout",
+            "password_file",
+            "cacert",
+            "cert",
+            "key",
+        ],
+    );
     // Never the credentials (a bad URL: its password masked).
     let base = match floe_core::endpoint::take_credentials(&base) {
         Ok((base, _)) => base,
         Err(_) => floe_core::endpoint::redacted(&base),
     };
     match base.split_once("://") {
-        Some((scheme @ ("zk" | "zookeeper" | "leaf+zk" | "etcd"), rest)) => {
+        Some((scheme @ ("zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" | "etcd"), rest)) => {
             let scheme = if scheme == "zookeeper" { "zk" } else { scheme };
-            let default_root = if scheme == "leaf+zk" {
+            let default_root = if scheme.starts_with("leaf+") {
                 "/snowflake"
             } else {
                 FLOE_ROOT
@@ -373,6 +408,7 @@ mod tests {
                 session_timeout: std::time::Duration::from_secs(8),
                 leaf: true,
                 credentials: None,
+                tls: None,
             }
         );
         assert!(leases("leaf+zk://127.0.0.1:2181"));

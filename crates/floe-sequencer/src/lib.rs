@@ -100,6 +100,8 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         "etcd" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
+        #[cfg(feature = "zookeeper-tls")]
+        "zks" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
         // Not a store of this build: check_scheme says why.
         _ => Err(check_scheme(url).err().unwrap_or_else(|| {
             SeqError::config(format!(
@@ -130,9 +132,11 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
         "etcd" => Ok(()),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(()),
+        #[cfg(feature = "zookeeper-tls")]
+        "zks" => Ok(()),
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
         "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
-        | "leaf-mariadb" | "etcd" | "zk" | "zookeeper" => {
+        | "leaf-mariadb" | "etcd" | "zk" | "zookeeper" | "zks" => {
             Err(SeqError::config(format!(
                 "store: {:?} needs floe built with the cargo feature for {scheme}",
                 floe_core::endpoint::redacted(url)

@@ -149,6 +149,104 @@ struct Session {
 pub(crate) struct Ensemble {
     servers: String,
     credentials: Option<Credentials>,
+    /// TLS to every server (`zks://`), if asked.
+    tls: Option<ZkTls>,
+}
+
+/// How a registry reaches ZooKeeper beyond its servers: the digest credentials its sessions
+/// authenticate with (and its nodes' creator-only ACLs), and TLS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZkAccess {
+    /// Digest credentials; `None`: no authentication, open ACLs (and a warning).
+    pub credentials: Option<Credentials>,
+    /// TLS to every server (`zks://`); `None`: plain TCP.
+    pub tls: Option<ZkTls>,
+}
+
+impl From<Option<Credentials>> for ZkAccess {
+    fn from(credentials: Option<Credentials>) -> Self {
+        ZkAccess {
+            credentials,
+            tls: None,
+        }
+    }
+}
+
+/// TLS to ZooKeeper (`zks://...?cacert=PATH[&cert=PATH&key=PATH]`): the CA that signed the
+/// servers' certificates (their names or addresses are checked against them), and floe's own
+/// certificate and key for a server that asks for one (ZooKeeper's default,
+/// `ssl.clientAuth=need`). PEM text, read at start; its `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ZkTls {
+    /// The CA certificates, PEM.
+    pub ca: String,
+    /// floe's certificate chain and private key, PEM.
+    pub identity: Option<(String, String)>,
+}
+
+impl fmt::Debug for ZkTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkTls")
+            .field("identity", &self.identity.as_ref().map(|_| "****"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZkTls {
+    /// Reads the PEM files of `cacert=`, `cert=` and `key=` (the last two both or neither),
+    /// checking them as the client will use them.
+    ///
+    /// # Errors
+    /// A message naming the option and the file.
+    pub fn from_files(
+        ca: Option<&str>,
+        cert: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<ZkTls, String> {
+        let read = |option: &str, path: &str| {
+            std::fs::read_to_string(path).map_err(|e| {
+                format!(
+                    "{option} {}: cannot read it: {e}",
+                    floe_core::endpoint::quoted(path)
+                )
+            })
+        };
+        let ca = match ca {
+            Some(path) => read("cacert", path)?,
+            None => {
+                return Err(
+                    "ZooKeeper over TLS needs cacert=PATH, the CA that signed the servers' certificates (PEM)"
+                        .to_string(),
+                )
+            }
+        };
+        let identity = match (cert, key) {
+            (Some(cert), Some(key)) => Some((read("cert", cert)?, read("key", key)?)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err("cert= needs key= (the certificate's private key, PEM)".into())
+            }
+            (None, Some(_)) => return Err("key= needs cert= (its certificate, PEM)".into()),
+        };
+        let tls = ZkTls { ca, identity };
+        #[cfg(feature = "zookeeper-tls")]
+        tls.options()?;
+        Ok(tls)
+    }
+
+    /// The client's TLS options.
+    #[cfg(feature = "zookeeper-tls")]
+    fn options(&self) -> Result<zookeeper_client::TlsOptions, String> {
+        let options = zookeeper_client::TlsOptions::new()
+            .with_pem_ca(&self.ca)
+            .map_err(|e| format!("cacert: no CA certificate in it ({e})"))?;
+        match &self.identity {
+            Some((cert, key)) => options
+                .with_pem_identity(cert, key)
+                .map_err(|e| format!("cert=, key=: no certificate and private key in them ({e})")),
+            None => Ok(options),
+        }
+    }
 }
 
 impl fmt::Display for Ensemble {
@@ -178,6 +276,22 @@ impl Ensemble {
     /// Ephemeral nodes with [`Self::acls`].
     fn ephemeral(&self) -> zookeeper_client::CreateOptions<'static> {
         CreateMode::Ephemeral.with_acls(self.acls())
+    }
+
+    /// Connects `connector` to the servers, over TLS if asked.
+    async fn connect(&self, connector: zookeeper_client::Connector) -> Result<Client, ZkError> {
+        #[cfg(feature = "zookeeper-tls")]
+        if let Some(tls) = &self.tls {
+            // zookeeper-client builds its rustls configuration with the process's provider:
+            // floe's is ring (its own TLS and its stores'), whichever other is compiled in.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let options = tls.options().map_err(ZkError::UnexpectedError)?;
+            return connector
+                .with_tls(options)
+                .secure_connect(&self.servers)
+                .await;
+        }
+        connector.connect(&self.servers).await
     }
 }
 
@@ -324,6 +438,9 @@ fn map_err(what: &str, e: ZkError) -> RegistryError {
     RegistryError::new(kind, format!("zookeeper: {what}: {e}"))
 }
 
+/// Why `zks://` is refused by a build without the feature `zookeeper-tls`.
+pub const NO_TLS: &str = "registry: ZooKeeper over TLS (zks://) is not in this build: build floe with the cargo feature zookeeper-tls";
+
 /// The session timeout asked of the server by default (`?session_timeout=` in the URL).
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
@@ -335,9 +452,8 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 /// gets through. The registry ends its session itself when it is dropped ([`Shared`]'s
 /// `Drop`), and a clean close deletes the holder nodes anyway.
 async fn open_session(cluster: &Ensemble, timeout: Duration) -> Result<Client, ZkError> {
-    connector(cluster, timeout)
-        .with_detached()
-        .connect(&cluster.servers)
+    cluster
+        .connect(connector(cluster, timeout).with_detached())
         .await
 }
 
@@ -369,9 +485,8 @@ async fn resume_session(
     session: zookeeper_client::SessionInfo,
     timeout: Duration,
 ) -> Result<Client, ZkError> {
-    rejoin(cluster, session, timeout)
-        .with_detached()
-        .connect(&cluster.servers)
+    cluster
+        .connect(rejoin(cluster, session, timeout).with_detached())
         .await
 }
 
@@ -400,7 +515,7 @@ async fn end_session(
 ) {
     let until = tokio::time::Instant::now() + timeout * 7 / 5;
     while tokio::time::Instant::now() < until {
-        let connect = rejoin(cluster, session.clone(), timeout).connect(&cluster.servers);
+        let connect = cluster.connect(rejoin(cluster, session.clone(), timeout));
         match tokio::time::timeout(timeout / 2, connect).await {
             Ok(Ok(client)) => {
                 // A request answered, so that the close goes out on an established
@@ -441,7 +556,14 @@ impl ZkRegistry {
         root: &str,
         session_timeout: Duration,
     ) -> Result<Self, RegistryError> {
-        Self::connect_nodes(cluster, root, session_timeout, Nodes::Floe, None).await
+        Self::connect_nodes(
+            cluster,
+            root,
+            session_timeout,
+            Nodes::Floe,
+            ZkAccess::default(),
+        )
+        .await
     }
 
     /// As [`connect_with`](Self::connect_with), every session authenticated by `credentials`
@@ -455,9 +577,9 @@ impl ZkRegistry {
         cluster: &str,
         root: &str,
         session_timeout: Duration,
-        credentials: Option<Credentials>,
+        access: impl Into<ZkAccess>,
     ) -> Result<Self, RegistryError> {
-        Self::connect_nodes(cluster, root, session_timeout, Nodes::Floe, credentials).await
+        Self::connect_nodes(cluster, root, session_timeout, Nodes::Floe, access.into()).await
     }
 
     /// As [`connect_with`](Self::connect_with), with the records in Meituan Leaf's nodes under
@@ -486,7 +608,7 @@ impl ZkRegistry {
         root: &str,
         session_timeout: Duration,
         guard: LeafGuard,
-        credentials: Option<Credentials>,
+        access: impl Into<ZkAccess>,
     ) -> Result<Self, RegistryError> {
         leaf::check_root(root)?;
         Self::connect_nodes(
@@ -494,7 +616,7 @@ impl ZkRegistry {
             root,
             session_timeout,
             Nodes::Leaf(guard),
-            credentials,
+            access.into(),
         )
         .await
     }
@@ -504,12 +626,17 @@ impl ZkRegistry {
         root: &str,
         session_timeout: Duration,
         nodes: Nodes,
-        credentials: Option<Credentials>,
+        access: ZkAccess,
     ) -> Result<Self, RegistryError> {
         super::check_servers("ZooKeeper", cluster, root)?;
+        #[cfg(not(feature = "zookeeper-tls"))]
+        if access.tls.is_some() {
+            return Err(RegistryError::config(NO_TLS));
+        }
         let ensemble = Ensemble {
             servers: cluster.to_string(),
-            credentials,
+            credentials: access.credentials,
+            tls: access.tls,
         };
         let client = open_session(&ensemble, session_timeout)
             .await
@@ -1183,9 +1310,11 @@ impl Registry for ZkRegistry {
     }
 
     fn location(&self) -> String {
-        let scheme = match self.shared.nodes {
-            Nodes::Floe => "zk",
-            Nodes::Leaf(_) => "leaf+zk",
+        let scheme = match (self.shared.nodes, self.shared.cluster.tls.is_some()) {
+            (Nodes::Floe, false) => "zk",
+            (Nodes::Floe, true) => "zks",
+            (Nodes::Leaf(_), false) => "leaf+zk",
+            (Nodes::Leaf(_), true) => "leaf+zks",
         };
         format!("{scheme}://{}{}", self.shared.cluster, self.shared.root)
     }

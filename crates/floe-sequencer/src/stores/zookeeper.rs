@@ -24,6 +24,9 @@
 //!   empty persistent nodes `{root}.registered/{encoded key}`, a sibling of the root (so no
 //!   node under the root, and none of its values); the parent is created with the first
 //!   registration. Unregistering deletes the key's node there only: its value is kept.
+//! - **TLS:** `zks://...?cacert=PATH[&cert=PATH&key=PATH]` (cargo feature `zookeeper-tls`):
+//!   every server over TLS, its certificate checked against the CA of `cacert` (PEM), floe's
+//!   own certificate and key given for a server that asks for one.
 //! - **Credentials:** with `user:password@` (or `user@` and `password_file=PATH`, the password
 //!   the file's content) every session authenticates with ZooKeeper's `digest` scheme and every
 //!   node the store creates (the root and its parents, the keys' nodes, the registered keys')
@@ -70,6 +73,9 @@ pub struct ZkStore {
     root: String,
     /// The digest credentials every session authenticates with (none: open ACLs).
     credentials: Option<Credentials>,
+    /// TLS to the servers (`zks://`): the CA's PEM, and floe's certificate and key.
+    #[cfg(feature = "zookeeper-tls")]
+    tls: Option<(String, Option<(String, String)>)>,
     /// The session; `None` after one was lost, until the next call connects again.
     client: Mutex<Option<Client>>,
     seen: SeenCache<Option<i32>>,
@@ -103,6 +109,66 @@ fn map_err(what: &str, key: &str, e: ZkError) -> SeqError {
         _ => ErrorKind::Unavailable,
     };
     SeqError::new(kind, format!("zookeeper: {what} {key:?}: {e}"))
+}
+
+/// The TLS options of `zks://`'s `cacert=`, `cert=` and `key=` files (PEM): the options, and
+/// the files' text (read once, at start).
+#[cfg(feature = "zookeeper-tls")]
+#[allow(clippy::type_complexity)]
+fn tls_options_of(
+    files: &[Option<String>; 3],
+) -> Result<
+    (
+        zookeeper_client::TlsOptions,
+        (String, Option<(String, String)>),
+    ),
+    SeqError,
+> {
+    let read = |option: &str, path: &str| {
+        std::fs::read_to_string(path).map_err(|e| {
+            SeqError::config(format!(
+                "store: {option} {}: cannot read it: {e}",
+                floe_core::endpoint::quoted(path)
+            ))
+        })
+    };
+    let [ca, cert, key] = files;
+    let ca = match ca {
+        Some(path) => read("cacert", path)?,
+        None => {
+            return Err(SeqError::config(
+                "store: ZooKeeper over TLS needs cacert=PATH, the CA that signed the servers' certificates (PEM)",
+            ))
+        }
+    };
+    let identity =
+        match (cert, key) {
+            (Some(cert), Some(key)) => Some((read("cert", cert)?, read("key", key)?)),
+            (None, None) => None,
+            _ => return Err(SeqError::config(
+                "store: cert= and key= go together (floe's certificate and its private key, PEM)",
+            )),
+        };
+    let options =
+        tls_options(&ca, identity.as_ref()).map_err(|e| SeqError::config(format!("store: {e}")))?;
+    Ok((options, (ca, identity)))
+}
+
+/// zookeeper-client's TLS options of a CA and an identity (PEM text).
+#[cfg(feature = "zookeeper-tls")]
+fn tls_options(
+    ca: &str,
+    identity: Option<&(String, String)>,
+) -> Result<zookeeper_client::TlsOptions, String> {
+    let options = zookeeper_client::TlsOptions::new()
+        .with_pem_ca(ca)
+        .map_err(|e| format!("cacert: no CA certificate in it ({e})"))?;
+    match identity {
+        Some((cert, key)) => options
+            .with_pem_identity(cert, key)
+            .map_err(|e| format!("cert=, key=: no certificate and private key in them ({e})")),
+        None => Ok(options),
+    }
 }
 
 /// A key as one node name.
@@ -144,11 +210,31 @@ impl ZkStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no server answers.
     pub async fn connect(url: &str) -> Result<ZkStore, SeqError> {
-        let (rest, own) = take_options(url, &["from_layotto", "layotto", "password_file"]);
+        let (rest, own) = take_options(
+            url,
+            &[
+                "from_layotto",
+                "layotto",
+                "password_file",
+                "cacert",
+                "cert",
+                "key",
+            ],
+        );
         let mut from_layotto = None;
         let mut password_file = None;
+        let mut tls_files: [Option<String>; 3] = Default::default();
         for (name, value) in own {
+            let tls_option = ["cacert", "cert", "key"].iter().position(|n| *n == name);
             match name {
+                _ if tls_option.is_some() => {
+                    let i = tls_option.unwrap_or_default();
+                    if tls_files[i].replace(value).is_some() {
+                        return Err(SeqError::config(format!(
+                            "store: the option {name} is given twice"
+                        )));
+                    }
+                }
                 "layotto" => return Err(SeqError::config(
                     "store: zk: layotto= (serving on Layotto's nodes) is not offered: Layotto counts in ephemeral nodes that start again at 1 with each sidecar session; use from_layotto=APP to take over once Layotto's clients have stopped",
                 )),
@@ -166,6 +252,21 @@ impl ZkStore {
                 with_password_file(c, password_file.as_deref()).map(|c| (rest, c))
             })
             .map_err(|e| SeqError::config(format!("store: {e}")))?;
+        let secure = rest.starts_with("zks:");
+        if !secure {
+            if let Some(i) = tls_files.iter().position(Option::is_some) {
+                return Err(SeqError::config(format!(
+                    "store: {}= is for ZooKeeper over TLS: write zks:// to use it",
+                    ["cacert", "cert", "key"][i]
+                )));
+            }
+        }
+        #[cfg(feature = "zookeeper-tls")]
+        let tls = if secure {
+            Some(tls_options_of(&tls_files)?.1)
+        } else {
+            None
+        };
         let (cluster, root) = servers_and_root("ZooKeeper", &rest)?;
         if credentials.is_none() {
             tracing::warn!(
@@ -176,6 +277,8 @@ impl ZkStore {
             cluster: cluster.to_string(),
             root: root.to_string(),
             credentials,
+            #[cfg(feature = "zookeeper-tls")]
+            tls,
             client: Mutex::new(None),
             seen: SeenCache::default(),
         };
@@ -213,10 +316,24 @@ impl ZkStore {
             connector =
                 connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
         }
-        let client = connector
-            .connect(&self.cluster)
-            .await
-            .map_err(|e| map_err("cannot connect to", &self.cluster, e))?;
+        #[cfg(feature = "zookeeper-tls")]
+        let connected = match &self.tls {
+            Some((ca, identity)) => {
+                // zookeeper-client builds its rustls configuration with the process's
+                // provider: floe's is ring, whichever other is compiled in.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let options = tls_options(ca, identity.as_ref())
+                    .map_err(|e| SeqError::config(format!("store: {e}")))?;
+                connector
+                    .with_tls(options)
+                    .secure_connect(&self.cluster)
+                    .await
+            }
+            None => connector.connect(&self.cluster).await,
+        };
+        #[cfg(not(feature = "zookeeper-tls"))]
+        let connected = connector.connect(&self.cluster).await;
+        let client = connected.map_err(|e| map_err("cannot connect to", &self.cluster, e))?;
         let persistent = self.persistent();
         match client.mkdir(&self.root, &persistent).await {
             Ok(()) | Err(ZkError::NodeExists) => {}
