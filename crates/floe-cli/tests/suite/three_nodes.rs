@@ -884,10 +884,7 @@ fn three_nodes_on_zookeeper_with_acls_survive_a_kill() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("zk-password");
     std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
-    let registry = format!(
-        "zk://floe@{server}{root}?password_file={}",
-        file.display()
-    );
+    let registry = format!("zk://floe@{server}{root}?password_file={}", file.display());
     three_nodes_kill_one(&registry);
 
     let rt = tokio::runtime::Runtime::new().unwrap();
