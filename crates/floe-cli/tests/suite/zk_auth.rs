@@ -128,3 +128,22 @@ fn a_registry_without_credentials_is_warned_about_once() {
     assert!(!printed.contains(PASSWORD), "{printed}");
     assert!(printed.contains("floe:****@"), "{printed}");
 }
+
+/// `zks://` through the binary (cargo feature `zookeeper-tls`): a worker registered over TLS
+/// with credentials and a client certificate (FLOE_TEST_ZOOKEEPER_TLS), listed again.
+#[cfg(feature = "zookeeper-tls")]
+#[test]
+fn a_worker_registers_over_tls() {
+    let server = floe_testkit::env("FLOE_TEST_ZOOKEEPER_TLS");
+    let root = format!("/{}", floe_testkit::unique("floe-cli-tls"));
+    let url = format!(
+        "zks://floe:{PASSWORD}@{server}{root}?cacert={}&cert={}&key={}",
+        floe_testkit::env("FLOE_TEST_ZOOKEEPER_TLS_CA"),
+        floe_testkit::env("FLOE_TEST_ZOOKEEPER_TLS_CERT"),
+        floe_testkit::env("FLOE_TEST_ZOOKEEPER_TLS_KEY")
+    );
+    let out = register(&url, "h1");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = crate::common::worker_list(&url, "acl");
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+}
