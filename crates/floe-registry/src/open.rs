@@ -228,7 +228,10 @@ pub fn leases(url: &str) -> bool {
 /// `leaf+zk://[user:password@]host:port[,host:port...][/root][?session_timeout=SECONDS][&password_file=PATH]` (ZooKeeper with the
 /// worker IDs in Meituan Leaf's nodes, `/snowflake/{service}/forever/{ip}:{port}-{sequence}`:
 /// root `/snowflake` by default, `/chroot/snowflake` under a chroot; the service is Leaf's
-/// `leaf.name`; credentials as for `zk://`; see [`zookeeper::leaf`](crate::zookeeper::leaf)), or
+/// `leaf.name`; credentials as for `zk://`; see [`zookeeper::leaf`](crate::zookeeper::leaf)),
+/// `zks://` and `leaf+zks://` with `cacert=PATH[&cert=PATH&key=PATH]` (the same over TLS to
+/// every server: the CA of the servers' certificates, floe's client certificate and key, PEM;
+/// builds with the cargo feature `zookeeper-tls`), or
 /// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]` (10 s by default).
 ///
 /// # Errors
