@@ -103,10 +103,9 @@ async fn a_store_with_credentials_hands_out_sequences_on_creator_only_nodes() {
     }
     assert_eq!(store.value(&key).await.unwrap(), Some(21));
     // The wrong password through floe: one configuration error, never the password.
-    let e = open(&format!("zk://floe:wrong-one@{}{root}", server()))
-        .await
-        .err()
-        .expect("a wrong password opened the store");
+    let Err(e) = open(&format!("zk://floe:wrong-one@{}{root}", server())).await else {
+        panic!("a wrong password opened the store")
+    };
     assert_eq!(e.kind, ErrorKind::Config, "{e}");
     let line = e.to_string();
     assert!(
@@ -120,10 +119,9 @@ async fn a_store_with_credentials_hands_out_sequences_on_creator_only_nodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_without_credentials_is_refused_by_an_enforcing_server() {
     let root = format!("/{}", floe_testkit::unique("floe-store-none"));
-    let e = open(&format!("zk://{}{root}", server()))
-        .await
-        .err()
-        .expect("an unauthenticated store opened");
+    let Err(e) = open(&format!("zk://{}{root}", server())).await else {
+        panic!("an unauthenticated store opened")
+    };
     assert_eq!(e.kind, ErrorKind::Config, "{e}");
     let line = e.to_string();
     assert!(

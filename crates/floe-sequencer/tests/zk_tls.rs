@@ -46,7 +46,7 @@ async fn a_store_over_tls_hands_out_sequences() {
 
     // No client certificate for a server that wants one: no store, in bounded time.
     let started = Instant::now();
-    let e = floe_sequencer::open(
+    let Err(e) = floe_sequencer::open(
         &format!(
             "zks://{server}{root}?cacert={}",
             env("FLOE_TEST_ZOOKEEPER_TLS_CA")
@@ -54,15 +54,17 @@ async fn a_store_over_tls_hands_out_sequences() {
         dir.path(),
     )
     .await
-    .err()
-    .expect("opened without a client certificate");
+    else {
+        panic!("opened without a client certificate")
+    };
     assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
     assert!(started.elapsed() < Duration::from_secs(20), "{e}");
     // A TLS option on a plain-text URL is refused, naming it.
-    let e = floe_sequencer::open(&format!("zk://{server}{root}?cacert=/x.pem"), dir.path())
-        .await
-        .err()
-        .expect("cacert= on zk://");
+    let Err(e) =
+        floe_sequencer::open(&format!("zk://{server}{root}?cacert=/x.pem"), dir.path()).await
+    else {
+        panic!("cacert= on zk://")
+    };
     assert_eq!(e.kind, ErrorKind::Config, "{e}");
     assert!(e.to_string().contains("write zks://"), "{e}");
 }
