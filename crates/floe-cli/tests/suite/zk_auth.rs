@@ -147,3 +147,56 @@ fn a_worker_registers_over_tls() {
     let listed = crate::common::worker_list(&url, "acl");
     assert_eq!(listed.lines().count(), 1, "{listed}");
 }
+
+/// With credentials, a root created open before (`world:anyone`, as floe did without
+/// credentials) is warned about at start, naming it and how to close it.
+#[test]
+fn an_open_root_is_warned_about_with_credentials() {
+    let secure = floe_testkit::env("FLOE_TEST_ZOOKEEPER_SECURE");
+    let root = format!("/{}", floe_testkit::unique("floe-cli-was-open"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = zookeeper_client::Client::connector()
+            .with_auth("digest", format!("floe:{PASSWORD}").as_bytes())
+            .connect(&secure)
+            .await
+            .unwrap();
+        let open = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        client.create(&root, b"", &open).await.unwrap();
+    });
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("zk://floe:{PASSWORD}@{secure}{root}");
+    let server = serving::start(&[
+        "--registry",
+        &url,
+        "--host",
+        "h1",
+        "--port",
+        "8080",
+        "--state-dir",
+        state.path().to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let warned = loop {
+        let lines: Vec<String> = server
+            .stderr()
+            .lines()
+            .filter(|l| l.contains("created before with open ACLs"))
+            .map(str::to_string)
+            .collect();
+        if !lines.is_empty() || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(warned.len(), 1, "{}", server.stderr());
+    assert!(
+        warned[0].contains(&root) && warned[0].contains("setAcl"),
+        "{}",
+        warned[0]
+    );
+    assert!(!server.stderr().contains(PASSWORD));
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(10));
+}
