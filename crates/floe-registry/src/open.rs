@@ -487,6 +487,26 @@ mod tests {
         assert!(e.message.contains("cannot read it"), "{e}");
     }
 
+    /// `zks://` without the feature `zookeeper-tls` is refused naming the feature; TLS options
+    /// on a plain `zk://` URL are refused naming the scheme to write.
+    #[cfg(feature = "zookeeper")]
+    #[test]
+    fn zookeeper_tls_urls_name_what_they_need() {
+        let e = check_url("zks://127.0.0.1:2181/x?cacert=/nonexistent").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+        if cfg!(feature = "zookeeper-tls") {
+            assert!(e.message.contains("cannot read it"), "{e}");
+        } else {
+            assert!(e.message.contains("cargo feature zookeeper-tls"), "{e}");
+        }
+        let e = check_url("zk://127.0.0.1:2181/x?cert=/a.pem").unwrap_err();
+        assert!(e.message.contains("write zks://"), "{e}");
+        assert_eq!(
+            location_of("leaf+zks://floe:pw@127.0.0.1:2181?cacert=/ca.pem"),
+            "leaf+zks://127.0.0.1:2181/snowflake"
+        );
+    }
+
     /// A server registry of this build parses; one whose feature is off is refused as a
     /// configuration error naming the feature (not as an unknown scheme).
     #[test]
