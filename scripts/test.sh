@@ -63,6 +63,10 @@ trap 'stop_services; rm -f "$log"' EXIT
 start_zookeeper FLOE_TEST_ZOOKEEPER
 # A second one, for the tests that stop it with SIGKILL and start it again.
 start_zookeeper FLOE_TEST_ZOOKEEPER_KILLABLE
+# A third that refuses clients without digest credentials (floe's ZooKeeper ACL tests).
+start_zookeeper_secure FLOE_TEST_ZOOKEEPER_SECURE
+# And one whose clients speak TLS with a certificate (zks://: floe's feature zookeeper-tls).
+start_zookeeper_tls FLOE_TEST_ZOOKEEPER_TLS
 start_etcd FLOE_TEST_ETCD
 start_etcd FLOE_TEST_ETCD_KILLABLE
 # The sequencer's stores, and their killable twins (tests/outage.rs of floe-sequencer).

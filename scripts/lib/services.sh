@@ -120,6 +120,94 @@ START
   echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') on 127.0.0.1:$port as $name (pid $pid, $dir)"
 }
 
+# start_zookeeper_secure [NAME]: as start_zookeeper (default FLOE_TEST_ZOOKEEPER_SECURE), but the
+# server refuses every client that has not authenticated (ZooKeeper 3.7+'s enforce.auth with the
+# digest scheme: a session with no credentials is closed with AuthFailed at its first request).
+# For the tests of floe's digest credentials and creator-only ACLs.
+start_zookeeper_secure() {
+  local name=${1:-FLOE_TEST_ZOOKEEPER_SECURE}
+  ensure_package zookeeper /usr/share/java/zookeeper.jar
+  local dir port pid
+  dir=$(mktemp -d /tmp/floe-zk-secure.XXXXXX)
+  port=$(free_port 21910)
+  mkdir -p "$dir/data"
+  cat >"$dir/zoo.cfg" <<CFG
+tickTime=500
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat
+minSessionTimeout=1000
+maxSessionTimeout=30000
+enforce.auth.enabled=true
+enforce.auth.schemes=digest
+CFG
+  cat >"$dir/start.sh" <<START
+exec java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
+  org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >>"$dir/server.log" 2>&1
+START
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready ZooKeeper "$dir" zk_ready "$port" || return 1
+  export "$name=127.0.0.1:$port" "${name}_PID=$pid" "${name}_CFG=$dir/zoo.cfg"
+  echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') (digest auth enforced) on 127.0.0.1:$port as $name (pid $pid, $dir)"
+}
+
+# start_zookeeper_tls [NAME]: ZooKeeper whose clients speak TLS (its secureClientPort, Netty,
+# PEM key and trust stores) and must show a certificate of its throw-away CA (ZooKeeper's
+# default ssl.clientAuth=need). Exports NAME (default FLOE_TEST_ZOOKEEPER_TLS) =
+# 127.0.0.1:SECUREPORT, NAME_CA (the CA's PEM), NAME_CERT and NAME_KEY (a client certificate
+# and its key, PEM), NAME_PLAIN (its plain-text port, for readiness) and NAME_PID.
+start_zookeeper_tls() {
+  local name=${1:-FLOE_TEST_ZOOKEEPER_TLS}
+  ensure_package zookeeper /usr/share/java/zookeeper.jar
+  local dir port sport pid tls
+  dir=$(mktemp -d /tmp/floe-zk-tls.XXXXXX)
+  port=$(free_port 22010)
+  sport=$(free_port $((port + 1)))
+  mkdir -p "$dir/data" "$dir/tls"
+  tls=$dir/tls
+  make_test_ca "$tls" || return 1
+  # ZooKeeper's PEM key store: the private key (PKCS#8) and the certificate in one file.
+  cat "$tls/server.key" "$tls/server.pem" >"$tls/server-keystore.pem"
+  openssl req -newkey rsa:2048 -nodes -keyout "$tls/client.key" -out "$tls/client.csr" \
+    -subj "/CN=floe" >/dev/null 2>&1 || return 1
+  printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=clientAuth" >"$tls/client.ext"
+  openssl x509 -req -in "$tls/client.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+    -CAcreateserial -out "$tls/client.pem" -days 2 -extfile "$tls/client.ext" >/dev/null 2>&1 \
+    || return 1
+  cat >"$dir/zoo.cfg" <<CFG
+tickTime=500
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+secureClientPort=$sport
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=$tls/server-keystore.pem
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$tls/ca.pem
+ssl.trustStore.type=PEM
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat
+minSessionTimeout=1000
+maxSessionTimeout=30000
+CFG
+  cat >"$dir/start.sh" <<START
+exec java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
+  org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >>"$dir/server.log" 2>&1
+START
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready ZooKeeper "$dir" zk_ready "$port" || return 1
+  wait_ready ZooKeeper "$dir" bash -c "exec 3<>/dev/tcp/127.0.0.1/$sport" || return 1
+  export "$name=127.0.0.1:$sport" "${name}_CA=$tls/ca.pem" "${name}_CERT=$tls/client.pem" \
+    "${name}_KEY=$tls/client.key" "${name}_PLAIN=127.0.0.1:$port" "${name}_PID=$pid"
+  echo "ZooKeeper $(zk_ask 127.0.0.1 "$port" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p') (TLS, client certificates) on 127.0.0.1:$sport as $name (pid $pid, $dir)"
+}
+
 # start_etcd [NAME]: exports NAME (default FLOE_TEST_ETCD) = host:port, NAME_PID, and
 # NAME_START, a script that starts the same server again on the same data (for tests that
 # kill it).

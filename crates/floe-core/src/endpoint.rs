@@ -322,6 +322,56 @@ pub fn with_password(url: &str, password: &str) -> String {
     format!("{scheme}://{user}:{encoded}@{host}{tail}")
 }
 
+/// The credentials of a server URL whose `user[:password]@` was taken out by
+/// [`take_credentials`], completed by a `password_file=PATH` option (the password is the
+/// file's content, one trailing newline trimmed), so that no password need be in a command
+/// line. A user and a password, both needed: a password in the URL and a file, a file with no
+/// user, a user with no password, an empty password or a user name with a `:` (which digest
+/// and basic authentication cannot tell from the password) are refused. Messages never echo
+/// the password.
+pub fn with_password_file(
+    credentials: Option<Credentials>,
+    password_file: Option<&str>,
+) -> Result<Option<Credentials>, String> {
+    let credentials = match (credentials, password_file) {
+        (None, None) => return Ok(None),
+        (None, Some(_)) => return Err(
+            "password_file= names no user: expected scheme://USER@host:port/...?password_file=PATH"
+                .to_string(),
+        ),
+        (Some(c), Some(_)) if !c.password.is_empty() => {
+            return Err(format!(
+                "the URL gives the password of {} and password_file= too: give one of them",
+                quoted(&c.user)
+            ))
+        }
+        (Some(mut c), Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("password_file {}: cannot read it: {e}", quoted(path)))?;
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            c.password = text.strip_suffix('\r').unwrap_or(text).to_string();
+            if c.password.is_empty() {
+                return Err(format!("password_file {} is empty", quoted(path)));
+            }
+            c
+        }
+        (Some(c), None) => c,
+    };
+    if credentials.user.contains(':') {
+        return Err(format!(
+            "the user name {} has a ':', which cannot be told from the password",
+            quoted(&credentials.user)
+        ));
+    }
+    if credentials.password.is_empty() {
+        return Err(format!(
+            "user {} has no password: expected USER:PASSWORD@host:port, or USER@host:port with ?password_file=PATH",
+            quoted(&credentials.user)
+        ));
+    }
+    Ok(Some(credentials))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +420,51 @@ mod tests {
             take_credentials("zk://h:1/a@b").unwrap(),
             ("zk://h:1/a@b".to_string(), None)
         );
+    }
+
+    #[test]
+    fn a_password_file_completes_a_user_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("floe-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let path = file.to_str().unwrap();
+        let user = |p: &str| {
+            Some(Credentials {
+                user: "floe".into(),
+                password: p.into(),
+            })
+        };
+        assert_eq!(with_password_file(None, None), Ok(None));
+        assert_eq!(with_password_file(user(""), Some(path)), Ok(user("s3cret")));
+        assert_eq!(with_password_file(user("pw"), None), Ok(user("pw")));
+        assert!(with_password_file(None, Some(path))
+            .unwrap_err()
+            .contains("names no user"));
+        let e = with_password_file(user("other"), Some(path)).unwrap_err();
+        assert!(
+            e.contains("password_file= too") && !e.contains("other"),
+            "{e}"
+        );
+        assert!(with_password_file(user(""), None)
+            .unwrap_err()
+            .contains("has no password"));
+        std::fs::write(&file, "\n").unwrap();
+        assert!(with_password_file(user(""), Some(path))
+            .unwrap_err()
+            .contains("is empty"));
+        let missing = dir.join("missing");
+        assert!(with_password_file(user(""), missing.to_str())
+            .unwrap_err()
+            .contains("cannot read it"));
+        let colon = Credentials {
+            user: "a:b".into(),
+            password: "pw".into(),
+        };
+        assert!(with_password_file(Some(colon), None)
+            .unwrap_err()
+            .contains("has a ':'"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -37,6 +37,11 @@ enum Target {
         session_timeout: std::time::Duration,
         /// Meituan Leaf's nodes (`leaf+zk://`) rather than floe's.
         leaf: bool,
+        /// Digest credentials (`user:password@`, or `user@` and `?password_file=`): every
+        /// session authenticates with them and floe's nodes are created creator-only.
+        credentials: Option<floe_core::endpoint::Credentials>,
+        /// TLS (`zks://`, `leaf+zks://`): the CA, and floe's certificate and key.
+        tls: Option<zookeeper::ZkTls>,
     },
     #[cfg(feature = "etcd")]
     Etcd {
@@ -88,12 +93,47 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             Ok(Target::Static(id))
         }
         #[cfg(feature = "zookeeper")]
-        "zk" | "zookeeper" | "leaf+zk" => {
-            let leaf = scheme == "leaf+zk";
-            let (base, options) = floe_core::endpoint::take_options(url, &["session_timeout"]);
+        "zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" => {
+            let leaf = scheme.starts_with("leaf+");
+            let secure = scheme.ends_with("zks");
+            let (base, options) = floe_core::endpoint::take_options(
+                url,
+                &["session_timeout", "password_file", "cacert", "cert", "key"],
+            );
             once(&options)?;
-            let secs = match options.last() {
-                Some((_, t)) => t.parse::<u64>().map_err(|_| {
+            let option = |name| {
+                options
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_str())
+            };
+            let (base, credentials) = floe_core::endpoint::take_credentials(&base)
+                .and_then(|(base, c)| {
+                    floe_core::endpoint::with_password_file(c, option("password_file"))
+                        .map(|c| (base, c))
+                })
+                .map_err(|e| RegistryError::config(format!("registry: {e}")))?;
+            let tls = if secure {
+                #[cfg(not(feature = "zookeeper-tls"))]
+                return Err(RegistryError::config(zookeeper::NO_TLS));
+                #[cfg(feature = "zookeeper-tls")]
+                Some(
+                    zookeeper::ZkTls::from_files(option("cacert"), option("cert"), option("key"))
+                        .map_err(|e| RegistryError::config(format!("registry: {e}")))?,
+                )
+            } else {
+                if let Some(name) = ["cacert", "cert", "key"]
+                    .into_iter()
+                    .find(|n| option(n).is_some())
+                {
+                    return Err(RegistryError::config(format!(
+                        "registry: {name}= is for ZooKeeper over TLS: write zks:// (leaf+zks://) to use it"
+                    )));
+                }
+                None
+            };
+            let secs = match option("session_timeout") {
+                Some(t) => t.parse::<u64>().map_err(|_| {
                     RegistryError::config(format!(
                         "registry: session_timeout must be whole seconds, found {t:?}"
                     ))
@@ -120,6 +160,8 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                 root: root.to_string(),
                 session_timeout: std::time::Duration::from_secs(secs),
                 leaf,
+                credentials,
+                tls,
             })
         }
         #[cfg(feature = "etcd")]
@@ -146,7 +188,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             })
         }
         #[cfg(not(feature = "zookeeper"))]
-        "zk" | "zookeeper" | "leaf+zk" => Err(RegistryError::config(
+        "zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" => Err(RegistryError::config(
             "registry: ZooKeeper is not in this build: build floe with the cargo feature zookeeper (on by default)",
         )),
         #[cfg(not(feature = "etcd"))]
@@ -177,12 +219,19 @@ pub fn leases(url: &str) -> bool {
 }
 
 /// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
-/// `zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (root `/floe` and a 6 s
-/// session by default; the server may grant another within its own bounds),
-/// `leaf+zk://host:port[,host:port...][/root][?session_timeout=SECONDS]` (ZooKeeper with the
+/// `zk://[user:password@]host:port[,host:port...][/root][?session_timeout=SECONDS][&password_file=PATH]`
+/// (root `/floe` and a 6 s session by default; the server may grant another within its own
+/// bounds; with a user, every session authenticates with ZooKeeper's `digest` scheme and every
+/// node floe creates is creator-only, the password given in the URL, percent-encoded, or as the
+/// content of `password_file` with `zk://user@host:port...`; without, the nodes are open to
+/// anyone and a warning says so),
+/// `leaf+zk://[user:password@]host:port[,host:port...][/root][?session_timeout=SECONDS][&password_file=PATH]` (ZooKeeper with the
 /// worker IDs in Meituan Leaf's nodes, `/snowflake/{service}/forever/{ip}:{port}-{sequence}`:
 /// root `/snowflake` by default, `/chroot/snowflake` under a chroot; the service is Leaf's
-/// `leaf.name`; see [`zookeeper::leaf`](crate::zookeeper::leaf)), or
+/// `leaf.name`; credentials as for `zk://`; see [`zookeeper::leaf`](crate::zookeeper::leaf)),
+/// `zks://` and `leaf+zks://` with `cacert=PATH[&cert=PATH&key=PATH]` (the same over TLS to
+/// every server: the CA of the servers' certificates, floe's client certificate and key, PEM;
+/// builds with the cargo feature `zookeeper-tls`), or
 /// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]` (10 s by default).
 ///
 /// # Errors
@@ -235,16 +284,25 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
             root,
             session_timeout,
             leaf,
+            credentials,
+            tls,
         } => Ok(Box::new(if leaf {
-            zookeeper::ZkRegistry::connect_leaf(
+            zookeeper::ZkRegistry::connect_leaf_with_credentials(
                 &cluster,
                 &root,
                 session_timeout,
                 zookeeper::LeafGuard::DEFAULT,
+                zookeeper::ZkAccess { credentials, tls },
             )
             .await?
         } else {
-            zookeeper::ZkRegistry::connect_with(&cluster, &root, session_timeout).await?
+            zookeeper::ZkRegistry::connect_with_credentials(
+                &cluster,
+                &root,
+                session_timeout,
+                zookeeper::ZkAccess { credentials, tls },
+            )
+            .await?
         })),
         #[cfg(feature = "etcd")]
         Target::Etcd {
@@ -281,11 +339,26 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
 /// `?session_timeout=`), and with the server registries' default root (`/floe`; `/snowflake`
 /// for `leaf+zk://`) when none is given.
 pub fn location_of(url: &str) -> String {
-    let (base, _) = floe_core::endpoint::take_options(url, &["ttl", "session_timeout"]);
+    let (base, _) = floe_core::endpoint::take_options(
+        url,
+        &[
+            "ttl",
+            "session_timeout",
+            "password_file",
+            "cacert",
+            "cert",
+            "key",
+        ],
+    );
+    // Never the credentials (a bad URL: its password masked).
+    let base = match floe_core::endpoint::take_credentials(&base) {
+        Ok((base, _)) => base,
+        Err(_) => floe_core::endpoint::redacted(&base),
+    };
     match base.split_once("://") {
-        Some((scheme @ ("zk" | "zookeeper" | "leaf+zk" | "etcd"), rest)) => {
+        Some((scheme @ ("zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" | "etcd"), rest)) => {
             let scheme = if scheme == "zookeeper" { "zk" } else { scheme };
-            let default_root = if scheme == "leaf+zk" {
+            let default_root = if scheme.starts_with("leaf+") {
                 "/snowflake"
             } else {
                 FLOE_ROOT
@@ -337,6 +410,8 @@ mod tests {
                 root: "/snowflake".into(),
                 session_timeout: std::time::Duration::from_secs(8),
                 leaf: true,
+                credentials: None,
+                tls: None,
             }
         );
         assert!(leases("leaf+zk://127.0.0.1:2181"));
@@ -357,6 +432,78 @@ mod tests {
         assert_eq!(
             location_of("leaf+zk://127.0.0.1:2181/app/snowflake"),
             "leaf+zk://127.0.0.1:2181/app/snowflake"
+        );
+    }
+
+    /// A ZooKeeper URL's `user:password@` (or `user@` and `password_file=`) becomes the
+    /// sessions' digest credentials; a bad one is refused naming the field, and neither the
+    /// error nor the location shows the password.
+    #[cfg(feature = "zookeeper")]
+    #[test]
+    fn zookeeper_credentials_come_from_the_url_or_a_password_file() {
+        let Target::Zk {
+            credentials,
+            cluster,
+            root,
+            ..
+        } = parse("zk://floe:s%40cret@127.0.0.1:2181/fleet?session_timeout=8").unwrap()
+        else {
+            panic!("not zk")
+        };
+        let c = credentials.unwrap();
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("floe", "s@cret"));
+        assert_eq!(
+            (cluster.as_str(), root.as_str()),
+            ("127.0.0.1:2181", "/fleet")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let url = format!(
+            "leaf+zk://floe@127.0.0.1:2181?password_file={}",
+            file.display()
+        );
+        let Target::Zk { credentials, .. } = parse(&url).unwrap() else {
+            panic!("not zk")
+        };
+        assert_eq!(credentials.unwrap().password, "from-file");
+        assert_eq!(location_of(&url), "leaf+zk://127.0.0.1:2181/snowflake");
+        assert_eq!(
+            location_of("zk://floe:s3cret@127.0.0.1:2181/x"),
+            "zk://127.0.0.1:2181/x"
+        );
+        for bad in [
+            "zk://floe@127.0.0.1:2181/x",
+            "zk://:s3cret@127.0.0.1:2181/x",
+            "zk://floe:s3cret@127.0.0.1:2181/x?password_file=/nonexistent",
+            "zk://127.0.0.1:2181/x?password_file=/nonexistent",
+        ] {
+            let e = check_url(bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Config, "{bad}");
+            assert!(e.message.starts_with("registry: "), "{e}");
+            assert!(!e.message.contains("s3cret"), "{e}");
+        }
+        let e = check_url("zk://floe@127.0.0.1:2181/x?password_file=/nonexistent").unwrap_err();
+        assert!(e.message.contains("cannot read it"), "{e}");
+    }
+
+    /// `zks://` without the feature `zookeeper-tls` is refused naming the feature; TLS options
+    /// on a plain `zk://` URL are refused naming the scheme to write.
+    #[cfg(feature = "zookeeper")]
+    #[test]
+    fn zookeeper_tls_urls_name_what_they_need() {
+        let e = check_url("zks://127.0.0.1:2181/x?cacert=/nonexistent").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+        if cfg!(feature = "zookeeper-tls") {
+            assert!(e.message.contains("cannot read it"), "{e}");
+        } else {
+            assert!(e.message.contains("cargo feature zookeeper-tls"), "{e}");
+        }
+        let e = check_url("zk://127.0.0.1:2181/x?cert=/a.pem").unwrap_err();
+        assert!(e.message.contains("write zks://"), "{e}");
+        assert_eq!(
+            location_of("leaf+zks://floe:pw@127.0.0.1:2181?cacert=/ca.pem"),
+            "leaf+zks://127.0.0.1:2181/snowflake"
         );
     }
 

@@ -21,7 +21,7 @@
 //! | `mysql://user@host:port/db` | [`stores::mysql`] (MariaDB too): `LAST_INSERT_ID(expr)` | yes | yes |
 //! | `leaf-mysql://user@host:port/db[?table=leaf_alloc]`, `leaf-mariadb://` | [`stores::leaf_alloc`]: Leaf's `leaf_alloc` table, its own SQL, beside Leaf's servers; unknown tags refused | yes | yes, with Leaf |
 //! | `etcd://host:port[/root]` | [`stores::etcd`] (feature `etcd`): CAS on the revision | yes | yes |
-//! | `zk://host:port[/root]` | [`stores::zookeeper`]: versioned `setData` | yes | yes |
+//! | `zk://[user:password@]host:port[/root]` (`zks://...?cacert=` over TLS) | [`stores::zookeeper`]: versioned `setData` | yes | yes |
 //! | `redis://host:port?layotto=APP` | [`stores::redis`] on Layotto's keys `sequencer\|\|\|APP\|\|{key}`, in place | as Redis | yes, with Layotto |
 //! | `etcd://host:port?layotto=APP[&layotto_prefix=/layotto/]` | [`stores::etcd`] on Layotto's keys in place: ID = the key's version, one put per ID, no segments | yes | yes, with Layotto |
 //! | `etcd://host:port[/root]?from_layotto=APP` | [`stores::etcd`], floe's keys lifted above Layotto's versions at start-up | yes | yes; Layotto stopped |
@@ -109,6 +109,8 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         "etcd" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
+        #[cfg(feature = "zookeeper-tls")]
+        "zks" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
         // Not a store of this build: check_scheme says why.
         _ => Err(check_scheme(url).err().unwrap_or_else(|| {
             SeqError::config(format!(
@@ -175,9 +177,11 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
         "etcd" => Ok(()),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(()),
+        #[cfg(feature = "zookeeper-tls")]
+        "zks" => Ok(()),
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
         "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
-        | "leaf-mariadb" | "etcd" | "zk" | "zookeeper" => {
+        | "leaf-mariadb" | "etcd" | "zk" | "zookeeper" | "zks" => {
             Err(SeqError::config(format!(
                 "store: {:?} needs floe built with the cargo feature for {scheme}",
                 floe_core::endpoint::redacted(url)

@@ -27,3 +27,4 @@ mod servers;
 mod shutdown;
 mod status_page;
 mod three_nodes;
+mod zk_auth;

@@ -872,6 +872,52 @@ fn three_nodes_on_zookeeper_survive_a_kill() {
     three_nodes_kill_one(&registry);
 }
 
+/// The same scenario on a ZooKeeper that refuses unauthenticated clients
+/// (FLOE_TEST_ZOOKEEPER_SECURE), the nodes' password in a file (`?password_file=`): no repeats,
+/// and afterwards every node floe made under the root is creator-only (floe's digest user,
+/// all permissions, nobody else).
+#[test]
+fn three_nodes_on_zookeeper_with_acls_survive_a_kill() {
+    const PASSWORD: &str = "thr3e-n0des";
+    let server = floe_testkit::env("FLOE_TEST_ZOOKEEPER_SECURE");
+    let root = format!("/{}", floe_testkit::unique("floe-three-acl"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zk-password");
+    std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    let registry = format!("zk://floe@{server}{root}?password_file={}", file.display());
+    three_nodes_kill_one(&registry);
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let checked = rt.block_on(async {
+        let client = zookeeper_client::Client::connector()
+            .with_auth("digest", format!("floe:{PASSWORD}").as_bytes())
+            .connect(&server)
+            .await
+            .unwrap();
+        let mut todo = vec![root.clone()];
+        let mut checked = Vec::new();
+        while let Some(path) = todo.pop() {
+            let (acls, _) = client.get_acl(&path).await.unwrap();
+            assert!(
+                acls.len() == 1
+                    && acls[0].scheme() == "digest"
+                    && acls[0].id().starts_with("floe:")
+                    && acls[0].permission() == zookeeper_client::Permission::ALL,
+                "{path}: {acls:?}"
+            );
+            for child in client.list_children(&path).await.unwrap() {
+                todo.push(format!("{path}/{child}"));
+            }
+            checked.push(path);
+        }
+        checked
+    });
+    assert!(
+        checked.iter().any(|p| p.contains("/workers/")),
+        "no worker record under {root}: {checked:?}"
+    );
+}
+
 /// With a lease TTL of 5 s: a killed node's lease lingers at most about 5.5 s, well within
 /// the 10 s a restart waits for it. (The default TTL, 10 s, races that wait: see
 /// `a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl`.)

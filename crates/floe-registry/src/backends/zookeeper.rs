@@ -61,6 +61,7 @@ use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, MultiWriteError, SessionState};
 
 use floe_core::clock::SystemClock;
+use floe_core::endpoint::Credentials;
 use floe_core::fence::{Fence, Sent};
 
 use super::records::{self, decode, encode, Allocation, Claim, Claims, VersionedRecords};
@@ -117,7 +118,8 @@ pub struct ZkRegistry {
 /// What the registry, its registrations' holds and its keeper share.
 struct Shared {
     root: String,
-    cluster: String,
+    /// The servers, and the credentials every session authenticates with.
+    cluster: Ensemble,
     /// Where the records live and how they are encoded.
     nodes: Nodes,
     /// The session timeout asked of the server (it may grant another).
@@ -139,6 +141,158 @@ struct Session {
     /// Whether `client` is the session of `epoch` (false from an expiry until the next session
     /// is open).
     open: bool,
+}
+
+/// A ZooKeeper ensemble as floe's sessions reach it: its servers, and the digest credentials
+/// every session of the registry authenticates with (none: no authentication).
+#[derive(Clone, Debug)]
+pub(crate) struct Ensemble {
+    servers: String,
+    credentials: Option<Credentials>,
+    /// TLS to every server (`zks://`), if asked.
+    tls: Option<ZkTls>,
+}
+
+/// How a registry reaches ZooKeeper beyond its servers: the digest credentials its sessions
+/// authenticate with (and its nodes' creator-only ACLs), and TLS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZkAccess {
+    /// Digest credentials; `None`: no authentication, open ACLs (and a warning).
+    pub credentials: Option<Credentials>,
+    /// TLS to every server (`zks://`); `None`: plain TCP.
+    pub tls: Option<ZkTls>,
+}
+
+impl From<Option<Credentials>> for ZkAccess {
+    fn from(credentials: Option<Credentials>) -> Self {
+        ZkAccess {
+            credentials,
+            tls: None,
+        }
+    }
+}
+
+/// TLS to ZooKeeper (`zks://...?cacert=PATH[&cert=PATH&key=PATH]`): the CA that signed the
+/// servers' certificates (their names or addresses are checked against them), and floe's own
+/// certificate and key for a server that asks for one (ZooKeeper's default,
+/// `ssl.clientAuth=need`). PEM text, read at start; its `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ZkTls {
+    /// The CA certificates, PEM.
+    pub ca: String,
+    /// floe's certificate chain and private key, PEM.
+    pub identity: Option<(String, String)>,
+}
+
+impl fmt::Debug for ZkTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkTls")
+            .field("identity", &self.identity.as_ref().map(|_| "****"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZkTls {
+    /// Reads the PEM files of `cacert=`, `cert=` and `key=` (the last two both or neither),
+    /// checking them as the client will use them.
+    ///
+    /// # Errors
+    /// A message naming the option and the file.
+    pub fn from_files(
+        ca: Option<&str>,
+        cert: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<ZkTls, String> {
+        let read = |option: &str, path: &str| {
+            std::fs::read_to_string(path).map_err(|e| {
+                format!(
+                    "{option} {}: cannot read it: {e}",
+                    floe_core::endpoint::quoted(path)
+                )
+            })
+        };
+        let ca = match ca {
+            Some(path) => read("cacert", path)?,
+            None => {
+                return Err(
+                    "ZooKeeper over TLS needs cacert=PATH, the CA that signed the servers' certificates (PEM)"
+                        .to_string(),
+                )
+            }
+        };
+        let identity = match (cert, key) {
+            (Some(cert), Some(key)) => Some((read("cert", cert)?, read("key", key)?)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err("cert= needs key= (the certificate's private key, PEM)".into())
+            }
+            (None, Some(_)) => return Err("key= needs cert= (its certificate, PEM)".into()),
+        };
+        let tls = ZkTls { ca, identity };
+        #[cfg(feature = "zookeeper-tls")]
+        tls.options()?;
+        Ok(tls)
+    }
+
+    /// The client's TLS options.
+    #[cfg(feature = "zookeeper-tls")]
+    fn options(&self) -> Result<zookeeper_client::TlsOptions, String> {
+        let options = zookeeper_client::TlsOptions::new()
+            .with_pem_ca(&self.ca)
+            .map_err(|e| format!("cacert: no CA certificate in it ({e})"))?;
+        match &self.identity {
+            Some((cert, key)) => options
+                .with_pem_identity(cert, key)
+                .map_err(|e| format!("cert=, key=: no certificate and private key in them ({e})")),
+            None => Ok(options),
+        }
+    }
+}
+
+impl fmt::Display for Ensemble {
+    /// The servers (never the credentials).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.servers)
+    }
+}
+
+impl Ensemble {
+    /// The ACLs of every node floe creates: with credentials, **creator-only** (`auth` ids,
+    /// all permissions: only a session with the same user and password may read, write, delete
+    /// or create children); without, open to anyone (`world:anyone`, all), as before.
+    pub(crate) fn acls(&self) -> Acls<'static> {
+        if self.credentials.is_some() {
+            Acls::creator_all()
+        } else {
+            Acls::anyone_all()
+        }
+    }
+
+    /// Persistent nodes with [`Self::acls`].
+    fn persistent(&self) -> zookeeper_client::CreateOptions<'static> {
+        CreateMode::Persistent.with_acls(self.acls())
+    }
+
+    /// Ephemeral nodes with [`Self::acls`].
+    fn ephemeral(&self) -> zookeeper_client::CreateOptions<'static> {
+        CreateMode::Ephemeral.with_acls(self.acls())
+    }
+
+    /// Connects `connector` to the servers, over TLS if asked.
+    async fn connect(&self, connector: zookeeper_client::Connector) -> Result<Client, ZkError> {
+        #[cfg(feature = "zookeeper-tls")]
+        if let Some(tls) = &self.tls {
+            // zookeeper-client builds its rustls configuration with the process's provider:
+            // floe's is ring (its own TLS and its stores'), whichever other is compiled in.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let options = tls.options().map_err(ZkError::UnexpectedError)?;
+            return connector
+                .with_tls(options)
+                .secure_connect(&self.servers)
+                .await;
+        }
+        connector.connect(&self.servers).await
+    }
 }
 
 impl Shared {
@@ -254,8 +408,24 @@ fn address_node(dir: &str, identity: &Identity) -> String {
     format!("{dir}/{}:{}", identity.host, identity.port)
 }
 
-/// Maps the client's errors to registry errors: connection trouble is temporary.
+/// Maps the client's errors to registry errors: connection trouble is temporary; a refused
+/// authentication or access is a configuration error, with one line saying what to check.
 fn map_err(what: &str, e: ZkError) -> RegistryError {
+    match e {
+        ZkError::AuthFailed => {
+            return RegistryError::new(
+                ErrorKind::Config,
+                format!("zookeeper: {what}: the server refused the session's authentication (AuthFailed): it requires credentials: give them in the registry URL, zk://USER:PASSWORD@host:port/root or zk://USER@host:port/root?password_file=PATH"),
+            )
+        }
+        ZkError::NoAuth => {
+            return RegistryError::new(
+                ErrorKind::Config,
+                format!("zookeeper: {what}: not authorized (NoAuth): the node's ACL does not admit this session's credentials: check the user and password of the registry URL (a wrong password is refused only here, at the first ACL'd node), or who created the node"),
+            )
+        }
+        _ => {}
+    }
     let kind = match e {
         ZkError::NoHosts
         | ZkError::Timeout
@@ -268,6 +438,9 @@ fn map_err(what: &str, e: ZkError) -> RegistryError {
     RegistryError::new(kind, format!("zookeeper: {what}: {e}"))
 }
 
+/// Why `zks://` is refused by a build without the feature `zookeeper-tls`.
+pub const NO_TLS: &str = "registry: ZooKeeper over TLS (zks://) is not in this build: build floe with the cargo feature zookeeper-tls";
+
 /// The session timeout asked of the server by default (`?session_timeout=` in the URL).
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
@@ -278,17 +451,25 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 /// first client, still trying to reconnect in the background, must not close it when it
 /// gets through. The registry ends its session itself when it is dropped ([`Shared`]'s
 /// `Drop`), and a clean close deletes the holder nodes anyway.
-async fn open_session(cluster: &str, timeout: Duration) -> Result<Client, ZkError> {
-    connector(timeout).with_detached().connect(cluster).await
+async fn open_session(cluster: &Ensemble, timeout: Duration) -> Result<Client, ZkError> {
+    cluster
+        .connect(connector(cluster, timeout).with_detached())
+        .await
 }
 
-/// A connector for sessions of `timeout`. Its connection timeout (`T/2`, at most 3 s) is
-/// also how long a connection may stay silent before the client drops it; it pings every
+/// A connector for sessions of `timeout` on `cluster`, authenticated by its credentials (the
+/// client sends them again on every connection of the session, so a reconnect or a session
+/// resumed on a new client stays authenticated). Its connection timeout (`T/2`, at most 3 s)
+/// is also how long a connection may stay silent before the client drops it; it pings every
 /// 3/8 of it.
-fn connector(timeout: Duration) -> zookeeper_client::Connector {
-    Client::connector()
+fn connector(cluster: &Ensemble, timeout: Duration) -> zookeeper_client::Connector {
+    let connector = Client::connector()
         .with_session_timeout(timeout)
-        .with_connection_timeout((timeout / 2).min(Duration::from_secs(3)))
+        .with_connection_timeout((timeout / 2).min(Duration::from_secs(3)));
+    match &cluster.credentials {
+        Some(c) => connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes()),
+        None => connector,
+    }
 }
 
 /// Connects to `session` again on a new client, trying each server of `cluster` once.
@@ -300,22 +481,24 @@ fn connector(timeout: Duration) -> zookeeper_client::Connector {
 /// server moves the session to the newest connection (the old client's, if it gets through
 /// later, takes it back for a moment, finds its client dropped and goes).
 async fn resume_session(
-    cluster: &str,
+    cluster: &Ensemble,
     session: zookeeper_client::SessionInfo,
     timeout: Duration,
 ) -> Result<Client, ZkError> {
-    rejoin(session, timeout)
-        .with_detached()
-        .connect(cluster)
+    cluster
+        .connect(rejoin(cluster, session, timeout).with_detached())
         .await
 }
 
 /// A connector back into `session`, trying each server once.
 fn rejoin(
+    cluster: &Ensemble,
     session: zookeeper_client::SessionInfo,
     timeout: Duration,
 ) -> zookeeper_client::Connector {
-    connector(timeout).with_session(session).with_fail_eagerly()
+    connector(cluster, timeout)
+        .with_session(session)
+        .with_fail_eagerly()
 }
 
 /// How often the keeper tries [`resume_session`] while its client stays disconnected.
@@ -325,10 +508,14 @@ const RESUME_EVERY: Duration = Duration::from_millis(250);
 /// the server a close (its ephemeral nodes go now, not after the timeout).
 /// Tries until the session is closed, or could no longer be alive (1.4 `T`, when the client
 /// itself would give it up: a registry dropped during an outage).
-async fn end_session(cluster: &str, session: zookeeper_client::SessionInfo, timeout: Duration) {
+async fn end_session(
+    cluster: &Ensemble,
+    session: zookeeper_client::SessionInfo,
+    timeout: Duration,
+) {
     let until = tokio::time::Instant::now() + timeout * 7 / 5;
     while tokio::time::Instant::now() < until {
-        let connect = rejoin(session.clone(), timeout).connect(cluster);
+        let connect = cluster.connect(rejoin(cluster, session.clone(), timeout));
         match tokio::time::timeout(timeout / 2, connect).await {
             Ok(Ok(client)) => {
                 // A request answered, so that the close goes out on an established
@@ -369,7 +556,30 @@ impl ZkRegistry {
         root: &str,
         session_timeout: Duration,
     ) -> Result<Self, RegistryError> {
-        Self::connect_nodes(cluster, root, session_timeout, Nodes::Floe).await
+        Self::connect_nodes(
+            cluster,
+            root,
+            session_timeout,
+            Nodes::Floe,
+            ZkAccess::default(),
+        )
+        .await
+    }
+
+    /// As [`connect_with`](Self::connect_with), every session authenticated by `credentials`
+    /// (ZooKeeper's `digest` scheme), and every node floe creates given creator-only ACLs; with
+    /// `None`, as [`connect_with`](Self::connect_with): open ACLs, and a warning logged.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); [`ErrorKind::Config`] when the server refuses the
+    /// session's authentication (it requires credentials and none were given).
+    pub async fn connect_with_credentials(
+        cluster: &str,
+        root: &str,
+        session_timeout: Duration,
+        access: impl Into<ZkAccess>,
+    ) -> Result<Self, RegistryError> {
+        Self::connect_nodes(cluster, root, session_timeout, Nodes::Floe, access.into()).await
     }
 
     /// As [`connect_with`](Self::connect_with), with the records in Meituan Leaf's nodes under
@@ -385,8 +595,30 @@ impl ZkRegistry {
         session_timeout: Duration,
         guard: LeafGuard,
     ) -> Result<Self, RegistryError> {
+        Self::connect_leaf_with_credentials(cluster, root, session_timeout, guard, None).await
+    }
+
+    /// As [`connect_leaf`](Self::connect_leaf), authenticated by `credentials` as
+    /// [`connect_with_credentials`](Self::connect_with_credentials).
+    ///
+    /// # Errors
+    /// As [`connect_leaf`](Self::connect_leaf).
+    pub async fn connect_leaf_with_credentials(
+        cluster: &str,
+        root: &str,
+        session_timeout: Duration,
+        guard: LeafGuard,
+        access: impl Into<ZkAccess>,
+    ) -> Result<Self, RegistryError> {
         leaf::check_root(root)?;
-        Self::connect_nodes(cluster, root, session_timeout, Nodes::Leaf(guard)).await
+        Self::connect_nodes(
+            cluster,
+            root,
+            session_timeout,
+            Nodes::Leaf(guard),
+            access.into(),
+        )
+        .await
     }
 
     async fn connect_nodes(
@@ -394,15 +626,36 @@ impl ZkRegistry {
         root: &str,
         session_timeout: Duration,
         nodes: Nodes,
+        access: ZkAccess,
     ) -> Result<Self, RegistryError> {
         super::check_servers("ZooKeeper", cluster, root)?;
-        let client = open_session(cluster, session_timeout)
+        #[cfg(not(feature = "zookeeper-tls"))]
+        if access.tls.is_some() {
+            return Err(RegistryError::config(NO_TLS));
+        }
+        let ensemble = Ensemble {
+            servers: cluster.to_string(),
+            credentials: access.credentials,
+            tls: access.tls,
+        };
+        let client = open_session(&ensemble, session_timeout)
             .await
             .map_err(|e| map_err(&format!("cannot connect to {cluster}"), e))?;
+        match &ensemble.credentials {
+            Some(c) => tracing::debug!(
+                "zookeeper: sessions on {cluster} authenticated as digest user {:?}; floe's nodes under {root} are created creator-only",
+                c.user
+            ),
+            // Once per process and place: `floe serve` opens the registry once per generator.
+            None if first_time(&format!("{cluster}{root}")) => tracing::warn!(
+                "zookeeper: no credentials in the registry URL: the nodes floe creates under {root} on {cluster} are open to anyone (world:anyone), so anyone who reaches ZooKeeper can rewrite or delete the worker records and make two nodes issue the same IDs; give credentials (zk://USER:PASSWORD@host:port{root}, or zk://USER@host:port{root}?password_file=PATH) to create them creator-only"
+            ),
+            None => {}
+        }
         let watcher = client.state_watcher();
         let shared = Arc::new(Shared {
             root: root.to_string(),
-            cluster: cluster.to_string(),
+            cluster: ensemble,
             nodes,
             asked: session_timeout,
             session: Mutex::new(Session {
@@ -487,6 +740,47 @@ impl ZkRegistry {
     }
 }
 
+/// Whether `place` is seen for the first time in this process (for warnings given once).
+fn first_time(place: &str) -> bool {
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.iter().any(|s| s == place) {
+        return false;
+    }
+    seen.push(place.to_string());
+    true
+}
+
+/// With credentials, warns (once per process and directories) when a directory floe uses, created
+/// before with open ACLs, lets anyone change it: its existing children keep their ACLs, and
+/// whoever may create or delete children in it can remove a worker record's holder or add
+/// nodes. Only a warning: floe's own nodes in it are creator-only all the same.
+async fn warn_if_open(client: &Client, root: &str, dirs: &[String]) {
+    let mut paths = vec![root.to_string()];
+    paths.extend(dirs.iter().cloned());
+    let mut open = Vec::new();
+    for path in paths {
+        if let Ok((acls, _)) = client.get_acl(&path).await {
+            let writable = acls.iter().any(|acl| {
+                acl.scheme() == "world"
+                    && acl.id() == "anyone"
+                    && acl.permission() != zookeeper_client::Permission::READ
+                    && acl.permission() != zookeeper_client::Permission::NONE
+            });
+            if writable {
+                open.push(path);
+            }
+        }
+    }
+    if !open.is_empty() && first_time(&open.join(",")) {
+        tracing::warn!(
+            "zookeeper: {} created before with open ACLs (world:anyone may change {}): anyone who reaches ZooKeeper can still add or delete nodes there; set creator-only ACLs on them (zkCli: addauth digest USER:PASSWORD, then setAcl -R PATH auth::cdrwa), or start on a new root",
+            open.join(", "),
+            if open.len() == 1 { "it" } else { "them" }
+        );
+    }
+}
+
 /// What creating a holder node came to.
 enum HolderNode {
     /// Created under this session.
@@ -500,9 +794,12 @@ enum HolderNode {
 }
 
 /// Creates `identity`'s holder node `holder` under `client`'s session.
-async fn create_holder(client: &Client, holder: &str) -> Result<HolderNode, RegistryError> {
-    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-    match client.create(holder, b"", &ephemeral).await {
+async fn create_holder(
+    client: &Client,
+    cluster: &Ensemble,
+    holder: &str,
+) -> Result<HolderNode, RegistryError> {
+    match client.create(holder, b"", &cluster.ephemeral()).await {
         Ok(_) => Ok(HolderNode::Created),
         Err(ZkError::NodeExists) => match client.check_stat(holder).await {
             Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => Ok(HolderNode::Ours),
@@ -758,7 +1055,7 @@ async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
         let holder = shared.holder(&claim.identity);
         let mut created = false;
         let sent = Sent::now(&SystemClock);
-        let held = match create_holder(&session.client, &holder).await {
+        let held = match create_holder(&session.client, &shared.cluster, &holder).await {
             Ok(node @ (HolderNode::Created | HolderNode::Ours)) => {
                 created = matches!(node, HolderNode::Created);
                 records::may_hold_again(&registry, &claim).await
@@ -877,7 +1174,7 @@ impl VersionedRecords for ZkRegistry {
             ));
         }
         let path = self.worker(&record.identity.service, record.id);
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let persistent = self.shared.cluster.persistent();
         match self
             .client()
             .create(&path, &encode(record)?, &persistent)
@@ -897,7 +1194,14 @@ impl VersionedRecords for ZkRegistry {
     ) -> Result<Option<WorkerRecord>, RegistryError> {
         match self.shared.nodes {
             Nodes::Leaf(_) => {
-                leaf::create_new(&self.client(), &self.shared.root, template, space).await
+                leaf::create_new(
+                    &self.client(),
+                    &self.shared.root,
+                    template,
+                    space,
+                    self.shared.cluster.acls(),
+                )
+                .await
             }
             Nodes::Floe => records::create_first_free(self, template, free).await,
         }
@@ -922,7 +1226,14 @@ impl VersionedRecords for ZkRegistry {
         version: NodeVersion,
     ) -> Result<bool, RegistryError> {
         if let Nodes::Leaf(_) = self.shared.nodes {
-            return leaf::replace(&self.client(), &self.shared.root, record, version).await;
+            return leaf::replace(
+                &self.client(),
+                &self.shared.root,
+                record,
+                version,
+                self.shared.cluster.acls(),
+            )
+            .await;
         }
         let path = self.worker(&record.identity.service, record.id);
         match self
@@ -958,7 +1269,7 @@ impl VersionedRecords for ZkRegistry {
         let client = self.client();
         let path = self.worker(&record.identity.service, record.id);
         let previous_holder = self.holder(previous);
-        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let ephemeral = self.shared.cluster.ephemeral();
         let data = encode(record)?;
         let mut txn = client.new_multi_writer();
         txn.add_create(&previous_holder, b"", &ephemeral)
@@ -999,9 +1310,11 @@ impl Registry for ZkRegistry {
     }
 
     fn location(&self) -> String {
-        let scheme = match self.shared.nodes {
-            Nodes::Floe => "zk",
-            Nodes::Leaf(_) => "leaf+zk",
+        let scheme = match (self.shared.nodes, self.shared.cluster.tls.is_some()) {
+            (Nodes::Floe, false) => "zk",
+            (Nodes::Floe, true) => "zks",
+            (Nodes::Leaf(_), false) => "leaf+zk",
+            (Nodes::Leaf(_), true) => "leaf+zks",
         };
         format!("{scheme}://{}{}", self.shared.cluster, self.shared.root)
     }
@@ -1034,17 +1347,20 @@ impl Registry for ZkRegistry {
             }
         };
         let Session { client, epoch, .. } = self.shared.session();
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        for dir in dirs {
+        let persistent = self.shared.cluster.persistent();
+        for dir in &dirs {
             client
-                .mkdir(&dir, &persistent)
+                .mkdir(dir, &persistent)
                 .await
                 .map_err(|e| map_err(&format!("create {dir}"), e))?;
+        }
+        if self.shared.cluster.credentials.is_some() {
+            warn_if_open(&client, &self.shared.root, &dirs).await;
         }
         let holder = self.holder(identity);
         // The create is a write: its answer confirms the session, from this moment on.
         let sent = Sent::now(&SystemClock);
-        let created = match create_holder(&client, &holder).await? {
+        let created = match create_holder(&client, &self.shared.cluster, &holder).await? {
             HolderNode::Created => true,
             HolderNode::Ours => false,
             HolderNode::Taken(_) => return Err(held_elsewhere(identity, &holder)),
@@ -1170,7 +1486,7 @@ impl Registry for ZkRegistry {
             )));
         }
         let Session { client, epoch, .. } = self.shared.session();
-        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let ephemeral = self.shared.cluster.ephemeral();
         let holder = self.holder(identity);
         let sent = Sent::now(&SystemClock);
         match client.create(&holder, b"", &ephemeral).await {

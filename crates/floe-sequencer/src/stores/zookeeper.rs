@@ -1,4 +1,5 @@
-//! `zk://host:port[,host:port...][/root][?from_layotto=APP]`: one **persistent** node per key,
+//! `zk://[user:password@]host:port[,host:port...][/root][?from_layotto=APP][&password_file=PATH]`:
+//! one **persistent** node per key,
 //! `{root}/{encoded key}` (root default `/floe/sequences`), holding the last value as decimal
 //! text. (Layotto's ZooKeeper component keeps its counter in an ephemeral node and so loses it
 //! with the session; a persistent node outlives every session.)
@@ -23,6 +24,14 @@
 //!   empty persistent nodes `{root}.registered/{encoded key}`, a sibling of the root (so no
 //!   node under the root, and none of its values); the parent is created with the first
 //!   registration. Unregistering deletes the key's node there only: its value is kept.
+//! - **TLS:** `zks://...?cacert=PATH[&cert=PATH&key=PATH]` (cargo feature `zookeeper-tls`):
+//!   every server over TLS, its certificate checked against the CA of `cacert` (PEM), floe's
+//!   own certificate and key given for a server that asks for one.
+//! - **Credentials:** with `user:password@` (or `user@` and `password_file=PATH`, the password
+//!   the file's content) every session authenticates with ZooKeeper's `digest` scheme and every
+//!   node the store creates (the root and its parents, the keys' nodes, the registered keys')
+//!   is **creator-only** (`auth` ids, all permissions): another identity can neither read nor
+//!   change a key. Without, the nodes are open to anyone (`world:anyone`) and a warning says so.
 //!
 //! **Taking over from Layotto: `zk://host:port[/root]?from_layotto=APP`.** Layotto's ZooKeeper
 //! component counts in `/{stored key}` (the stored key as in [`super::layotto`], e.g.
@@ -48,7 +57,7 @@ use floe_core::sequence::Key;
 use tokio::sync::Mutex;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use floe_core::endpoint::take_options;
+use floe_core::endpoint::{take_credentials, take_options, with_password_file, Credentials};
 
 use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
 use super::layotto::{key_prefix, take_over};
@@ -62,6 +71,11 @@ const REGISTERED: &str = ".registered";
 pub struct ZkStore {
     cluster: String,
     root: String,
+    /// The digest credentials every session authenticates with (none: open ACLs).
+    credentials: Option<Credentials>,
+    /// TLS to the servers (`zks://`): the CA's PEM, and floe's certificate and key.
+    #[cfg(feature = "zookeeper-tls")]
+    tls: Option<(String, Option<(String, String)>)>,
     /// The session; `None` after one was lost, until the next call connects again.
     client: Mutex<Option<Client>>,
     seen: SeenCache<Option<i32>>,
@@ -77,11 +91,84 @@ impl std::fmt::Debug for ZkStore {
 }
 
 fn map_err(what: &str, key: &str, e: ZkError) -> SeqError {
+    match e {
+        ZkError::AuthFailed => {
+            return SeqError::config(format!(
+                "store: zookeeper: {what} {key:?}: the server refused the session's authentication (AuthFailed): it requires credentials: give them in the store URL, zk://USER:PASSWORD@host:port/root or zk://USER@host:port/root?password_file=PATH"
+            ))
+        }
+        ZkError::NoAuth => {
+            return SeqError::config(format!(
+                "store: zookeeper: {what} {key:?}: not authorized (NoAuth): the node's ACL does not admit this session's credentials: check the user and password of the store URL, or who created the node"
+            ))
+        }
+        _ => {}
+    }
     let kind = match e {
         ZkError::NoAuth | ZkError::AuthFailed | ZkError::BadArguments(_) => ErrorKind::Config,
         _ => ErrorKind::Unavailable,
     };
     SeqError::new(kind, format!("zookeeper: {what} {key:?}: {e}"))
+}
+
+/// The TLS options of `zks://`'s `cacert=`, `cert=` and `key=` files (PEM): the options, and
+/// the files' text (read once, at start).
+#[cfg(feature = "zookeeper-tls")]
+#[allow(clippy::type_complexity)]
+fn tls_options_of(
+    files: &[Option<String>; 3],
+) -> Result<
+    (
+        zookeeper_client::TlsOptions,
+        (String, Option<(String, String)>),
+    ),
+    SeqError,
+> {
+    let read = |option: &str, path: &str| {
+        std::fs::read_to_string(path).map_err(|e| {
+            SeqError::config(format!(
+                "store: {option} {}: cannot read it: {e}",
+                floe_core::endpoint::quoted(path)
+            ))
+        })
+    };
+    let [ca, cert, key] = files;
+    let ca = match ca {
+        Some(path) => read("cacert", path)?,
+        None => {
+            return Err(SeqError::config(
+                "store: ZooKeeper over TLS needs cacert=PATH, the CA that signed the servers' certificates (PEM)",
+            ))
+        }
+    };
+    let identity =
+        match (cert, key) {
+            (Some(cert), Some(key)) => Some((read("cert", cert)?, read("key", key)?)),
+            (None, None) => None,
+            _ => return Err(SeqError::config(
+                "store: cert= and key= go together (floe's certificate and its private key, PEM)",
+            )),
+        };
+    let options =
+        tls_options(&ca, identity.as_ref()).map_err(|e| SeqError::config(format!("store: {e}")))?;
+    Ok((options, (ca, identity)))
+}
+
+/// zookeeper-client's TLS options of a CA and an identity (PEM text).
+#[cfg(feature = "zookeeper-tls")]
+fn tls_options(
+    ca: &str,
+    identity: Option<&(String, String)>,
+) -> Result<zookeeper_client::TlsOptions, String> {
+    let options = zookeeper_client::TlsOptions::new()
+        .with_pem_ca(ca)
+        .map_err(|e| format!("cacert: no CA certificate in it ({e})"))?;
+    match identity {
+        Some((cert, key)) => options
+            .with_pem_identity(cert, key)
+            .map_err(|e| format!("cert=, key=: no certificate and private key in them ({e})")),
+        None => Ok(options),
+    }
 }
 
 /// A key as one node name.
@@ -123,20 +210,75 @@ impl ZkStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no server answers.
     pub async fn connect(url: &str) -> Result<ZkStore, SeqError> {
-        let (rest, own) = take_options(url, &["from_layotto", "layotto"]);
-        let (cluster, root) = servers_and_root("ZooKeeper", &rest)?;
+        let (rest, own) = take_options(
+            url,
+            &[
+                "from_layotto",
+                "layotto",
+                "password_file",
+                "cacert",
+                "cert",
+                "key",
+            ],
+        );
         let mut from_layotto = None;
+        let mut password_file = None;
+        let mut tls_files: [Option<String>; 3] = Default::default();
         for (name, value) in own {
-            if name == "layotto" {
-                return Err(SeqError::config(
+            let tls_option = ["cacert", "cert", "key"].iter().position(|n| *n == name);
+            match name {
+                _ if tls_option.is_some() => {
+                    let i = tls_option.unwrap_or_default();
+                    if tls_files[i].replace(value).is_some() {
+                        return Err(SeqError::config(format!(
+                            "store: the option {name} is given twice"
+                        )));
+                    }
+                }
+                "layotto" => return Err(SeqError::config(
                     "store: zk: layotto= (serving on Layotto's nodes) is not offered: Layotto counts in ephemeral nodes that start again at 1 with each sidecar session; use from_layotto=APP to take over once Layotto's clients have stopped",
-                ));
+                )),
+                "password_file" if password_file.is_some() => {
+                    return Err(SeqError::config(
+                        "store: the option password_file is given twice",
+                    ))
+                }
+                "password_file" => password_file = Some(value),
+                _ => from_layotto = Some(key_prefix(name, &value)?),
             }
-            from_layotto = Some(key_prefix(name, &value)?);
+        }
+        let (rest, credentials) = take_credentials(&rest)
+            .and_then(|(rest, c)| {
+                with_password_file(c, password_file.as_deref()).map(|c| (rest, c))
+            })
+            .map_err(|e| SeqError::config(format!("store: {e}")))?;
+        let secure = rest.starts_with("zks:");
+        if !secure {
+            if let Some(i) = tls_files.iter().position(Option::is_some) {
+                return Err(SeqError::config(format!(
+                    "store: {}= is for ZooKeeper over TLS: write zks:// to use it",
+                    ["cacert", "cert", "key"][i]
+                )));
+            }
+        }
+        #[cfg(feature = "zookeeper-tls")]
+        let tls = if secure {
+            Some(tls_options_of(&tls_files)?.1)
+        } else {
+            None
+        };
+        let (cluster, root) = servers_and_root("ZooKeeper", &rest)?;
+        if credentials.is_none() {
+            tracing::warn!(
+                "zookeeper store: no credentials in the store URL: the nodes floe creates under {root} on {cluster} are open to anyone (world:anyone), so anyone who reaches ZooKeeper can change the sequences and make floe give the same IDs again; give credentials (zk://USER:PASSWORD@host:port{root}, or zk://USER@host:port{root}?password_file=PATH) to create them creator-only"
+            );
         }
         let store = ZkStore {
             cluster: cluster.to_string(),
             root: root.to_string(),
+            credentials,
+            #[cfg(feature = "zookeeper-tls")]
+            tls,
             client: Mutex::new(None),
             seen: SeenCache::default(),
         };
@@ -166,13 +308,33 @@ impl ZkStore {
         if let Some(client) = slot.as_ref() {
             return Ok(client.clone());
         }
-        let client = Client::connector()
+        let mut connector = Client::connector()
             .with_session_timeout(Duration::from_secs(10))
-            .with_connection_timeout(Duration::from_secs(2))
-            .connect(&self.cluster)
-            .await
-            .map_err(|e| map_err("cannot connect to", &self.cluster, e))?;
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            .with_connection_timeout(Duration::from_secs(2));
+        if let Some(c) = &self.credentials {
+            // Sent again by the client on every connection of the session.
+            connector =
+                connector.with_auth("digest", format!("{}:{}", c.user, c.password).as_bytes());
+        }
+        #[cfg(feature = "zookeeper-tls")]
+        let connected = match &self.tls {
+            Some((ca, identity)) => {
+                // zookeeper-client builds its rustls configuration with the process's
+                // provider: floe's is ring, whichever other is compiled in.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let options = tls_options(ca, identity.as_ref())
+                    .map_err(|e| SeqError::config(format!("store: {e}")))?;
+                connector
+                    .with_tls(options)
+                    .secure_connect(&self.cluster)
+                    .await
+            }
+            None => connector.connect(&self.cluster).await,
+        };
+        #[cfg(not(feature = "zookeeper-tls"))]
+        let connected = connector.connect(&self.cluster).await;
+        let client = connected.map_err(|e| map_err("cannot connect to", &self.cluster, e))?;
+        let persistent = self.persistent();
         match client.mkdir(&self.root, &persistent).await {
             Ok(()) | Err(ZkError::NodeExists) => {}
             Err(e) => return Err(map_err("cannot create", &self.root, e)),
@@ -191,6 +353,15 @@ impl ZkStore {
             self.client.lock().await.take();
         }
         map_err(what, path, e)
+    }
+
+    /// Persistent nodes, creator-only when the store has credentials, else open to anyone.
+    fn persistent(&self) -> zookeeper_client::CreateOptions<'static> {
+        CreateMode::Persistent.with_acls(if self.credentials.is_some() {
+            Acls::creator_all()
+        } else {
+            Acls::anyone_all()
+        })
     }
 
     /// The parent of the registered keys.
@@ -260,7 +431,7 @@ impl ZkStore {
                     .await
                     .map(|stat| stat.version),
                 None => {
-                    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+                    let persistent = self.persistent();
                     client
                         .create(&path, data.as_bytes(), &persistent)
                         .await
@@ -397,7 +568,7 @@ impl Store for ZkStore {
     async fn register(&self, key: &Key) -> Result<bool, SeqError> {
         let client = self.client().await?;
         let path = self.registration(key);
-        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let persistent = self.persistent();
         for attempt in 0..2 {
             match client.create(&path, b"", &persistent).await {
                 Ok(_) => return Ok(true),

@@ -183,7 +183,11 @@ impl Server {
         };
         // Before anything registers a metric: the recorder.
         let mut telemetry = Telemetry::new(plan.config.metrics.enabled, Arc::clone(&clock));
-        telemetry.registry = lease::registry_url(&plan.config.registry, &plan.state_dir);
+        // Shown in logs and on the status page: never a password.
+        telemetry.registry = floe_core::endpoint::redacted(&lease::registry_url(
+            &plan.config.registry,
+            &plan.state_dir,
+        ));
         let mut taken = Taken::new(Arc::clone(&clock));
         let mut notes = Vec::new();
         let mut described = Vec::new();

@@ -444,19 +444,22 @@ pub(super) async fn read_all(
 /// # Errors
 /// [`ErrorKind::SpaceFull`] when that number is outside `space` (the nodes are deleted
 /// again).
+///
+/// The nodes get `acls` (creator-only when the registry has credentials).
 pub(super) async fn create_new(
     client: &Client,
     root: &str,
     template: &WorkerRecord,
     space: IdSpace,
+    acls: Acls<'static>,
 ) -> Result<Option<WorkerRecord>, RegistryError> {
     let identity = &template.identity;
     let prefix = prefix(root, identity);
     let side_path = side(root, identity);
     let data = endpoint(identity, template.last_time_ms)?;
     let side_data = Side::of(template)?;
-    let sequential = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
-    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let sequential = CreateMode::PersistentSequential.with_acls(acls);
+    let persistent = CreateMode::Persistent.with_acls(acls);
     let what = |e: ZkError| map_err(&format!("create {prefix}..."), e);
     for _ in 0..ATTEMPTS {
         // A side record left by an earlier node of the ip:port (deleted since) is rewritten.
@@ -532,12 +535,14 @@ pub(super) async fn create_new(
     ))
 }
 
-/// Adds to `txn` the writes of `record` over `version`: its Leaf node and its side record.
+/// Adds to `txn` the writes of `record` over `version`: its Leaf node and its side record
+/// (created with `acls` if it has none).
 fn add_writes(
     txn: &mut zookeeper_client::MultiWriter<'_>,
     root: &str,
     record: &WorkerRecord,
     version: NodeVersion,
+    acls: Acls<'static>,
     node_data: &[u8],
     side_data: &[u8],
 ) -> Result<(), ZkError> {
@@ -552,18 +557,20 @@ fn add_writes(
         None => txn.add_create(
             &side_path,
             side_data,
-            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+            &CreateMode::Persistent.with_acls(acls),
         ),
     }
 }
 
 /// [`VersionedRecords::replace`](super::VersionedRecords::replace): the Leaf node (Leaf's
-/// three keys, the record's last time as `timestamp`) and its side record, in one transaction.
+/// three keys, the record's last time as `timestamp`) and its side record (created with `acls`
+/// if it has none), in one transaction.
 pub(super) async fn replace(
     client: &Client,
     root: &str,
     record: &WorkerRecord,
     version: NodeVersion,
+    acls: Acls<'static>,
 ) -> Result<bool, RegistryError> {
     let path = node(root, &record.identity, record.id);
     let (node_data, side_data) = (
@@ -571,8 +578,10 @@ pub(super) async fn replace(
         Side::of(record)?,
     );
     let mut txn = client.new_multi_writer();
-    add_writes(&mut txn, root, record, version, &node_data, &side_data)
-        .map_err(|e| map_err(&format!("write {path}"), e))?;
+    add_writes(
+        &mut txn, root, record, version, acls, &node_data, &side_data,
+    )
+    .map_err(|e| map_err(&format!("write {path}"), e))?;
     match txn.commit().await {
         Ok(_) => Ok(true),
         Err(MultiWriteError::OperationFailed {
