@@ -852,7 +852,7 @@ impl Client {
             id: 0,
         };
         self.bounded(move |c, t| {
-            let request = with_token(request.clone(), t);
+            let request = with_token(request, t);
             async move { LeaseClient::new(c).lease_grant(request).await }
         })
         .await
@@ -865,7 +865,7 @@ impl Client {
     pub async fn lease_revoke(&self, id: i64) -> Result<LeaseRevokeResponse, Error> {
         let request = LeaseRevokeRequest { id };
         self.bounded(move |c, t| {
-            let request = with_token(request.clone(), t);
+            let request = with_token(request, t);
             async move { LeaseClient::new(c).lease_revoke(request).await }
         })
         .await
@@ -905,7 +905,7 @@ impl Client {
     ) -> Result<LeaseTimeToLiveResponse, Error> {
         let request = LeaseTimeToLiveRequest { id, keys };
         self.bounded(move |c, t| {
-            let request = with_token(request.clone(), t);
+            let request = with_token(request, t);
             async move { LeaseClient::new(c).lease_time_to_live(request).await }
         })
         .await
