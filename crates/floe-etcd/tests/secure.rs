@@ -225,3 +225,25 @@ async fn certificate_files_are_read_again_for_each_new_connection() {
     assert!(e.is_config() && e.to_string().starts_with("key="), "{e}");
     std::fs::remove_dir_all(&copy).unwrap();
 }
+
+/// Over TLS too, a dead endpoint beside a live one is passed over, whichever comes first.
+#[tokio::test]
+async fn a_dead_endpoint_beside_a_live_one_is_passed_over_over_tls() {
+    let dead = format!("127.0.0.1:{}", floe_testkit::free_port());
+    let live = env("FLOE_TEST_ETCD_SECURE");
+    for endpoints in [format!("{dead},{live}"), format!("{live},{dead}")] {
+        let d = dir();
+        let url = format!(
+            "etcds://floe@{endpoints}?cacert={d}/ca.pem&cert={d}/client.pem&key={d}/client.key&password_file={d}/password"
+        );
+        let c = client_of(&url).await.unwrap();
+        let key = format!("/floe-etcd-test/{}", unique("two-tls"));
+        for i in 0..5 {
+            c.put(key.as_str(), i.to_string(), 0).await.unwrap();
+            assert_eq!(
+                c.get(key.as_str()).await.unwrap().kvs[0].value,
+                i.to_string().into_bytes()
+            );
+        }
+    }
+}
