@@ -492,6 +492,12 @@ impl Client {
         locked(&self.inner.reload_error).clone()
     }
 
+    /// How many tokens the client obtained so far (`Authenticate` calls that succeeded): one at
+    /// the first call with a user, one more each time etcd refused the token.
+    pub fn authentications(&self) -> u64 {
+        self.inner.tokens.load(Ordering::Relaxed)
+    }
+
     /// The endpoint of node `index`, with TLS from the certificate files read now.
     async fn endpoint(&self, index: usize) -> Result<Endpoint, Error> {
         if !self.inner.security.is_tls() {
