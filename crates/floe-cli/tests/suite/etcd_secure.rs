@@ -144,3 +144,30 @@ fn wrong_credentials_and_certificates_exit_2_with_one_clear_line() {
         }
     }
 }
+
+/// An etcds:// cluster that cannot be reached stays an outage (69), as etcd:// is: only what
+/// etcd refuses is a configuration error.
+#[test]
+fn an_unreachable_secure_etcd_is_unavailable() {
+    let d = dir();
+    let port = floe_testkit::free_port();
+    let url = format!(
+        "etcds://floe@127.0.0.1:{port}/floe?cacert={d}/ca.pem&cert={d}/client.pem&key={d}/client.key&password_file={d}/password"
+    );
+    let state = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["gen", "snowflake", "--registry", &url],
+        vec!["seq", "k", "--store", &url],
+    ] {
+        let out = cmd()
+            .args(&args)
+            .arg("--state-dir")
+            .arg(state.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    }
+}
