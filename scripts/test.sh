@@ -93,6 +93,9 @@ start_etcd_cluster FLOE_TEST_ETCD_CLUSTER
 start_postgres_tls FLOE_TEST_POSTGRES_TLS
 start_mariadb_tls FLOE_TEST_MARIADB_TLS
 start_redis_tls FLOE_TEST_REDIS_TLS
+# etcd on https only, asking for client certificates, with RBAC (a user floe on /floe): the
+# registry and store over etcds:// (floe-etcd's tests/secure.rs, floe-cli's etcd_secure.rs).
+start_etcd_secure FLOE_TEST_ETCD_SECURE
 
 step "cargo test (workspace)"
 set +e

@@ -324,6 +324,79 @@ make_test_ca() {
   chmod 600 "$dir/server.key" "$dir/ca.key"
 }
 
+# make_client_cert DIR NAME CN: a client certificate DIR/NAME.pem (key DIR/NAME.key) for CN,
+# signed by the CA of DIR (DIR/ca.pem, DIR/ca.key: make_test_ca's), for two days.
+make_client_cert() {
+  local dir=$1 name=$2 cn=$3
+  openssl req -newkey rsa:2048 -nodes -keyout "$dir/$name.key" -out "$dir/$name.csr" \
+    -subj "/CN=$cn" >/dev/null 2>&1 || return 1
+  printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=clientAuth" >"$dir/$name.ext"
+  openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -out "$dir/$name.pem" -days 2 -extfile "$dir/$name.ext" >/dev/null 2>&1 \
+    || return 1
+  chmod 600 "$dir/$name.key"
+}
+
+# start_etcd_secure [NAME]: etcd on https only, asking every client for a certificate of its CA
+# (--client-cert-auth), with RBAC on: a root user, and a user floe whose role may read and
+# write every key under the prefix /floe (the roots of floe's tests all start with it). Tokens
+# last 3 s unused (--auth-token-ttl), so that tests see them expire. Exports NAME =
+# 127.0.0.1:PORT, NAME_PID and NAME_DIR, a directory with ca.pem, client.pem and client.key
+# (a client certificate of that CA, CN floe-client: no etcd user), password (floe's, with a
+# trailing newline), other-ca.pem and other-client.pem/.key (a client certificate of another
+# CA, which etcd refuses).
+start_etcd_secure() {
+  local name=${1:-FLOE_TEST_ETCD_SECURE}
+  ensure_package etcd-server /usr/bin/etcd
+  ensure_package etcd-client /usr/bin/etcdctl
+  local dir cport pport pid other
+  dir=$(mktemp -d /tmp/floe-etcd-secure.XXXXXX)
+  cport=$(free_port 23890)
+  pport=$(free_port $((cport + 100)))
+  make_test_ca "$dir" || return 1
+  make_client_cert "$dir" client floe-client || return 1
+  other=$(mktemp -d "$dir/other.XXXXXX")
+  make_test_ca "$other" && make_client_cert "$other" client floe-client || return 1
+  cp "$other/ca.pem" "$dir/other-ca.pem"
+  cp "$other/client.pem" "$dir/other-client.pem"
+  cp "$other/client.key" "$dir/other-client.key"
+  rm -rf "$other"
+  printf '%s\n' "floe-$RANDOM-$RANDOM" >"$dir/password"
+  chmod 600 "$dir/password"
+  cat >"$dir/start.sh" <<START
+exec etcd --name floe-test --data-dir "$dir/data" \
+  --listen-client-urls https://127.0.0.1:$cport --advertise-client-urls https://127.0.0.1:$cport \
+  --cert-file "$dir/server.pem" --key-file "$dir/server.key" --trusted-ca-file "$dir/ca.pem" \
+  --client-cert-auth --auth-token-ttl 3 \
+  --listen-peer-urls http://127.0.0.1:$pport --initial-advertise-peer-urls http://127.0.0.1:$pport \
+  --initial-cluster floe-test=http://127.0.0.1:$pport --log-level error >>"$dir/server.log" 2>&1
+START
+  launch "$dir"
+  pid=$LAUNCHED
+  wait_ready etcd "$dir" sh -c "curl -sS --max-time 2 --cacert '$dir/ca.pem' --cert '$dir/client.pem' \
+    --key '$dir/client.key' https://127.0.0.1:$cport/health | grep -q '\"health\":\"true\"'" \
+    || return 1
+  # RBAC, with etcdctl (Debian's etcd-client): etcd's JSON gateway cannot be used once client
+  # certificates are asked for (it refuses a certificate with a CN).
+  local ctl=(etcdctl --endpoints "https://127.0.0.1:$cport" --cacert "$dir/ca.pem"
+    --cert "$dir/client.pem" --key "$dir/client.key")
+  {
+    ETCDCTL_API=3 "${ctl[@]}" user add "root:root-$RANDOM$RANDOM" &&
+      ETCDCTL_API=3 "${ctl[@]}" role add floe &&
+      ETCDCTL_API=3 "${ctl[@]}" role grant-permission floe --prefix=true readwrite /floe &&
+      ETCDCTL_API=3 "${ctl[@]}" user add floe --new-user-password="$(head -1 "$dir/password")" &&
+      ETCDCTL_API=3 "${ctl[@]}" user grant-role floe floe &&
+      ETCDCTL_API=3 "${ctl[@]}" auth enable
+  } >>"$dir/setup.log" 2>&1 || {
+    echo "etcd (mTLS): the RBAC set-up failed:" >&2
+    tail -5 "$dir/setup.log" >&2
+    return 1
+  }
+  export "$name=127.0.0.1:$cport" "${name}_PID=$pid" "${name}_DIR=$dir"
+  echo "etcd (mTLS, RBAC, user floe) on 127.0.0.1:$cport as $name (pid $pid, $dir)"
+}
+
 # start_postgres_tls [NAME]: PostgreSQL that accepts TLS connections only (pg_hba hostssl); the
 # user floe_cert (made by the tests) is let in by a client certificate the CA signed, CN
 # floe_cert, alone. Exports NAME = postgres://postgres@127.0.0.1:PORT/postgres (add

@@ -56,8 +56,9 @@ pub(crate) struct ServeArgs {
     /// Directory of the embedded store, file registry, cache and time bounds.
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_STATE_DIR")]
     state_dir: Option<PathBuf>,
-    /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix,
-    /// static:ID, or leaf+zk://host:port (Meituan Leaf's nodes in ZooKeeper: --service is
+    /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix
+    /// (etcds://user@host:port/prefix?cacert=..&cert=..&key=..&password_file=.. for TLS and
+    /// an etcd user), static:ID, or leaf+zk://host:port (Meituan Leaf's nodes in ZooKeeper: --service is
     /// leaf.name, --host and --port the Leaf server's IPv4 and leaf.snowflake.port)
     /// [default: a file registry in the state directory].
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_REGISTRY")]
@@ -106,7 +107,7 @@ pub(crate) struct ServeArgs {
     )]
     max_clock_wait_ms: Option<u64>,
     /// A store, NAME=URL (repeat for more; replaces the file's stores): embedded[:PATH],
-    /// memory, redis://..., postgres://..., mysql://..., etcd://..., zk://..., or snowflake
+    /// memory, redis://..., postgres://..., mysql://..., etcd://..., etcds://..., zk://..., or snowflake
     /// (WEAK IDs from the server's Snowflake generator). Default: default=embedded.
     #[arg(
         long = "store",

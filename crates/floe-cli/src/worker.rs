@@ -22,8 +22,9 @@ pub(crate) struct RegistryArgs {
     /// Registry URL: file:///state/dir (the embedded default), static:ID,
     /// zk://HOST:PORT[,HOST:PORT...][/ROOT][?session_timeout=SECONDS],
     /// leaf+zk://HOST:PORT[,HOST:PORT...][/CHROOT/snowflake][?session_timeout=SECONDS]
-    /// (Meituan Leaf's nodes: the service is leaf.name) or
-    /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS].
+    /// (Meituan Leaf's nodes: the service is leaf.name),
+    /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS] or, over TLS with an etcd user,
+    /// etcds://[USER[:PASSWORD]@]HOST:PORT[,...][/ROOT]?cacert=FILE&cert=FILE&key=FILE&password_file=FILE.
     #[arg(long, global = true)]
     pub registry: Option<String>,
     /// Service name of the identity (service + host:port).

@@ -1,8 +1,9 @@
 //! A small etcd v3 client: just what floe's etcd registry and store need.
 //!
-//! - [`Client::connect`] to `host:port` endpoints (plain HTTP/2): calls go to one endpoint at
-//!   a time, the next one taking over when it cannot be connected to; every call bounded by a
-//!   timeout;
+//! - [`Client::connect`] to `host:port` endpoints (plain HTTP/2), or
+//!   [`Client::connect_secure`] with TLS, a client certificate and an etcd user ([`Security`],
+//!   read from an `etcds://` URL): calls go to one endpoint at a time, the next one taking over
+//!   when it cannot be connected to; every call bounded by a timeout;
 //! - key-value calls: [`Client::get`], [`Client::get_prefix`], [`Client::get_page`],
 //!   [`Client::put`], [`Client::delete`];
 //! - transactions, e.g. a compare-and-swap on a key's revision: [`Txn`] with [`Compare`] and
@@ -17,13 +18,20 @@
 //! [`TxnResponse`], ...), with their fields public.
 #![warn(unreachable_pub)]
 
+mod probe;
+mod security;
+
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+
+use security::Login;
+pub use security::{Security, OPTIONS};
 
 /// The generated code: etcd's `etcdserverpb` and `mvccpb` packages (the subset in `proto/`).
 #[allow(missing_docs, clippy::all, missing_debug_implementations)]
@@ -32,17 +40,19 @@ pub mod pb {
     pub mod mvccpb {
         tonic::include_proto!("mvccpb");
     }
-    /// etcd's `etcdserverpb` package: the KV and Lease services and their messages.
+    /// etcd's `etcdserverpb` package: the KV, Lease and Auth services and their messages.
     pub mod etcdserverpb {
         tonic::include_proto!("etcdserverpb");
     }
 }
 
+use pb::etcdserverpb::auth_client::AuthClient;
 use pb::etcdserverpb::kv_client::KvClient;
 use pb::etcdserverpb::lease_client::LeaseClient;
 use pb::etcdserverpb::{
-    compare, request_op, response_op, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest,
-    LeaseRevokeRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
+    compare, request_op, response_op, AuthenticateRequest, DeleteRangeRequest, LeaseGrantRequest,
+    LeaseKeepAliveRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest,
+    RequestOp, TxnRequest,
 };
 pub use pb::etcdserverpb::{
     DeleteRangeResponse, LeaseGrantResponse, LeaseKeepAliveResponse, LeaseRevokeResponse,
@@ -64,13 +74,31 @@ pub enum Error {
     Status(tonic::Status),
     /// No answer within the client's time limit.
     Timeout(Duration),
+    /// A bad setting, e.g. a certificate or password file that cannot be read or is not PEM:
+    /// the message names the URL option.
+    Config(String),
+    /// TLS set up wrong: a certificate or key file that cannot be read or is not PEM, a server
+    /// certificate the CA does not vouch for, a client certificate etcd refuses, plain text to
+    /// a TLS port. Says which.
+    Tls(String),
+    /// etcd refused the user: a wrong user or password, none given where etcd asks for one,
+    /// authentication off in etcd while a user is given, or a role without the permission.
+    Auth(String),
 }
 
 impl Error {
-    /// Whether the error is the caller's configuration (a bad endpoint or argument) rather than
-    /// an unreachable or failing cluster.
+    /// Whether the error is the caller's configuration (a bad endpoint or argument, TLS or
+    /// credentials etcd refuses) rather than an unreachable or failing cluster: retrying the
+    /// same call will not help.
     pub fn is_config(&self) -> bool {
-        matches!(self, Error::InvalidArgs(_) | Error::InvalidUri(_))
+        matches!(
+            self,
+            Error::InvalidArgs(_)
+                | Error::InvalidUri(_)
+                | Error::Config(_)
+                | Error::Tls(_)
+                | Error::Auth(_)
+        )
     }
 }
 
@@ -96,6 +124,9 @@ impl fmt::Display for Error {
             }
             Error::Status(e) => write!(f, "grpc request error: {e}"),
             Error::Timeout(d) => write!(f, "no answer within {} ms", d.as_millis()),
+            Error::Config(e) => f.write_str(e),
+            Error::Tls(e) => write!(f, "TLS: {e}"),
+            Error::Auth(e) => write!(f, "authentication: {e}"),
         }
     }
 }
@@ -156,6 +187,77 @@ struct Inner {
     current: AtomicUsize,
     /// The bound on a whole call: connections, then the answer.
     deadline: Duration,
+    /// TLS and user, as the URL asked.
+    security: Security,
+    /// The TLS configuration of the last connection made: the certificate files as last read
+    /// well, used again when they cannot be read now.
+    tls: Mutex<Option<ClientTlsConfig>>,
+    /// Why the certificate files could not be read the last time a connection was made, if so.
+    reload_error: Mutex<Option<String>>,
+    /// The etcd user and its password, if any.
+    login: Option<Login>,
+    /// The token of the last `Authenticate`, sent as the `token` metadata of every call.
+    token: Mutex<Option<Token>>,
+    /// One `Authenticate` at a time.
+    authenticating: tokio::sync::Mutex<()>,
+    /// The number of tokens obtained so far.
+    tokens: AtomicU64,
+    /// A node whose new connection broke at its first call: [`probe`] may say why.
+    suspect: Mutex<Option<usize>>,
+}
+
+impl Inner {
+    /// The endpoint of node `index` with TLS: the certificate files read again, or the last
+    /// ones read well when they cannot be (logged, and kept for [`Client::reload_error`]).
+    /// Blocking file I/O.
+    fn tls_endpoint(&self, index: usize) -> Result<Endpoint, Error> {
+        let endpoint = &self.nodes[index].endpoint;
+        let fresh = self.security.tls_config().and_then(|config| {
+            let config = config.unwrap_or_default();
+            endpoint
+                .clone()
+                .tls_config(config.clone())
+                .map(|e| (e, config))
+                .map_err(|e| format!("the certificate files: {}", Error::Transport(e)))
+        });
+        match fresh {
+            Ok((endpoint, config)) => {
+                *locked(&self.tls) = Some(config);
+                *locked(&self.reload_error) = None;
+                Ok(endpoint)
+            }
+            Err(why) => {
+                let last = locked(&self.tls).clone();
+                match last.map(|c| endpoint.clone().tls_config(c)) {
+                    Some(Ok(endpoint)) => {
+                        tracing::warn!(
+                            error = %why,
+                            "etcd: the certificate files cannot be read again: connecting with the last ones read"
+                        );
+                        *locked(&self.reload_error) = Some(why);
+                        Ok(endpoint)
+                    }
+                    Some(Err(e)) => Err(Error::Tls(format!(
+                        "{why}; the last ones read: {}",
+                        Error::Transport(e)
+                    ))),
+                    None => Err(Error::Config(why)),
+                }
+            }
+        }
+    }
+}
+
+/// An etcd auth token, and which one it is (so that calls refused with the same token
+/// authenticate once).
+#[derive(Clone)]
+struct Token {
+    generation: u64,
+    value: MetadataValue<Ascii>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One endpoint, and its connection once made (dropped after a failure, made again on the
@@ -163,18 +265,18 @@ struct Inner {
 struct Node {
     endpoint: Endpoint,
     channel: Mutex<Option<Channel>>,
+    /// Whether a call was answered on the connection (a new one is not yet).
+    proven: AtomicBool,
 }
 
 impl Node {
     fn cached(&self) -> Option<Channel> {
-        self.channel
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        locked(&self.channel).clone()
     }
 
     fn set(&self, channel: Option<Channel>) {
-        *self.channel.lock().unwrap_or_else(PoisonError::into_inner) = channel;
+        *locked(&self.channel) = channel;
+        self.proven.store(false, Ordering::Relaxed);
     }
 }
 
@@ -189,6 +291,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("endpoints", &endpoints)
             .field("deadline", &self.inner.deadline)
+            .field("security", &self.inner.security)
             .finish_non_exhaustive()
     }
 }
@@ -206,12 +309,89 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
+/// `message` as a request, with the auth token if any.
+fn with_token<T>(message: T, token: Option<MetadataValue<Ascii>>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        request.metadata_mut().insert("token", token);
+    }
+    request
+}
+
+/// Whether etcd refused a call for its token (expired, or issued before the auth store
+/// changed): the call was not applied, and a new token may pass.
+fn stale_token(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Unauthenticated
+        || status.message().contains("revision of auth store is old")
+}
+
+/// The TLS error under `error`, if any, as one line saying what to check.
+fn tls_cause(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cause = Some(error);
+    while let Some(c) = cause {
+        let found = c.downcast_ref::<rustls::Error>().or_else(|| {
+            c.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .and_then(|e| e.downcast_ref::<rustls::Error>())
+        });
+        if let Some(e) = found {
+            return Some(match e {
+                rustls::Error::InvalidCertificate(_) => format!(
+                    "etcd's certificate is not trusted ({e}): check cacert= (the CA that signed etcd's --cert-file)"
+                ),
+                rustls::Error::AlertReceived(_) => format!(
+                    "etcd refused the connection ({e}): check cert= and key= (a client certificate signed by a CA of etcd's --trusted-ca-file)"
+                ),
+                rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => format!(
+                    "the server does not speak TLS ({e}): is it an http:// etcd? use etcd:// for plain text"
+                ),
+                other => format!("{other}"),
+            });
+        }
+        cause = c.source();
+    }
+    None
+}
+
+/// etcd's refusal of the user (or of no user) in `status`, if it is one, as one line saying
+/// what to change. Never holds the password.
+fn auth_refusal(status: &tonic::Status, user: Option<&str>) -> Option<String> {
+    let said = status.message();
+    let user = user.map(floe_core::endpoint::quoted);
+    Some(match (status.code(), user) {
+        (tonic::Code::InvalidArgument, Some(user)) if said.contains("authentication failed") => {
+            format!("etcd refused user {user}: wrong user name or password ({said})")
+        }
+        (_, _) if said.contains("user name is empty") => format!(
+            "etcd asks for a user ({said}): give USER:PASSWORD@ (or USER@ with password_file=) in the URL"
+        ),
+        (tonic::Code::FailedPrecondition, Some(user))
+            if said.contains("authentication is not enabled") =>
+        {
+            format!(
+                "user {user} is given but etcd's authentication is off ({said}): remove the user from the URL, or enable authentication in etcd"
+            )
+        }
+        (tonic::Code::PermissionDenied, Some(user)) => format!(
+            "user {user} may not do this ({said}): grant its role readwrite on floe's keys (the prefix of the root)"
+        ),
+        (tonic::Code::PermissionDenied, None) => format!(
+            "etcd refused the call ({said}): its authentication is on: give a user (USER:PASSWORD@ or password_file=), or a client certificate whose CN is a user allowed on floe's keys"
+        ),
+        (tonic::Code::Unauthenticated, _) => {
+            format!("etcd refused the token it gave ({said})")
+        }
+        _ => return None,
+    })
+}
+
 impl Client {
-    /// A client of the cluster at `endpoints` (`host:port`, or `http://host:port`). A
-    /// connection is made when first needed (so an unreachable cluster shows at the first
-    /// call), to the endpoint last used or else the next one that accepts it, and made again
-    /// after a failure. A call is never sent twice: one that failed once sent is the caller's
-    /// to retry.
+    /// A client of the cluster at `endpoints` (`host:port`, or `http://host:port`), in plain
+    /// text and with no user. A connection is made when first needed (so an unreachable
+    /// cluster shows at the first call), to the endpoint last used or else the next one that
+    /// accepts it, and made again after a failure. A call is never sent twice, except once
+    /// more after etcd refused its auth token (a refused call was not applied): one that failed
+    /// once sent is the caller's to retry.
     ///
     /// # Errors
     /// [`Error::InvalidArgs`] for no endpoint, [`Error::InvalidUri`] for a bad one.
@@ -219,13 +399,58 @@ impl Client {
         endpoints: impl IntoIterator<Item = E>,
         options: ConnectOptions,
     ) -> Result<Client, Error> {
+        Client::build(endpoints, options, Security::plain(), None, None)
+    }
+
+    /// As [`Client::connect`], with TLS, a client certificate and an etcd user as `security`
+    /// asks ([`Security::from_url`]). The files are read now, so that a missing or bad one
+    /// fails here, and again each time a connection is made: a renewed client certificate is
+    /// used from the next connection on, the connections made before it are kept. When they
+    /// cannot be read again, the last ones read are used (a warning is logged, and
+    /// [`Client::reload_error`] says why). The user authenticates at the first call, and
+    /// again when etcd refuses its token (expired), that call then sent once more.
+    ///
+    /// # Errors
+    /// As [`Client::connect`]; [`Error::Config`] for a file that cannot be read or is not PEM,
+    /// naming its option.
+    pub async fn connect_secure<E: AsRef<str>>(
+        endpoints: impl IntoIterator<Item = E>,
+        options: ConnectOptions,
+        security: Security,
+    ) -> Result<Client, Error> {
+        let read = security.clone();
+        let (tls, login) = tokio::task::spawn_blocking(move || {
+            Ok::<_, String>((read.tls_config()?, read.login()?))
+        })
+        .await
+        .map_err(|e| Error::Config(format!("reading the certificate files: {e}")))?
+        .map_err(Error::Config)?;
+        let client = Client::build(endpoints, options, security, tls, login)?;
+        if client.inner.security.is_tls() {
+            // tonic's own checks of the files (a key it cannot use): at start, not at the first call.
+            let inner = client.inner.clone();
+            tokio::task::spawn_blocking(move || inner.tls_endpoint(0))
+                .await
+                .map_err(|e| Error::Config(format!("reading the certificate files: {e}")))??;
+        }
+        Ok(client)
+    }
+
+    fn build<E: AsRef<str>>(
+        endpoints: impl IntoIterator<Item = E>,
+        options: ConnectOptions,
+        security: Security,
+        tls: Option<ClientTlsConfig>,
+        login: Option<Login>,
+    ) -> Result<Client, Error> {
+        let scheme = if security.is_tls() { "https" } else { "http" };
         let mut list = Vec::new();
         for e in endpoints {
             let e = e.as_ref().trim();
-            let url = if e.starts_with("http://") {
+            let url = if e.starts_with("http://") || e.starts_with("https://") {
                 e.to_string()
             } else {
-                format!("http://{e}")
+                format!("{scheme}://{e}")
             };
             let endpoint = Endpoint::from_shared(url)
                 .map_err(|err| Error::InvalidUri(format!("{e:?}: {err}")))?
@@ -241,6 +466,7 @@ impl Client {
             .map(|endpoint| Node {
                 endpoint,
                 channel: Mutex::new(None),
+                proven: AtomicBool::new(false),
             })
             .collect();
         Ok(Client {
@@ -248,8 +474,39 @@ impl Client {
                 nodes,
                 current: AtomicUsize::new(0),
                 deadline: options.connect_timeout.saturating_add(options.timeout),
+                security,
+                tls: Mutex::new(tls),
+                reload_error: Mutex::new(None),
+                login,
+                token: Mutex::new(None),
+                authenticating: tokio::sync::Mutex::new(()),
+                tokens: AtomicU64::new(0),
+                suspect: Mutex::new(None),
             }),
         })
+    }
+
+    /// Why the certificate files could not be read again the last time a connection was made
+    /// (the connection then used the last ones read well), or `None` when they were.
+    pub fn reload_error(&self) -> Option<String> {
+        locked(&self.inner.reload_error).clone()
+    }
+
+    /// How many tokens the client obtained so far (`Authenticate` calls that succeeded): one at
+    /// the first call with a user, one more each time etcd refused the token.
+    pub fn authentications(&self) -> u64 {
+        self.inner.tokens.load(Ordering::Relaxed)
+    }
+
+    /// The endpoint of node `index`, with TLS from the certificate files read now.
+    async fn endpoint(&self, index: usize) -> Result<Endpoint, Error> {
+        if !self.inner.security.is_tls() {
+            return Ok(self.inner.nodes[index].endpoint.clone());
+        }
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.tls_endpoint(index))
+            .await
+            .map_err(|e| Error::Config(format!("reading the certificate files: {e}")))?
     }
 
     /// A connection: the current node's, or a new one to the first node from it on that
@@ -264,7 +521,7 @@ impl Client {
             if let Some(channel) = node.cached() {
                 return Ok((index, channel));
             }
-            match node.endpoint.connect().await {
+            match self.endpoint(index).await?.connect().await {
                 Ok(channel) => {
                     node.set(Some(channel.clone()));
                     self.inner.current.store(index, Ordering::Relaxed);
@@ -299,22 +556,191 @@ impl Client {
         }
     }
 
-    /// Runs `call` on a connection, within the client's deadline.
-    async fn bounded<T, F, Fut>(&self, call: F) -> Result<T, Error>
+    /// Sends `call` once, with `token`, within the client's deadline.
+    async fn attempt<T, F, Fut>(
+        &self,
+        call: &F,
+        token: Option<MetadataValue<Ascii>>,
+    ) -> Result<T, Error>
     where
-        F: FnOnce(Channel) -> Fut,
-        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+        F: Fn(Channel, Option<MetadataValue<Ascii>>) -> Fut,
+        Fut: Future<Output = Result<T, tonic::Status>>,
     {
         let work = async {
             let (index, channel) = self.channel().await?;
-            call(channel).await.map_err(|status| {
-                self.failed(index, &status);
-                Error::Status(status)
-            })
+            match call(channel, token).await {
+                Ok(answer) => {
+                    self.inner.nodes[index]
+                        .proven
+                        .store(true, Ordering::Relaxed);
+                    Ok(answer)
+                }
+                Err(status) => {
+                    let broken = std::error::Error::source(&status).is_some();
+                    if broken && !self.inner.nodes[index].proven.load(Ordering::Relaxed) {
+                        *locked(&self.inner.suspect) = Some(index);
+                    }
+                    self.failed(index, &status);
+                    Err(Error::Status(status))
+                }
+            }
         };
         match tokio::time::timeout(self.inner.deadline, work).await {
-            Ok(answer) => Ok(answer?.into_inner()),
+            Ok(answer) => answer,
             Err(_) => Err(Error::Timeout(self.inner.deadline)),
+        }
+    }
+
+    /// After a call failed: when a new connection broke at its first call, a bare TLS
+    /// handshake with that node, to tell a refused client certificate or a TLS port spoken to
+    /// in plain text (hyper only says "connection closed").
+    async fn diagnose(&self, e: Error) -> Error {
+        let Some(index) = locked(&self.inner.suspect).take() else {
+            return e;
+        };
+        if !matches!(e, Error::Status(_) | Error::Transport(_)) {
+            return e;
+        }
+        let uri = self.inner.nodes[index].endpoint.uri().clone();
+        let (Some(host), Some(port)) = (uri.host(), uri.port_u16()) else {
+            return e;
+        };
+        let security = self.inner.security.clone();
+        let identity = if security.is_tls() {
+            tokio::task::spawn_blocking(move || security.identity_der())
+                .await
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
+        let within = self.inner.deadline.min(Duration::from_secs(3));
+        match probe::probe(host, port, self.inner.security.is_tls(), identity, within).await {
+            Some(why) => Error::Tls(why),
+            None => e,
+        }
+    }
+
+    /// Runs `call` with the user's token (authenticating first if there is none yet); once
+    /// more with a new token when etcd refused that one. Errors told apart: TLS, auth.
+    async fn run<T, F, Fut>(&self, call: F) -> Result<T, Error>
+    where
+        F: Fn(Channel, Option<MetadataValue<Ascii>>) -> Fut,
+        Fut: Future<Output = Result<T, tonic::Status>>,
+    {
+        let answer = async {
+            let token = self.token().await?;
+            let first = self
+                .attempt(&call, token.as_ref().map(|t| t.value.clone()))
+                .await;
+            match (first, token) {
+                (Err(Error::Status(status)), Some(used)) if stale_token(&status) => {
+                    let token = self.authenticate(used.generation).await?;
+                    self.attempt(&call, Some(token.value)).await
+                }
+                (first, _) => first,
+            }
+        };
+        match answer.await {
+            Ok(answer) => Ok(answer),
+            Err(e) => match self.refine(e) {
+                e @ (Error::Status(_) | Error::Transport(_)) => Err(self.diagnose(e).await),
+                e => {
+                    locked(&self.inner.suspect).take();
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    /// Runs a unary `call` (see [`Client::run`]).
+    async fn bounded<T, F, Fut>(&self, call: F) -> Result<T, Error>
+    where
+        F: Fn(Channel, Option<MetadataValue<Ascii>>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.run(|channel, token| {
+            let answer = call(channel, token);
+            async move { answer.await.map(tonic::Response::into_inner) }
+        })
+        .await
+    }
+
+    /// The token to send: none without a user; the last one obtained; or a new one.
+    async fn token(&self) -> Result<Option<Token>, Error> {
+        if self.inner.login.is_none() {
+            return Ok(None);
+        }
+        if let Some(token) = locked(&self.inner.token).clone() {
+            return Ok(Some(token));
+        }
+        self.authenticate(0).await.map(Some)
+    }
+
+    /// A new token, unless another call got one since token `stale` was refused (then that
+    /// one).
+    async fn authenticate(&self, stale: u64) -> Result<Token, Error> {
+        let Some(login) = &self.inner.login else {
+            return Err(Error::InvalidArgs("no user to authenticate".into()));
+        };
+        let _one = self.inner.authenticating.lock().await;
+        if let Some(token) = locked(&self.inner.token).clone() {
+            if token.generation != stale {
+                return Ok(token);
+            }
+        }
+        let ask = AuthenticateRequest {
+            name: login.user.clone(),
+            password: login.password.clone(),
+        };
+        let answer = self
+            .attempt(
+                &|channel, _| {
+                    let ask = ask.clone();
+                    async move {
+                        AuthClient::new(channel)
+                            .authenticate(with_token(ask, None))
+                            .await
+                            .map(tonic::Response::into_inner)
+                    }
+                },
+                None,
+            )
+            .await?;
+        let mut value: MetadataValue<Ascii> = answer
+            .token
+            .parse()
+            .map_err(|_| Error::Auth("etcd gave a token that is not header text".into()))?;
+        value.set_sensitive(true);
+        let generation = self
+            .inner
+            .tokens
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let token = Token { generation, value };
+        *locked(&self.inner.token) = Some(token.clone());
+        Ok(token)
+    }
+
+    /// `e`, as [`Error::Tls`] or [`Error::Auth`] when it is one (a configuration problem, not
+    /// a cluster to wait for).
+    fn refine(&self, e: Error) -> Error {
+        match e {
+            Error::Transport(t) => match tls_cause(&t) {
+                Some(why) => Error::Tls(why),
+                None => Error::Transport(t),
+            },
+            Error::Status(s) => {
+                if let Some(why) = tls_cause(&s) {
+                    return Error::Tls(why);
+                }
+                let user = self.inner.login.as_ref().map(|l| l.user.as_str());
+                match auth_refusal(&s, user) {
+                    Some(why) => Error::Auth(why),
+                    None => Error::Status(s),
+                }
+            }
+            other => other,
         }
     }
 
@@ -327,8 +753,11 @@ impl Client {
             key: key.into(),
             ..Default::default()
         };
-        self.bounded(|c| async move { KvClient::new(c).range(request).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(request.clone(), t);
+            async move { KvClient::new(c).range(request).await }
+        })
+        .await
     }
 
     /// Every key that starts with `prefix`.
@@ -366,8 +795,11 @@ impl Client {
             keys_only,
             ..Default::default()
         };
-        self.bounded(|c| async move { KvClient::new(c).range(request).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(request.clone(), t);
+            async move { KvClient::new(c).range(request).await }
+        })
+        .await
     }
 
     /// Writes `value` at `key`, attached to `lease` (0: none).
@@ -381,8 +813,11 @@ impl Client {
         lease: i64,
     ) -> Result<PutResponse, Error> {
         let request = TxnOp::put(key, value, lease).into_put();
-        self.bounded(|c| async move { KvClient::new(c).put(request).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(request.clone(), t);
+            async move { KvClient::new(c).put(request).await }
+        })
+        .await
     }
 
     /// Deletes the key `key`.
@@ -394,8 +829,11 @@ impl Client {
             key: key.into(),
             ..Default::default()
         };
-        self.bounded(|c| async move { KvClient::new(c).delete_range(request).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(request.clone(), t);
+            async move { KvClient::new(c).delete_range(request).await }
+        })
+        .await
     }
 
     /// Runs a transaction: `succeeded` says whether its comparisons held.
@@ -403,8 +841,11 @@ impl Client {
     /// # Errors
     /// The cluster's or the connection's.
     pub async fn txn(&self, txn: Txn) -> Result<TxnResponse, Error> {
-        self.bounded(|c| async move { KvClient::new(c).txn(txn.0).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(txn.0.clone(), t);
+            async move { KvClient::new(c).txn(request).await }
+        })
+        .await
     }
 
     /// A new lease of `ttl_secs` seconds (its `id`).
@@ -416,8 +857,11 @@ impl Client {
             ttl: ttl_secs,
             id: 0,
         };
-        self.bounded(|c| async move { LeaseClient::new(c).lease_grant(request).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(request, t);
+            async move { LeaseClient::new(c).lease_grant(request).await }
+        })
+        .await
     }
 
     /// Ends lease `id` now: the keys attached to it are deleted.
@@ -426,8 +870,11 @@ impl Client {
     /// The cluster's (e.g. `NOT_FOUND` for a lease already gone) or the connection's.
     pub async fn lease_revoke(&self, id: i64) -> Result<LeaseRevokeResponse, Error> {
         let request = LeaseRevokeRequest { id };
-        self.bounded(|c| async move { LeaseClient::new(c).lease_revoke(request).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(request, t);
+            async move { LeaseClient::new(c).lease_revoke(request).await }
+        })
+        .await
     }
 
     /// Keeps lease `id` alive once: its new TTL, 0 (or less) when the lease is gone. `None`
@@ -440,27 +887,17 @@ impl Client {
         id: i64,
     ) -> Result<Option<LeaseKeepAliveResponse>, Error> {
         use tokio_stream::StreamExt;
-        // The request side stays open until the answer is read (the stream is dropped then).
-        let requests =
-            tokio_stream::once(LeaseKeepAliveRequest { id }).chain(tokio_stream::pending());
-        let round = async {
-            let (index, channel) = self.channel().await?;
-            let answer = async {
-                let mut answers = LeaseClient::new(channel)
-                    .lease_keep_alive(requests)
-                    .await?
-                    .into_inner();
-                answers.message().await
-            };
-            answer.await.map_err(|status| {
-                self.failed(index, &status);
-                Error::Status(status)
-            })
-        };
-        match tokio::time::timeout(self.inner.deadline, round).await {
-            Ok(answer) => answer,
-            Err(_) => Err(Error::Timeout(self.inner.deadline)),
-        }
+        self.run(move |channel, token| async move {
+            // The request side stays open until the answer is read (the stream is dropped then).
+            let requests =
+                tokio_stream::once(LeaseKeepAliveRequest { id }).chain(tokio_stream::pending());
+            let mut answers = LeaseClient::new(channel)
+                .lease_keep_alive(with_token(requests, token))
+                .await?
+                .into_inner();
+            answers.message().await
+        })
+        .await
     }
 
     /// Lease `id`'s remaining TTL (-1 when it is gone) and, with `keys`, the keys attached.
@@ -473,8 +910,11 @@ impl Client {
         keys: bool,
     ) -> Result<LeaseTimeToLiveResponse, Error> {
         let request = LeaseTimeToLiveRequest { id, keys };
-        self.bounded(|c| async move { LeaseClient::new(c).lease_time_to_live(request).await })
-            .await
+        self.bounded(move |c, t| {
+            let request = with_token(request, t);
+            async move { LeaseClient::new(c).lease_time_to_live(request).await }
+        })
+        .await
     }
 }
 

@@ -48,6 +48,8 @@ enum Target {
         endpoints: String,
         root: String,
         ttl: i64,
+        /// TLS and user (`etcds://`, `user:password@`, `cacert=`...).
+        security: floe_etcd::Security,
     },
 }
 
@@ -165,8 +167,10 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             })
         }
         #[cfg(feature = "etcd")]
-        "etcd" => {
-            let (base, options) = floe_core::endpoint::take_options(url, &["ttl"]);
+        "etcd" | "etcds" => {
+            let (url, security) = floe_etcd::Security::from_url(url)
+                .map_err(|e| RegistryError::config(format!("registry: etcd: {e}")))?;
+            let (base, options) = floe_core::endpoint::take_options(&url, &["ttl"]);
             once(&options)?;
             let ttl = match options.last() {
                 Some((_, t)) => t.parse::<i64>().map_err(|_| {
@@ -185,6 +189,7 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
                 endpoints: endpoints.to_string(),
                 root: root.to_string(),
                 ttl,
+                security,
             })
         }
         #[cfg(not(feature = "zookeeper"))]
@@ -192,11 +197,11 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
             "registry: ZooKeeper is not in this build: build floe with the cargo feature zookeeper (on by default)",
         )),
         #[cfg(not(feature = "etcd"))]
-        "etcd" => Err(RegistryError::config(
+        "etcd" | "etcds" => Err(RegistryError::config(
             "registry: etcd is not in this build: build floe with the cargo feature etcd (on by default)",
         )),
         other => Err(RegistryError::config(format!(
-            "registry: unknown scheme {other:?} in {:?}: expected file:, static:, zk:, leaf+zk: or etcd:",
+            "registry: unknown scheme {other:?} in {:?}: expected file:, static:, zk:, leaf+zk:, etcd: or etcds:",
             floe_core::endpoint::redacted(url)
         ))),
     }
@@ -232,7 +237,10 @@ pub fn leases(url: &str) -> bool {
 /// `zks://` and `leaf+zks://` with `cacert=PATH[&cert=PATH&key=PATH]` (the same over TLS to
 /// every server: the CA of the servers' certificates, floe's client certificate and key, PEM;
 /// builds with the cargo feature `zookeeper-tls`), or
-/// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]` (10 s by default).
+/// `etcd://host:port[,host:port...][/root][?ttl=SECONDS]` (10 s by default), or over TLS
+/// with an etcd user,
+/// `etcds://[user[:password]@]host:port[,host:port...][/root][?ttl=SECONDS&cacert=PATH&cert=PATH&key=PATH&password_file=PATH]`
+/// (see [`floe_etcd::Security`]).
 ///
 /// # Errors
 /// [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field `registry`: an unknown scheme, a bad path or ID;
@@ -309,8 +317,9 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
             endpoints,
             root,
             ttl,
+            security,
         } => Ok(Box::new(
-            etcd::EtcdRegistry::connect(&endpoints, &root, ttl).await?,
+            etcd::EtcdRegistry::connect_secure(&endpoints, &root, ttl, security).await?,
         )),
     }
 }
@@ -336,27 +345,30 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
 }
 
 /// A registry URL as [`Registry::location`](crate::Registry::location) gives it: without floe's options (`?ttl=`,
-/// `?session_timeout=`), and with the server registries' default root (`/floe`; `/snowflake`
-/// for `leaf+zk://`) when none is given.
+/// `?session_timeout=`, etcd's `cacert=`, `cert=`, `key=`, `password_file=`) and without a
+/// `user:password@`, and with the server registries' default root (`/floe`; `/snowflake` for
+/// `leaf+zk://`) when none is given.
 pub fn location_of(url: &str) -> String {
+    let url = match floe_core::endpoint::take_credentials(url) {
+        Ok((url, _)) => url,
+        Err(_) => floe_core::endpoint::redacted(url),
+    };
     let (base, _) = floe_core::endpoint::take_options(
-        url,
+        &url,
         &[
             "ttl",
             "session_timeout",
-            "password_file",
             "cacert",
             "cert",
             "key",
+            "password_file",
         ],
     );
-    // Never the credentials (a bad URL: its password masked).
-    let base = match floe_core::endpoint::take_credentials(&base) {
-        Ok((base, _)) => base,
-        Err(_) => floe_core::endpoint::redacted(&base),
-    };
     match base.split_once("://") {
-        Some((scheme @ ("zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" | "etcd"), rest)) => {
+        Some((
+            scheme @ ("zk" | "zookeeper" | "leaf+zk" | "zks" | "leaf+zks" | "etcd" | "etcds"),
+            rest,
+        )) => {
             let scheme = if scheme == "zookeeper" { "zk" } else { scheme };
             let default_root = if scheme.starts_with("leaf+") {
                 "/snowflake"
@@ -392,6 +404,10 @@ mod tests {
             cfg!(feature = "zookeeper")
         );
         assert_eq!(leases("etcd://127.0.0.1:2379"), cfg!(feature = "etcd"));
+        assert_eq!(
+            leases("etcds://floe:pw@127.0.0.1:2379?cacert=/ca.pem"),
+            cfg!(feature = "etcd")
+        );
         assert!(!leases("file:///tmp/x"));
         assert!(!leases("static:3"));
         assert!(!leases("nosuch://x"));
@@ -516,6 +532,7 @@ mod tests {
             ("zookeeper://127.0.0.1:2181", cfg!(feature = "zookeeper")),
             ("leaf+zk://127.0.0.1:2181", cfg!(feature = "zookeeper")),
             ("etcd://127.0.0.1:2379/floe", cfg!(feature = "etcd")),
+            ("etcds://127.0.0.1:2379/floe", cfg!(feature = "etcd")),
         ] {
             match check_url(url) {
                 Ok(()) => assert!(built, "{url}"),
@@ -525,6 +542,54 @@ mod tests {
                     assert!(e.message.contains("cargo feature"), "{}", e.message);
                 }
             }
+        }
+    }
+
+    /// etcd over TLS with a user: the options are read in one place (floe-etcd's), refused
+    /// naming the option; the location holds neither the password nor the options.
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_security_options_are_checked_and_left_out_of_the_location() {
+        let url =
+            "etcds://floe:s3cret@a:1,b:2/fleet?ttl=5&cacert=/c/ca.pem&cert=/c/c.pem&key=/c/c.key";
+        match parse(url).unwrap() {
+            Target::Etcd {
+                endpoints,
+                root,
+                ttl,
+                security,
+            } => {
+                assert_eq!(
+                    (endpoints.as_str(), root.as_str(), ttl),
+                    ("a:1,b:2", "/fleet", 5)
+                );
+                assert!(security.is_tls());
+                assert_eq!(security.user(), Some("floe"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(location_of(url), "etcds://a:1,b:2/fleet");
+        assert_eq!(
+            location_of("etcd://floe@a:1?password_file=/p"),
+            "etcd://a:1/floe"
+        );
+        for (bad, words) in [
+            (
+                "etcd://a:1?cacert=/ca.pem",
+                "registry: etcd: cacert= is a TLS option",
+            ),
+            (
+                "etcds://a:1?cert=/c.pem",
+                "registry: etcd: cert= needs key=",
+            ),
+            ("etcds://a:1?key=/c.key", "registry: etcd: key= needs cert="),
+            ("etcds://u:s3cret@a:1?password_file=/p", "given twice"),
+            ("etcds://a:1?cacert=/x&ttl=5&cacrt=/y", "unknown option"),
+        ] {
+            let e = check_url(bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Config, "{bad}");
+            assert!(e.message.contains(words), "{bad}: {}", e.message);
+            assert!(!e.message.contains("s3cret"), "{bad}: {}", e.message);
         }
     }
 }

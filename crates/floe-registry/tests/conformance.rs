@@ -48,6 +48,20 @@ fn etcd_backend() -> ServerBackend {
     }
 }
 
+/// The secure etcd of scripts/test.sh (start_etcd_secure: https, client certificates, RBAC,
+/// tokens forgotten after 3 s unused), as the user floe.
+#[cfg(feature = "etcd")]
+fn etcds_backend() -> ServerBackend {
+    let server = env("FLOE_TEST_ETCD_SECURE");
+    let d = env("FLOE_TEST_ETCD_SECURE_DIR");
+    ServerBackend {
+        url: format!(
+            "etcds://floe@{server}{}?ttl=5&cacert={d}/ca.pem&cert={d}/client.pem&key={d}/client.key&password_file={d}/password",
+            unique_root("floe-test")
+        ),
+    }
+}
+
 /// A real ZooKeeper server, started by scripts/test.sh.
 fn zk_backend() -> ServerBackend {
     let server = env("FLOE_TEST_ZOOKEEPER");
@@ -257,6 +271,8 @@ all_cases!(file_backend);
 all_cases!(zk_backend);
 #[cfg(feature = "etcd")]
 all_cases!(etcd_backend);
+#[cfg(feature = "etcd")]
+all_cases!(etcds_backend);
 
 // Leaf's layout: every case but two, which do not hold there by design. A released ID is never
 // given again (ZooKeeper's sequence numbers only grow: `release_frees_the_id` expects ID 0

@@ -106,7 +106,7 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
             stores::leaf_alloc::LeafAllocStore::connect(url).await?,
         )),
         #[cfg(feature = "etcd")]
-        "etcd" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
+        "etcd" | "etcds" => Ok(Arc::new(stores::etcd::EtcdStore::connect(url).await?)),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(Arc::new(stores::zookeeper::ZkStore::connect(url).await?)),
         #[cfg(feature = "zookeeper-tls")]
@@ -174,21 +174,21 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
         #[cfg(feature = "mysql")]
         "mysql" | "mariadb" | "leaf-mysql" | "leaf-mariadb" => Ok(()),
         #[cfg(feature = "etcd")]
-        "etcd" => Ok(()),
+        "etcd" | "etcds" => Ok(()),
         #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => Ok(()),
         #[cfg(feature = "zookeeper-tls")]
         "zks" => Ok(()),
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
         "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
-        | "leaf-mariadb" | "etcd" | "zk" | "zookeeper" | "zks" => {
+        | "leaf-mariadb" | "etcd" | "etcds" | "zk" | "zookeeper" | "zks" => {
             Err(SeqError::config(format!(
                 "store: {:?} needs floe built with the cargo feature for {scheme}",
                 floe_core::endpoint::redacted(url)
             )))
         }
         _ => Err(SeqError::config(format!(
-            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, leaf-mysql://, etcd:// or zk://, found {:?}",
+            "store: expected embedded[:PATH], memory, redis://, rediss://, postgres://, mysql://, leaf-mysql://, etcd://, etcds:// or zk://, found {:?}",
             floe_core::endpoint::redacted(url)
         ))),
     }
@@ -256,6 +256,7 @@ mod tests {
             ("leaf-mysql://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
             ("leaf-mariadb://u@127.0.0.1:1/db", cfg!(feature = "mysql")),
             ("etcd://127.0.0.1:1", cfg!(feature = "etcd")),
+            ("etcds://127.0.0.1:1", cfg!(feature = "etcd")),
             ("zk://127.0.0.1:1", cfg!(feature = "zookeeper")),
         ] {
             match check_scheme(url) {

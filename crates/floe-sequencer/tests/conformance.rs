@@ -735,6 +735,16 @@ async fn batch_bounds(f: Fixture) {
     assert_eq!(e.kind, ErrorKind::Exhausted, "{e}");
 }
 
+/// The secure etcd of scripts/test.sh (start_etcd_secure), as floe's user, at the default root
+/// `/floe/sequences`.
+fn etcds_url() -> String {
+    let d = floe_testkit::env("FLOE_TEST_ETCD_SECURE_DIR");
+    format!(
+        "etcds://floe@{}?cacert={d}/ca.pem&cert={d}/client.pem&key={d}/client.key&password_file={d}/password",
+        floe_testkit::env("FLOE_TEST_ETCD_SECURE")
+    )
+}
+
 macro_rules! conformance {
     ($($store:ident: $url:expr, strong_per_task = $n:expr, gives_back = $g:expr, registrations = $r:ident;)*) => {$(
         mod $store {
@@ -826,6 +836,8 @@ conformance! {
     // Leaf's table: every key of the suite is registered (a row) before it is used.
     leaf_alloc: format!("leaf-{}?table=leaf_alloc_conformance", floe_testkit::env("FLOE_TEST_MARIADB")), strong_per_task = 50, gives_back = true, registrations = LeafRows;
     etcd: format!("etcd://{}", floe_testkit::env("FLOE_TEST_ETCD")), strong_per_task = 100, gives_back = true, registrations = Apart;
+    // https, client certificates, user floe (RBAC on /floe), tokens forgotten after 3 s unused.
+    etcds: etcds_url(), strong_per_task = 100, gives_back = true, registrations = Apart;
     zookeeper: format!("zk://{}", floe_testkit::env("FLOE_TEST_ZOOKEEPER")), strong_per_task = 100, gives_back = true, registrations = Apart;
 }
 

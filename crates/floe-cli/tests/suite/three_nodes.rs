@@ -932,6 +932,20 @@ fn three_nodes_on_etcd_survive_a_kill() {
     three_nodes_kill_one(&registry);
 }
 
+/// The same over TLS with client certificates and an etcd user (the secure etcd of
+/// scripts/test.sh: https only, --client-cert-auth, RBAC, tokens forgotten after 3 s unused).
+#[cfg(feature = "etcd")]
+#[test]
+fn three_nodes_on_etcd_over_mtls_with_auth_survive_a_kill() {
+    let d = floe_testkit::env("FLOE_TEST_ETCD_SECURE_DIR");
+    let registry = format!(
+        "etcds://floe@{}/{}?ttl=5&cacert={d}/ca.pem&cert={d}/client.pem&key={d}/client.key&password_file={d}/password",
+        floe_testkit::env("FLOE_TEST_ETCD_SECURE"),
+        floe_testkit::unique("floe-three")
+    );
+    three_nodes_kill_one(&registry);
+}
+
 /// A node on etcd killed with SIGKILL must come back on its ports and state directory once
 /// its previous lease has expired, whatever the lease's TTL.
 ///

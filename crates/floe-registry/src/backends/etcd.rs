@@ -1,4 +1,8 @@
-//! The `etcd` registry (etcd 3.4+): `etcd://host:port[,host:port...][/root][?ttl=SECONDS]`.
+//! The `etcd` registry (etcd 3.4+): `etcd://host:port[,host:port...][/root][?ttl=SECONDS]`,
+//! or over TLS, with a client certificate and an etcd user:
+//! `etcds://[user[:password]@]host:port[,...][/root]?cacert=PATH&cert=PATH&key=PATH&password_file=PATH`
+//! ([`floe_etcd::Security`]). The user's role needs readwrite on the keys with the root as
+//! prefix.
 //!
 //! Keys, all under the root (default `/floe`):
 //! - `{root}/{service}/workers/{id}`: one per allocated ID, holding the [`WorkerRecord`] as
@@ -30,7 +34,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use floe_core::clock::SystemClock;
 use floe_core::fence::{Fence, Sent};
-use floe_etcd::{Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnOp};
+use floe_etcd::{
+    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Security, Txn, TxnOp,
+};
 
 use super::records::{self, decode, encode, Allocation, Claim, Claims, VersionedRecords};
 use crate::terms::LeaseTerms;
@@ -42,6 +48,8 @@ use crate::{
 pub struct EtcdRegistry {
     keys: Keys,
     endpoints: String,
+    /// `etcd` or `etcds` (TLS), for the location.
+    scheme: &'static str,
     ttl_secs: i64,
     claims: Claims,
 }
@@ -97,25 +105,50 @@ impl EtcdRegistry {
         root: &str,
         ttl_secs: i64,
     ) -> Result<Self, RegistryError> {
+        EtcdRegistry::connect_secure(endpoints, root, ttl_secs, Security::plain()).await
+    }
+
+    /// As [`EtcdRegistry::connect`], with TLS and an etcd user as `security` asks.
+    ///
+    /// # Errors
+    /// As [`EtcdRegistry::connect`]; [`ErrorKind::Config`] too for a certificate or password
+    /// file that cannot be read, and for TLS or a user etcd refuses (a wrong password, a client
+    /// certificate it does not trust, plain text to its TLS port): waiting will not help.
+    pub async fn connect_secure(
+        endpoints: &str,
+        root: &str,
+        ttl_secs: i64,
+        security: Security,
+    ) -> Result<Self, RegistryError> {
         super::check_servers("etcd", endpoints, root)?;
         if !(2..=3600).contains(&ttl_secs) {
             return Err(RegistryError::config(format!(
                 "registry: ttl must be 2 to 3600 seconds, found {ttl_secs}"
             )));
         }
-        let client = Client::connect(endpoints.split(','), ConnectOptions::default())
-            .map_err(|e| map_err(&format!("cannot connect to {endpoints}"), e))?;
-        // The connection is made lazily: ask once, so that an unreachable cluster says so now.
-        client
-            .get(root)
-            .await
-            .map_err(|e| map_err(&format!("cannot reach {endpoints}"), e))?;
+        let scheme = security.scheme();
+        let at = |e: EtcdError| {
+            let what = if e.is_config() {
+                format!("{scheme}://{endpoints}")
+            } else {
+                format!("cannot reach {endpoints}")
+            };
+            map_err(&what, e)
+        };
+        let client =
+            Client::connect_secure(endpoints.split(','), ConnectOptions::default(), security)
+                .await
+                .map_err(at)?;
+        // The connection is made lazily: ask once, so that an unreachable cluster (or one that
+        // refuses this client) says so now.
+        client.get(root).await.map_err(at)?;
         Ok(EtcdRegistry {
             keys: Keys {
                 client,
                 root: root.to_string(),
             },
             endpoints: endpoints.to_string(),
+            scheme,
             ttl_secs,
             claims: Claims::default(),
         })
@@ -445,7 +478,7 @@ impl Registry for EtcdRegistry {
     }
 
     fn location(&self) -> String {
-        format!("etcd://{}{}", self.endpoints, self.keys.root)
+        format!("{}://{}{}", self.scheme, self.endpoints, self.keys.root)
     }
 
     fn lease_terms(&self) -> Option<LeaseTerms> {

@@ -1,4 +1,9 @@
-//! `etcd://host:port[,host:port...][/root]` (feature `etcd`): one etcd key per sequence key,
+//! `etcd://host:port[,host:port...][/root]` (feature `etcd`), or over TLS with a client
+//! certificate and an etcd user,
+//! `etcds://[user[:password]@]host:port[,...][/root]?cacert=PATH&cert=PATH&key=PATH&password_file=PATH`
+//! (the same options as the etcd registry's: [`floe_etcd::Security`]; the user's role needs
+//! readwrite on the keys with the root as prefix, which covers `{root}.registered/` too): one
+//! etcd key per sequence key,
 //! `{root}/{key}` (root default `/floe/sequences`), holding the last value as decimal text.
 //!
 //! **Reserve** is a transaction: *if the key's mod revision is still the one this process saw,
@@ -55,7 +60,8 @@ use async_trait::async_trait;
 use floe_core::endpoint::take_options;
 use floe_core::sequence::Key;
 use floe_etcd::{
-    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Txn, TxnGet, TxnOp, TxnResponse,
+    Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Security, Txn, TxnGet, TxnOp,
+    TxnResponse,
 };
 
 use super::cas::{contended, target, SeenCache, MAX_ATTEMPTS};
@@ -117,7 +123,9 @@ impl EtcdStore {
     /// # Errors
     /// `Config` for a bad URL; `Unavailable` when no endpoint answers.
     pub async fn connect(url: &str) -> Result<EtcdStore, SeqError> {
-        let (rest, own) = take_options(url, &["layotto", "from_layotto", "layotto_prefix"]);
+        let (url, security) =
+            Security::from_url(url).map_err(|e| SeqError::config(format!("store: etcd: {e}")))?;
+        let (rest, own) = take_options(&url, &["layotto", "from_layotto", "layotto_prefix"]);
         let (endpoints, root) = servers_and_root("etcd", &rest)?;
         let (mut layotto, mut from_layotto, mut prefix_path) = (None, None, None);
         for (name, value) in own {
@@ -145,13 +153,19 @@ impl EtcdStore {
         }
         let prefix_path = layotto_path(prefix_path);
         let options = ConnectOptions::both(Duration::from_secs(2));
-        let client = Client::connect(endpoints.split(','), options).map_err(|e| {
-            SeqError::unavailable(format!("etcd: cannot connect to {endpoints}: {e}"))
-        })?;
-        client
-            .get(root)
+        let scheme = security.scheme();
+        // A refusal (TLS, user, files) is the configuration's; anything else an outage.
+        let at = |e: EtcdError| {
+            if e.is_config() {
+                SeqError::config(format!("store: etcd: {scheme}://{endpoints}: {e}"))
+            } else {
+                SeqError::unavailable(format!("etcd: cannot reach {endpoints}: {e}"))
+            }
+        };
+        let client = Client::connect_secure(endpoints.split(','), options, security)
             .await
-            .map_err(|e| SeqError::unavailable(format!("etcd: cannot reach {endpoints}: {e}")))?;
+            .map_err(at)?;
+        client.get(root).await.map_err(at)?;
         let (values, registered) = match &layotto {
             Some(app) => (
                 format!("{prefix_path}{app}"),

@@ -48,7 +48,7 @@ pub struct ServerConfig {
     /// How sequences are served.
     pub sequencer: SequencerConfig,
     /// Stores by name: `embedded[:PATH]`, `memory`, `redis://...`, `postgres://...`,
-    /// `mysql://...`, `etcd://...`, `zk://...`, or `snowflake` (WEAK IDs from the server's
+    /// `mysql://...`, `etcd://...`, `etcds://...` (TLS), `zk://...`, or `snowflake` (WEAK IDs from the server's
     /// Snowflake generator). Default: `default = "embedded"`.
     pub stores: BTreeMap<String, String>,
     /// Every ID of a key is greater than N: `"[STORE:]KEY" = N` (every store when none is
@@ -300,7 +300,9 @@ impl Default for LimitsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RegistryConfig {
-    /// `file:///dir`, `zk://host:port[/root]`, `etcd://host:port[/prefix]` or `static:ID`.
+    /// `file:///dir`, `zk://host:port[/root]`, `etcd://host:port[/prefix]`,
+    /// `etcds://[user[:password]@]host:port[/prefix]?cacert=..&cert=..&key=..&password_file=..`
+    /// (TLS, client certificate, etcd user) or `static:ID`.
     /// Default: a file registry in `state_dir`.
     pub url: Option<String>,
     /// Service name of this server's identity (service + host + port).
