@@ -250,41 +250,47 @@ pub fn take_credentials(url: &str) -> Result<(String, Option<Credentials>), Stri
     ))
 }
 
-/// Where a URL's password comes from when it is not written in it: `password_file=PATH` (the
-/// file's text, its trailing newline left out) or `password_env=NAME` (an environment
-/// variable), so that it is in neither argv nor the configuration file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PasswordSource {
-    /// `password_file=PATH`.
-    File(String),
-    /// `password_env=NAME`.
-    Env(String),
-}
-
-/// Takes `password_file=` or `password_env=` out of a URL's query: the URL without it, and
-/// where the password is to come from.
+/// `url` with the password of its `password_env=NAME` option (the environment variable NAME,
+/// read by `lookup`) written into it, so that the password is in neither argv nor a
+/// configuration file: `url` as it is without the option. Every registry and store URL goes
+/// through this first; `password_file=` is each backend's own (a file is read off the
+/// executor, and some read it again later).
 ///
 /// # Errors
-/// Both given, one given twice, or an empty value.
+/// The option given twice or empty, the variable not set or empty, or a URL that also writes
+/// a password. Never the password.
 ///
 /// # Examples
 /// ```
-/// use floe_core::endpoint::{take_password_source, PasswordSource};
+/// use floe_core::endpoint::with_password_env;
 ///
-/// let (url, from) = take_password_source("postgres://floe@db/floe?password_file=/run/pw&sslmode=require").unwrap();
-/// assert_eq!(url, "postgres://floe@db/floe?sslmode=require");
-/// assert_eq!(from, Some(PasswordSource::File("/run/pw".into())));
+/// let lookup = |name: &str| (name == "PG_PW").then(|| "s3cret".to_string());
+/// assert_eq!(
+///     with_password_env("postgres://floe@db/floe?password_env=PG_PW&sslmode=require", lookup),
+///     Ok("postgres://floe:s3cret@db/floe?sslmode=require".to_string())
+/// );
+/// assert!(with_password_env("postgres://floe@db/floe?password_env=NOPE", lookup).is_err());
 /// ```
-pub fn take_password_source(url: &str) -> Result<(String, Option<PasswordSource>), String> {
-    let (url, own) = take_options(url, &["password_file", "password_env"]);
-    match own.as_slice() {
-        [] => Ok((url, None)),
-        [(_, value)] if value.is_empty() => Err(format!("{} needs a value", own[0].0)),
-        [("password_file", path)] => Ok((url, Some(PasswordSource::File(path.clone())))),
-        [(_, name)] => Ok((url, Some(PasswordSource::Env(name.clone())))),
-        _ => {
-            Err("give the password once: password_file or password_env, not both nor twice".into())
-        }
+pub fn with_password_env(
+    url: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let (bare, own) = take_options(url, &["password_env"]);
+    let name = match own.as_slice() {
+        [] => return Ok(url.to_string()),
+        [(_, name)] if !name.is_empty() => name,
+        [_] => return Err("password_env= needs the name of an environment variable".into()),
+        _ => return Err("the option password_env is given twice".into()),
+    };
+    let password = lookup(name).filter(|p| !p.is_empty()).ok_or_else(|| {
+        format!("password_env: the environment variable {name} is not set, or is empty")
+    })?;
+    match take_credentials(&bare)? {
+        (_, Some(c)) if !c.password.is_empty() => Err(format!(
+            "the URL writes the password of {} and names password_env= too: give one of them",
+            quoted(&c.user)
+        )),
+        _ => Ok(with_password(&bare, &password)),
     }
 }
 
@@ -382,19 +388,23 @@ mod tests {
         assert_eq!(url, "mysql://root:n%3Ae%2Fw%40%20@h:1/db?x=1");
         let (_, c) = take_credentials(&url).unwrap();
         assert_eq!(c.unwrap().password, "n:e/w@ ");
+        let lookup = |name: &str| (name == "PW").then(|| "p w".to_string());
         assert_eq!(
-            take_password_source("redis://h:1?password_env=REDIS_PW").unwrap(),
-            (
-                "redis://h:1".to_string(),
-                Some(PasswordSource::Env("REDIS_PW".into()))
-            )
+            with_password_env("redis://h:1/0?password_env=PW&x=1", lookup).unwrap(),
+            "redis://:p%20w@h:1/0?x=1"
+        );
+        assert_eq!(
+            with_password_env("zk://floe@h:1/r?password_env=PW", lookup).unwrap(),
+            "zk://floe:p%20w@h:1/r"
         );
         for bad in [
-            "redis://h:1?password_env=A&password_file=/b",
-            "redis://h:1?password_file=/a&password_file=/b",
-            "redis://h:1?password_file=",
+            "redis://h:1?password_env=PW&password_env=PW",
+            "redis://h:1?password_env=",
+            "redis://h:1?password_env=OTHER",
+            "zk://floe:inline@h:1?password_env=PW",
         ] {
-            assert!(take_password_source(bad).is_err(), "{bad}");
+            let e = with_password_env(bad, lookup).unwrap_err();
+            assert!(!e.contains("inline") && !e.contains("p w"), "{bad}: {e}");
         }
     }
 

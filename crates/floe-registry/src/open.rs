@@ -68,6 +68,19 @@ fn once(options: &[(&str, String)]) -> Result<(), RegistryError> {
 
 /// Parses a registry URL (see [`open`]) without opening anything.
 fn parse(url: &str) -> Result<Target, RegistryError> {
+    // A password from the environment first (`password_env=NAME`), for every scheme.
+    let resolved = floe_core::endpoint::with_password_env(url, |name| std::env::var(name).ok())
+        .map_err(|e| {
+            RegistryError::config(format!(
+                "registry: {}: {e}",
+                floe_core::endpoint::redacted(url)
+            ))
+        })?;
+    parse_resolved(&resolved)
+}
+
+/// [`parse`] of a URL whose `password_env=` is resolved.
+fn parse_resolved(url: &str) -> Result<Target, RegistryError> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| {
         RegistryError::config(format!(
             "registry: expected a URL such as file:///var/lib/floe or static:7, found {:?}",
@@ -362,6 +375,7 @@ pub fn location_of(url: &str) -> String {
             "cert",
             "key",
             "password_file",
+            "password_env",
         ],
     );
     match base.split_once("://") {
@@ -501,6 +515,33 @@ mod tests {
         }
         let e = check_url("zk://floe@127.0.0.1:2181/x?password_file=/nonexistent").unwrap_err();
         assert!(e.message.contains("cannot read it"), "{e}");
+    }
+
+    /// `password_env=NAME` gives any registry URL its password from the environment (a
+    /// variable only this test sets), and a missing variable is refused naming it.
+    #[cfg(all(feature = "zookeeper", feature = "etcd"))]
+    #[test]
+    fn a_registry_password_comes_from_a_variable() {
+        std::env::set_var("FLOE_TEST_OPEN_RS_PW", "from-env");
+        let url = "zk://floe@127.0.0.1:2181/x?password_env=FLOE_TEST_OPEN_RS_PW";
+        let Target::Zk { credentials, .. } = parse(url).unwrap() else {
+            panic!("not zk")
+        };
+        assert_eq!(credentials.unwrap().password, "from-env");
+        assert_eq!(location_of(url), "zk://127.0.0.1:2181/x");
+        let Target::Etcd { security, .. } =
+            parse("etcds://floe@127.0.0.1:2379/x?password_env=FLOE_TEST_OPEN_RS_PW").unwrap()
+        else {
+            panic!("not etcd")
+        };
+        assert_eq!(security.user(), Some("floe"));
+        let e = check_url("zk://floe@127.0.0.1:2181/x?password_env=FLOE_TEST_OPEN_RS_NONE")
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+        assert!(
+            e.message.contains("FLOE_TEST_OPEN_RS_NONE is not set"),
+            "{e}"
+        );
     }
 
     /// `zks://` without the feature `zookeeper-tls` is refused naming the feature; TLS options

@@ -79,15 +79,19 @@ use std::sync::Arc;
 /// feature; `Unavailable` when the server cannot be reached now.
 pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqError> {
     let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
-    let with_password;
+    let url = floe_core::endpoint::with_password_env(url, |name| std::env::var(name).ok())
+        .map_err(|e| {
+            SeqError::config(format!(
+                "store: {}: {e}",
+                floe_core::endpoint::redacted(url)
+            ))
+        })?;
     let url = match scheme {
         "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
-        | "leaf-mariadb" => {
-            with_password = password_from_elsewhere(url).await?;
-            with_password.as_str()
-        }
+        | "leaf-mariadb" => password_from_file(&url).await?,
         _ => url,
     };
+    let url = url.as_str();
     match scheme {
         "memory" => Ok(Arc::new(stores::memory::MemoryStore::new())),
         "embedded" => Ok(Arc::new(stores::embedded::EmbeddedStore::open(
@@ -121,37 +125,44 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
     }
 }
 
-/// `url` with the password its `password_file=PATH` or `password_env=NAME` option names
-/// written into it (see [`floe_core::endpoint::take_password_source`]); `url` as it is
-/// without either. The file is read at each open, so a rotated password is read by the next
-/// start.
+/// `url` with the password its `password_file=PATH` option names (the file's text, its
+/// trailing newline left out) written into it, for the stores that take their URL's
+/// password as it is (PostgreSQL, MySQL, Redis); `url` as it is without the option. The file
+/// is read at each open, so a rotated password is read by the next start.
 ///
 /// # Errors
-/// `Config` naming the option: an unreadable or empty file, a variable not set.
-async fn password_from_elsewhere(url: &str) -> Result<String, SeqError> {
-    use floe_core::endpoint::{redacted, take_password_source, with_password, PasswordSource};
-    let (bare, from) = take_password_source(url)
-        .map_err(|e| SeqError::config(format!("store: {}: {e}", redacted(url))))?;
-    let text = match from {
-        None => return Ok(bare),
-        Some(PasswordSource::File(path)) => {
-            tokio::fs::read_to_string(&path).await.map_err(|e| {
-                SeqError::config(format!("store: password_file: cannot read {path}: {e}"))
-            })?
+/// `Config` naming the option: given twice, an unreadable or empty file, a URL that also
+/// writes a password.
+async fn password_from_file(url: &str) -> Result<String, SeqError> {
+    use floe_core::endpoint::{redacted, take_credentials, take_options, with_password};
+    let (bare, own) = take_options(url, &["password_file"]);
+    let path = match own.as_slice() {
+        [] => return Ok(url.to_string()),
+        [(_, path)] if !path.is_empty() => path,
+        _ => {
+            return Err(SeqError::config(format!(
+                "store: {}: password_file= is empty or given twice",
+                redacted(url)
+            )))
         }
-        Some(PasswordSource::Env(name)) => std::env::var(&name).map_err(|_| {
-            SeqError::config(format!(
-                "store: password_env: the environment variable {name} is not set (or not UTF-8)"
-            ))
-        })?,
     };
+    if let Ok((_, Some(c))) = take_credentials(&bare) {
+        if !c.password.is_empty() {
+            return Err(SeqError::config(format!(
+                "store: {}: the URL writes a password and names password_file= too: give one of them",
+                redacted(url)
+            )));
+        }
+    }
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| SeqError::config(format!("store: password_file: cannot read {path}: {e}")))?;
     let password = text
         .strip_suffix('\n')
         .map_or(text.as_str(), |p| p.strip_suffix('\r').unwrap_or(p));
     if password.is_empty() {
         return Err(SeqError::config(format!(
-            "store: {}: the password it names is empty",
-            redacted(url)
+            "store: password_file: {path} is empty"
         )));
     }
     Ok(with_password(&bare, password))
