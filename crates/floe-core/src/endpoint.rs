@@ -73,12 +73,21 @@ pub fn redacted(url: &str) -> String {
 }
 
 /// `url` with the password of its `user:password@` replaced by `with`, or dropped
-/// (`user@host`) when `with` is `None`. A URL with no password is returned as it is.
+/// (`user@host`) when `with` is `None`. A URL with no password is returned as it is. A
+/// password written with a raw `/`, `?` or `#` (which end a URL's authority) is still found:
+/// everything up to the last `@` counts as the user's, so that it is masked rather than shown.
 pub fn replace_password(url: &str, with: Option<&str>) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority_end = match rest.rfind('@') {
+        // `user:pa/ss@host`: the authority reaches past the `/`.
+        Some(at) if at >= authority_end => {
+            at + rest[at..].find(['/', '?', '#']).unwrap_or(rest.len() - at)
+        }
+        _ => authority_end,
+    };
     let (authority, tail) = rest.split_at(authority_end);
     let Some((userinfo, host)) = authority.rsplit_once('@') else {
         return url.to_string();
@@ -116,6 +125,13 @@ pub fn servers_and_root<'a>(
                 quoted(url)
             )
         })?;
+    if rest.contains('@') {
+        // Not echoed: what stands before '@' may be a password, one with a raw '/', '?' or
+        // '#' that ended the authority early.
+        return Err(format!(
+            "a user:password@ in the {kind} URL that could not be read: write a '/', '?', '#', '@' or ':' of a password as %2F, %3F, %23, %40, %3A"
+        ));
+    }
     let (servers, root) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, default_root),
@@ -124,13 +140,6 @@ pub fn servers_and_root<'a>(
         return Err(format!(
             "unknown option {} in the {kind} URL: check its spelling",
             quoted(query)
-        ));
-    }
-    if servers.contains('@') {
-        // Not echoed: what stands before '@' may be a password.
-        return Err(format!(
-            "credentials in a {kind} URL (user:password@) are not supported: found {}",
-            quoted(&redacted(url))
         ));
     }
     check_addresses(kind, servers)?;
@@ -381,6 +390,33 @@ pub fn with_password_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A password written with a raw `/`, `?` or `#` is never shown: masked by `redacted`, and
+    /// refused by `servers_and_root` without the URL.
+    #[test]
+    fn a_password_with_a_raw_slash_is_never_echoed() {
+        for url in [
+            "zk://floe:ab/cd@h:1/floe",
+            "zk://floe:12/x@h:1/floe",
+            "zk://floe:ab?cd@h:1/floe",
+            "etcd://floe:ab#cd@h:1",
+        ] {
+            let shown = redacted(url);
+            assert!(
+                !shown.contains("ab") && !shown.contains("12/x"),
+                "{url}: {shown}"
+            );
+            let e = servers_and_root("zk", url, "/floe").unwrap_err();
+            assert!(
+                !e.contains("ab") && !e.contains("cd") && !e.contains("12"),
+                "{url}: {e}"
+            );
+            assert!(e.contains("%2F"), "{e}");
+        }
+        // A root with an '@' is masked too: more than needed, never less.
+        assert_eq!(redacted("zk://h:1/a@b"), "zk://h:****@b");
+        assert_eq!(redacted("zk://h:1/a"), "zk://h:1/a");
+    }
 
     #[test]
     fn a_password_from_elsewhere_goes_into_the_url_encoded() {

@@ -425,6 +425,16 @@ impl Client {
         .await
         .map_err(|e| Error::Config(format!("reading the certificate files: {e}")))?
         .map_err(Error::Config)?;
+        if let (Some(user), false) = (security.user(), security.is_tls()) {
+            // Once a process: a server opens one client per generator.
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            let user = user.to_string();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "etcd user {user:?} over plain etcd://: its password and token travel in clear text; use etcds:// (TLS)"
+                );
+            });
+        }
         let client = Client::build(endpoints, options, security, tls, login)?;
         if client.inner.security.is_tls() {
             // tonic's own checks of the files (a key it cannot use): at start, not at the first call.

@@ -88,9 +88,8 @@ pub(crate) async fn probe(
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
-    let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']'))
-        .ok()?
-        .to_owned();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = ServerName::try_from(host).ok()?.to_owned();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let look = async {
         let tcp = tokio::net::TcpStream::connect((host, port)).await.ok()?;

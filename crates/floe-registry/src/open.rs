@@ -79,6 +79,12 @@ fn parse(url: &str) -> Result<Target, RegistryError> {
     parse_resolved(&resolved)
 }
 
+/// [`parse`] on the blocking pool: it may read a password file and certificate files.
+async fn parse_off_executor(url: &str) -> Result<Target, RegistryError> {
+    let url = url.to_string();
+    off_executor("registry: reading its URL", move || parse(&url)).await
+}
+
 /// [`parse`] of a URL whose `password_env=` is resolved.
 fn parse_resolved(url: &str) -> Result<Target, RegistryError> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| {
@@ -259,7 +265,7 @@ pub fn leases(url: &str) -> bool {
 /// [`ErrorKind::Config`](crate::ErrorKind::Config) naming the field `registry`: an unknown scheme, a bad path or ID;
 /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when a server registry cannot be reached.
 pub async fn open(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
-    open_target(parse(url)?).await
+    open_target(parse_off_executor(url).await?).await
 }
 
 impl Target {
@@ -343,7 +349,7 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
 /// # Errors
 /// Configuration errors, as [`open`].
 pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, RegistryError> {
-    let target = parse(url)?;
+    let target = parse_off_executor(url).await?;
     // Its name and terms, so that a start from the cache knows it would have had a lease.
     let (name, terms) = (target.name(), target.lease_terms());
     match open_target(target).await {

@@ -193,8 +193,17 @@ pub fn check_scheme(url: &str) -> Result<(), SeqError> {
         #[allow(unreachable_patterns)] // the schemes whose feature is on matched above
         "redis" | "rediss" | "postgres" | "postgresql" | "mysql" | "mariadb" | "leaf-mysql"
         | "leaf-mariadb" | "etcd" | "etcds" | "zk" | "zookeeper" | "zks" => {
+            let feature = match scheme {
+                "zks" => "zookeeper-tls",
+                "rediss" => "redis",
+                "postgresql" => "postgres",
+                "mariadb" | "leaf-mysql" | "leaf-mariadb" => "mysql",
+                "etcds" => "etcd",
+                "zk" => "zookeeper",
+                other => other,
+            };
             Err(SeqError::config(format!(
-                "store: {:?} needs floe built with the cargo feature for {scheme}",
+                "store: {:?} needs floe built with the cargo feature {feature}",
                 floe_core::endpoint::redacted(url)
             )))
         }

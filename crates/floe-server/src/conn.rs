@@ -264,7 +264,14 @@ pub(crate) async fn run<S, B>(
                             connection(stream, &builder, &served, limits, stop, opened).await;
                         }
                         Ok(Err(e)) => {
-                            handshake_failed(served.protocol, "error");
+                            // A connection closed before its hello (a TCP health probe, a
+                            // port scan) is told from a handshake that failed.
+                            let reason = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                                "eof"
+                            } else {
+                                "error"
+                            };
+                            handshake_failed(served.protocol, reason);
                             tracing::debug!("TLS handshake failed: {e}");
                         }
                         Err(_) => {
@@ -294,8 +301,9 @@ pub(crate) async fn run<S, B>(
     streams.drop_all().await;
 }
 
-/// Counts a TLS handshake that failed (`error`: refused or broken; `timeout`: not done within
-/// the header timeout) on a listener.
+/// Counts a TLS handshake that failed (`error`: refused or broken; `eof`: the connection closed
+/// before or during it, as a TCP probe does; `timeout`: not done within the header timeout) on
+/// a listener.
 fn handshake_failed(protocol: Protocol, reason: &'static str) {
     let listener = match protocol {
         Protocol::Http1 => "http",

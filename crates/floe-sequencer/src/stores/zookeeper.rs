@@ -247,11 +247,15 @@ impl ZkStore {
                 _ => from_layotto = Some(key_prefix(name, &value)?),
             }
         }
-        let (rest, credentials) = take_credentials(&rest)
-            .and_then(|(rest, c)| {
+        // On the blocking pool: it may read the password file.
+        let (rest, credentials) = tokio::task::spawn_blocking(move || {
+            take_credentials(&rest).and_then(|(rest, c)| {
                 with_password_file(c, password_file.as_deref()).map(|c| (rest, c))
             })
-            .map_err(|e| SeqError::config(format!("store: {e}")))?;
+        })
+        .await
+        .map_err(|e| SeqError::config(format!("store: reading its URL: {e}")))?
+        .map_err(|e| SeqError::config(format!("store: {e}")))?;
         let secure = rest.starts_with("zks:");
         if !secure {
             if let Some(i) = tls_files.iter().position(Option::is_some) {
@@ -263,7 +267,12 @@ impl ZkStore {
         }
         #[cfg(feature = "zookeeper-tls")]
         let tls = if secure {
-            Some(tls_options_of(&tls_files)?.1)
+            // On the blocking pool: it reads the certificate files.
+            let files = tls_files.clone();
+            let read = tokio::task::spawn_blocking(move || tls_options_of(&files))
+                .await
+                .map_err(|e| SeqError::config(format!("store: reading its TLS files: {e}")))??;
+            Some(read.1)
         } else {
             None
         };

@@ -102,7 +102,7 @@ fn describe() {
     );
     describe_counter!(
         "floe_tls_handshake_failures_total",
-        "TLS handshakes that failed, per listener and reason (error, timeout)."
+        "TLS handshakes that failed, per listener and reason (error; eof: closed before the hello, as TCP probes do; timeout)."
     );
     describe_gauge!(
         "floe_layout_horizon_seconds",

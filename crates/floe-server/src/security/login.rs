@@ -10,6 +10,7 @@
 //! session: a token taken away takes its sessions with it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,9 @@ use ring::rand::SecureRandom;
 use sha2::{Digest, Sha256};
 
 use super::auth::Tokens;
+
+/// Why no session was opened when the tokens changed during the sign-in.
+const STALE: &str = "the tokens changed while signing in: sign in again";
 
 /// The cookie's name.
 pub const COOKIE: &str = "floe_session";
@@ -34,14 +38,23 @@ pub(crate) const LOGIN: &str = "/login";
 #[derive(Debug, Default)]
 pub struct Sessions {
     made: Mutex<HashMap<[u8; 32], Instant>>,
+    /// How many times every session was ended ([`end_all`](Self::end_all)): a sign-in that
+    /// checked its token before a reload opens no session after it.
+    ended: AtomicU64,
 }
 
 impl Sessions {
-    /// A new session: its cookie value (64 hex digits).
+    /// The count of [`end_all`](Self::end_all)s, read before a token is checked.
+    fn generation(&self) -> u64 {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// A new session, unless every session was ended since `generation` (the tokens it was
+    /// checked against may be gone): its cookie value (64 hex digits).
     ///
     /// # Errors
-    /// When the system gives no random bytes.
-    fn open(&self) -> Result<String, String> {
+    /// When the system gives no random bytes, or the tokens changed meanwhile.
+    fn open(&self, generation: u64) -> Result<String, String> {
         let mut bytes = [0u8; 32];
         ring::rand::SystemRandom::new()
             .fill(&mut bytes)
@@ -49,6 +62,9 @@ impl Sessions {
         let value: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let now = Instant::now();
         let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.ended.load(Ordering::SeqCst) != generation {
+            return Err(STALE.to_string());
+        }
         made.retain(|_, at| now.duration_since(*at) < SESSION_LIFETIME);
         if made.len() >= MAX_SESSIONS {
             if let Some(oldest) = made.iter().min_by_key(|(_, at)| **at).map(|(k, _)| *k) {
@@ -69,10 +85,9 @@ impl Sessions {
 
     /// Ends every session.
     pub(crate) fn end_all(&self) {
-        self.made
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+        self.ended.fetch_add(1, Ordering::SeqCst);
+        made.clear();
     }
 
     /// How many sessions are held.
@@ -115,7 +130,7 @@ pub struct Login {
 fn form(note: &str) -> String {
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>floe: sign in</title>\
-         <meta name=\"referrer\" content=\"no-referrer\"></head><body>\
+         <meta name=\"referrer\" content=\"same-origin\"></head><body>\
          <h1>floe</h1><p>This server needs a token to show its status.</p>{note}\
          <form method=\"post\" action=\"/login\" autocomplete=\"off\">\
          <label>Token <input type=\"password\" name=\"token\" autofocus></label> \
@@ -147,6 +162,8 @@ impl Login {
     /// `POST /login` with the form's body (`token=...`): 303 to `/` with a session cookie, or
     /// 401 with the form again. The token is never logged.
     pub(crate) fn submit(&self, body: &[u8]) -> axum::response::Response {
+        // Before the tokens are read: a reload in between ends this sign-in too.
+        let generation = self.sessions.generation();
         let token = form_urlencoded::parse(body)
             .find(|(name, _)| name == "token")
             .map(|(_, value)| value.trim().to_string());
@@ -163,8 +180,14 @@ impl Login {
                 form("<p><strong>That token is not accepted.</strong></p>"),
             );
         }
-        let value = match self.sessions.open() {
+        let value = match self.sessions.open(generation) {
             Ok(v) => v,
+            Err(e) if e == STALE => {
+                return html(
+                    hyper::StatusCode::UNAUTHORIZED,
+                    form(&format!("<p><strong>{STALE}.</strong></p>")),
+                )
+            }
             Err(e) => {
                 return html(
                     hyper::StatusCode::INTERNAL_SERVER_ERROR,
@@ -235,8 +258,14 @@ mod tests {
     fn sessions_are_bounded() {
         let sessions = Sessions::default();
         for _ in 0..MAX_SESSIONS + 10 {
-            sessions.open().unwrap();
+            sessions.open(0).unwrap();
         }
         assert_eq!(sessions.len(), MAX_SESSIONS);
+        // A sign-in that began before the sessions were ended opens none.
+        let before = sessions.generation();
+        sessions.end_all();
+        assert!(sessions.open(before).is_err());
+        assert!(sessions.is_empty());
+        sessions.open(sessions.generation()).unwrap();
     }
 }

@@ -59,7 +59,7 @@ impl Security {
         })
     }
 
-    /// Reads again the certificate, key and token files `config` names (those read by
+    /// Reads again the certificate, key and token files `tls` and `auth` name (those read by
     /// [`load`](Self::load): whether TLS and tokens are on does not change) and, when every one
     /// of them is good, serves them from the next handshake and request on; open connections
     /// keep theirs. When one is not, nothing changes. Blocking file I/O: call it off the async
@@ -67,12 +67,17 @@ impl Security {
     ///
     /// # Errors
     /// One line naming the key and the file that is wrong; the old ones are kept.
-    pub fn reload(&self, config: &ServerConfig, now_ms: u64) -> Result<Vec<String>, String> {
-        let certificate = match (&self.tls, &config.tls.cert, &config.tls.key) {
+    pub fn reload(
+        &self,
+        tls: &crate::config::TlsConfig,
+        auth: &crate::config::AuthConfig,
+        now_ms: u64,
+    ) -> Result<Vec<String>, String> {
+        let certificate = match (&self.tls, &tls.cert, &tls.key) {
             (Some(_), Some(cert), Some(key)) => Some(tls::Certificate::load(cert, key, now_ms)?),
             _ => None,
         };
-        let tokens = match (&self.tokens, &config.auth.token_file) {
+        let tokens = match (&self.tokens, &auth.token_file) {
             (Some(_), Some(path)) => Some(Tokens::load(path)?),
             _ => None,
         };

@@ -107,8 +107,9 @@ pub struct Server {
     http: Option<TcpListener>,
     limits: Limits,
     security: crate::Security,
-    /// The files [`Reloader::reload`] reads again.
-    config: Arc<crate::ServerConfig>,
+    /// The files [`Reloader::reload`] reads again (paths only: never a store's URL, whose
+    /// password `Debug` would show).
+    files: Arc<(crate::config::TlsConfig, crate::config::AuthConfig)>,
     taken: Taken,
     /// The state directory's tails lock, when this process holds it (WEAK tails are kept).
     tails: Option<TailDir>,
@@ -230,7 +231,7 @@ impl Server {
             http,
             limits: plan.limits,
             security,
-            config: Arc::new(plan.config.clone()),
+            files: Arc::new((plan.config.tls.clone(), plan.config.auth.clone())),
             taken,
             tails,
             notes,
@@ -297,7 +298,7 @@ impl Server {
     pub fn reloader(&self) -> Reloader {
         Reloader {
             security: self.security.clone(),
-            config: Arc::clone(&self.config),
+            files: Arc::clone(&self.files),
             clock: Arc::clone(&self.app.clock),
         }
     }
@@ -353,7 +354,7 @@ impl Server {
 #[derive(Debug, Clone)]
 pub struct Reloader {
     security: crate::Security,
-    config: Arc<crate::ServerConfig>,
+    files: Arc<(crate::config::TlsConfig, crate::config::AuthConfig)>,
     clock: ServerClock,
 }
 
@@ -364,9 +365,9 @@ impl Reloader {
     /// # Errors
     /// One line naming the key and the file that is wrong; the old ones are kept.
     pub async fn reload(&self) -> Result<Vec<String>, String> {
-        let (security, config) = (self.security.clone(), Arc::clone(&self.config));
+        let (security, files) = (self.security.clone(), Arc::clone(&self.files));
         let now = now_ms(&self.clock);
-        tokio::task::spawn_blocking(move || security.reload(&config, now))
+        tokio::task::spawn_blocking(move || security.reload(&files.0, &files.1, now))
             .await
             .map_err(|e| format!("reload: {e}"))?
     }

@@ -711,7 +711,30 @@ async fn the_status_page_opens_in_a_browser_after_signing_in() {
     assert_eq!(refused.status, 401);
     assert!(!refused.head.to_ascii_lowercase().contains("set-cookie"));
     assert!(!refused.body.contains("wrong-token"), "{}", refused.body);
-    let signed = post("token=second-token-xyz").await.unwrap();
+    // As a browser posts the form (the page keeps the Origin on same-origin requests: its
+    // referrer policy is same-origin, not no-referrer, which would send `Origin: null`).
+    assert!(
+        form.as_str().unwrap().contains("content=\"same-origin\""),
+        "{form}"
+    );
+    let addr = node.http.clone();
+    let signed = tokio::task::spawn_blocking(move || {
+        floe_testkit::http::request_with_body(
+            &addr,
+            "floe",
+            "POST",
+            "/login",
+            &[
+                "Content-Type: application/x-www-form-urlencoded",
+                "Origin: http://floe",
+                "Sec-Fetch-Site: same-origin",
+            ],
+            "token=second-token-xyz",
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
     assert_eq!(signed.status, 303, "{}", signed.head);
     let head = signed.head.to_ascii_lowercase();
     assert!(head.contains("location: /"), "{head}");
