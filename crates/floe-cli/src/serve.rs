@@ -57,8 +57,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_STATE_DIR")]
     state_dir: Option<PathBuf>,
     /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix
-    /// (etcds://user@host:port/prefix?cacert=..&cert=..&key=..&password_file=.. for TLS and
-    /// an etcd user), static:ID, or leaf+zk://host:port (Meituan Leaf's nodes in ZooKeeper: --service is
+    /// (etcds://user@host:port/prefix with the options cacert=, cert=, key= for TLS, and
+    /// password_file= or password_env= for the user's password), static:ID, or leaf+zk://host:port (Meituan Leaf's nodes in ZooKeeper: --service is
     /// leaf.name, --host and --port the Leaf server's IPv4 and leaf.snowflake.port)
     /// [default: a file registry in the state directory].
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_REGISTRY")]

@@ -24,7 +24,9 @@ pub(crate) struct RegistryArgs {
     /// leaf+zk://HOST:PORT[,HOST:PORT...][/CHROOT/snowflake][?session_timeout=SECONDS]
     /// (Meituan Leaf's nodes: the service is leaf.name),
     /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS] or, over TLS with an etcd user,
-    /// etcds://[USER[:PASSWORD]@]HOST:PORT[,...][/ROOT]?cacert=FILE&cert=FILE&key=FILE&password_file=FILE.
+    /// etcds://[USER[:PASSWORD]@]HOST:PORT[,...][/ROOT] with the options cacert=FILE,
+    /// cert=FILE, key=FILE (TLS) and password_file=FILE or password_env=NAME (a password
+    /// kept out of the command line; zk:// takes them too).
     #[arg(long, global = true)]
     pub registry: Option<String>,
     /// Service name of the identity (service + host:port).
