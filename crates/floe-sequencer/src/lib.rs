@@ -78,6 +78,16 @@ use std::sync::Arc;
 /// `Config` naming the URL for an unknown scheme, a bad address or a store built without its
 /// feature; `Unavailable` when the server cannot be reached now.
 pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqError> {
+    // sqlx's MySQL TLS, redis and zookeeper-client ask rustls for the process's default
+    // provider: ring, floe's. A build with zookeeper-tls holds aws-lc-rs too, and rustls then
+    // cannot choose alone (it panics).
+    #[cfg(any(
+        feature = "redis",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "zookeeper-tls"
+    ))]
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (scheme, rest) = url.split_once(':').unwrap_or((url, ""));
     let url = floe_core::endpoint::with_password_env(url, |name| std::env::var(name).ok())
         .map_err(|e| {
