@@ -685,19 +685,21 @@ async fn the_status_page_opens_in_a_browser_after_signing_in() {
     let dir = tempfile::tempdir().unwrap();
     let c = token_config(dir.path());
     let node = Node::start(&c).await;
-    let post = |body: &'static str| {
+    // A form posted to /login with `extra` headers, as a browser sends it.
+    let post = |extra: &'static [&'static str], body: &'static str| {
         let addr = node.http.clone();
-        tokio::task::spawn_blocking(move || {
-            floe_testkit::http::request_with_body(
-                &addr,
-                "floe",
-                "POST",
-                "/login",
-                &["Content-Type: application/x-www-form-urlencoded"],
-                body,
-            )
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let mut headers = vec!["Content-Type: application/x-www-form-urlencoded"];
+                headers.extend_from_slice(extra);
+                floe_testkit::http::request_with_body(
+                    &addr, "floe", "POST", "/login", &headers, body,
+                )
+                .unwrap()
+            })
+            .await
             .unwrap()
-        })
+        }
     };
     let (code, _, form) = http_with(&node.http, "GET", "/login", &[]).await;
     assert_eq!(code, 200);
@@ -707,7 +709,7 @@ async fn the_status_page_opens_in_a_browser_after_signing_in() {
             .contains("<form method=\"post\" action=\"/login\""),
         "{form}"
     );
-    let refused = post("token=wrong-token").await.unwrap();
+    let refused = post(&[], "token=wrong-token").await;
     assert_eq!(refused.status, 401);
     assert!(!refused.head.to_ascii_lowercase().contains("set-cookie"));
     assert!(!refused.body.contains("wrong-token"), "{}", refused.body);
@@ -717,24 +719,11 @@ async fn the_status_page_opens_in_a_browser_after_signing_in() {
         form.as_str().unwrap().contains("content=\"same-origin\""),
         "{form}"
     );
-    let addr = node.http.clone();
-    let signed = tokio::task::spawn_blocking(move || {
-        floe_testkit::http::request_with_body(
-            &addr,
-            "floe",
-            "POST",
-            "/login",
-            &[
-                "Content-Type: application/x-www-form-urlencoded",
-                "Origin: http://floe",
-                "Sec-Fetch-Site: same-origin",
-            ],
-            "token=second-token-xyz",
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let signed = post(
+        &["Origin: http://floe", "Sec-Fetch-Site: same-origin"],
+        "token=second-token-xyz",
+    )
+    .await;
     assert_eq!(signed.status, 303, "{}", signed.head);
     let head = signed.head.to_ascii_lowercase();
     assert!(head.contains("location: /"), "{head}");
@@ -764,23 +753,7 @@ async fn the_status_page_opens_in_a_browser_after_signing_in() {
         assert_eq!(code, 401, "{path}");
     }
     // A sign-in from another site's page is refused by the origin check.
-    let addr = node.http.clone();
-    let foreign = tokio::task::spawn_blocking(move || {
-        floe_testkit::http::request_with_body(
-            &addr,
-            "floe",
-            "POST",
-            "/login",
-            &[
-                "Content-Type: application/x-www-form-urlencoded",
-                "Origin: https://evil.example",
-            ],
-            "token=second-token-xyz",
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let foreign = post(&["Origin: https://evil.example"], "token=second-token-xyz").await;
     assert_eq!(foreign.status, 403, "{}", foreign.head);
     // New tokens end the sessions.
     std::fs::write(c.auth.token_file.as_ref().unwrap(), "third-token\n").unwrap();
