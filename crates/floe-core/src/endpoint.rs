@@ -69,7 +69,33 @@ pub fn check_root(kind: &str, root: &str) -> Result<(), String> {
 /// assert_eq!(redacted("redis://cache:6379/0"), "redis://cache:6379/0");
 /// ```
 pub fn redacted(url: &str) -> String {
-    replace_password(url, Some("****"))
+    mask_query_passwords(&replace_password(url, Some("****")))
+}
+
+/// The query options that carry a password in some clients' URLs (PostgreSQL's and MySQL's
+/// `password=`, Redis's `pass=`...).
+const PASSWORD_OPTIONS: [&str; 4] = ["password", "pass", "passwd", "pwd"];
+
+/// `url` with the value of each query option named in [`PASSWORD_OPTIONS`] (any case) shown
+/// as `****`.
+fn mask_query_passwords(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let masked: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _))
+                if PASSWORD_OPTIONS
+                    .iter()
+                    .any(|p| name.eq_ignore_ascii_case(p)) =>
+            {
+                format!("{name}=****")
+            }
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", masked.join("&"))
 }
 
 /// `url` with the password of its `user:password@` replaced by `with`, or dropped
@@ -291,6 +317,9 @@ pub fn with_password_env(
         [_] => return Err("password_env= needs the name of an environment variable".into()),
         _ => return Err("the option password_env is given twice".into()),
     };
+    if !take_options(&bare, &["password_file"]).1.is_empty() {
+        return Err("give password_file= or password_env=, not both".into());
+    }
     let password = lookup(name).filter(|p| !p.is_empty()).ok_or_else(|| {
         format!("password_env: the environment variable {name} is not set, or is empty")
     })?;
@@ -391,6 +420,22 @@ pub fn with_password_file(
 mod tests {
     use super::*;
 
+    #[test]
+    fn passwords_in_query_options_are_masked() {
+        assert_eq!(
+            redacted("postgres://u@h:1/db?sslmode=require&password=s3cret"),
+            "postgres://u@h:1/db?sslmode=require&password=****"
+        );
+        assert_eq!(
+            redacted("redis+unix:///tmp/x.sock?PASS=s3cret&db=1"),
+            "redis+unix:///tmp/x.sock?PASS=****&db=1"
+        );
+        assert_eq!(
+            redacted("zk://h:1/x?password_file=/p"),
+            "zk://h:1/x?password_file=/p"
+        );
+    }
+
     /// A password written with a raw `/`, `?` or `#` is never shown: masked by `redacted`, and
     /// refused by `servers_and_root` without the URL.
     #[test]
@@ -438,6 +483,7 @@ mod tests {
             "redis://h:1?password_env=",
             "redis://h:1?password_env=OTHER",
             "zk://floe:inline@h:1?password_env=PW",
+            "zk://floe@h:1?password_env=PW&password_file=/p",
         ] {
             let e = with_password_env(bad, lookup).unwrap_err();
             assert!(!e.contains("inline") && !e.contains("p w"), "{bad}: {e}");

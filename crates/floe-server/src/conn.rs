@@ -266,10 +266,10 @@ pub(crate) async fn run<S, B>(
                         Ok(Err(e)) => {
                             // A connection closed before its hello (a TCP health probe, a
                             // port scan) is told from a handshake that failed.
-                            let reason = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                                "eof"
-                            } else {
-                                "error"
+                            let reason = match e.kind() {
+                                std::io::ErrorKind::UnexpectedEof
+                                | std::io::ErrorKind::ConnectionReset => "eof",
+                                _ => "error",
                             };
                             handshake_failed(served.protocol, reason);
                             tracing::debug!("TLS handshake failed: {e}");

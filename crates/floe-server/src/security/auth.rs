@@ -68,9 +68,20 @@ impl Tokens {
     /// # Errors
     /// One line naming `auth.token_file`, the file and what is wrong; never a token.
     pub fn load(path: &Path) -> Result<Tokens, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("auth.token_file: cannot read {}: {e}", path.display()))?;
+        let bytes = super::read_file("auth.token_file", path)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("auth.token_file: {}: not UTF-8 text", path.display()))?;
         Tokens::parse(&text).map_err(|e| format!("auth.token_file: {}: {e}", path.display()))
+    }
+
+    /// Whether `other` accepts the same tokens (in any order).
+    pub fn same_as(&self, other: &Tokens) -> bool {
+        let (mut a, mut b) = (self.digests.clone(), other.digests.clone());
+        a.sort_unstable();
+        a.dedup();
+        b.sort_unstable();
+        b.dedup();
+        a == b
     }
 
     /// How many tokens are accepted.
@@ -154,8 +165,7 @@ impl Guard {
             .as_ref()
             .filter(|_| super::login::STATUS_PAGES.contains(&path));
         if let Some(sessions) = status_page {
-            if super::login::session_cookie(request.headers())
-                .is_some_and(|value| sessions.accepts(value))
+            if super::login::session_cookies(request.headers()).any(|value| sessions.accepts(value))
             {
                 return Ok(());
             }

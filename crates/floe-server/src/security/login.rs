@@ -104,17 +104,20 @@ impl Sessions {
     }
 }
 
-/// The session cookie's value in a request's `Cookie` headers, if any.
-pub(crate) fn session_cookie(headers: &hyper::HeaderMap) -> Option<&[u8]> {
+/// The session cookies' values in a request's `Cookie` headers (a browser may send more than
+/// one of that name, e.g. one set for a parent domain: each is tried).
+pub(crate) fn session_cookies(headers: &hyper::HeaderMap) -> impl Iterator<Item = &[u8]> {
     headers
         .get_all(hyper::header::COOKIE)
         .iter()
         .flat_map(|v| v.as_bytes().split(|b| *b == b';'))
-        .find_map(|pair| {
+        .filter_map(|pair| {
             let pair = pair.trim_ascii();
             let (name, value) = pair.split_at(pair.iter().position(|b| *b == b'=')?);
             (name == COOKIE.as_bytes()).then(|| &value[1..])
         })
+        // A bound on the work a request can ask for.
+        .take(8)
 }
 
 /// What the login route needs: the tokens it checks, the sessions it opens, and whether the
@@ -249,7 +252,12 @@ mod tests {
             hyper::header::COOKIE,
             format!("a=b; {COOKIE}={value}; c=d").parse().unwrap(),
         );
-        assert_eq!(session_cookie(&headers), Some(value.as_bytes()));
+        assert_eq!(session_cookies(&headers).next(), Some(value.as_bytes()));
+        headers.insert(
+            hyper::header::COOKIE,
+            format!("{COOKIE}=bogus; {COOKIE}={value}").parse().unwrap(),
+        );
+        assert!(session_cookies(&headers).any(|v| login.sessions.accepts(v)));
         login.sessions.end_all();
         assert!(!login.sessions.accepts(value.as_bytes()));
     }

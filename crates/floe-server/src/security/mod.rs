@@ -14,6 +14,39 @@ pub mod auth;
 pub mod login;
 pub mod tls;
 
+/// The largest certificate, key or token file read (they are a few kilobytes).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The bytes of the regular file at `path`, at most [`MAX_FILE_BYTES`], or one line naming
+/// `key` (the configuration key) and the file: not a regular file (a FIFO would block a
+/// reload forever, `/dev/zero` would fill memory), too large, or unreadable.
+pub(crate) fn read_file(key: &str, path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| format!("{key}: cannot read {}: {e}", path.display());
+    let not_regular = || format!("{key}: {} is not a regular file", path.display());
+    // Before opening: opening a FIFO waits for a writer.
+    if !std::fs::metadata(path).map_err(cannot)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    if !file.metadata().map_err(cannot)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.by_ref()
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "{key}: {} is larger than {} bytes: not a certificate, key or token file",
+            path.display(),
+            MAX_FILE_BYTES
+        ));
+    }
+    Ok(bytes)
+}
+
 use auth::{Guard, Tokens};
 use tls::Tls;
 
@@ -91,10 +124,14 @@ impl Security {
             tls.replace(certificate);
         }
         if let (Some(slot), Some(tokens)) = (&self.tokens, tokens) {
-            done.push(format!("{} token(s)", tokens.len()));
-            slot.store(Arc::new(tokens));
-            // A token taken away takes its status-page sessions with it.
-            self.sessions.end_all();
+            if slot.load().same_as(&tokens) {
+                done.push(format!("{} token(s), unchanged", tokens.len()));
+            } else {
+                done.push(format!("{} token(s)", tokens.len()));
+                slot.store(Arc::new(tokens));
+                // A token taken away takes its status-page sessions with it.
+                self.sessions.end_all();
+            }
         }
         self.record();
         Ok(done)
@@ -162,6 +199,33 @@ impl Security {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO (which would block a reload forever), a device (`/dev/zero` would fill memory)
+    /// and a file larger than any certificate or token file are refused, naming the key.
+    #[test]
+    fn only_small_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let e = read_file("auth.token_file", &fifo).unwrap_err();
+        assert!(
+            e.starts_with("auth.token_file: ") && e.contains("not a regular file"),
+            "{e}"
+        );
+        let e = read_file("tls.cert", std::path::Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'a'; (MAX_FILE_BYTES + 1) as usize]).unwrap();
+        let e = read_file("tls.key", &big).unwrap_err();
+        assert!(e.contains("larger than"), "{e}");
+        let small = dir.path().join("small");
+        std::fs::write(&small, "token\n").unwrap();
+        assert_eq!(read_file("auth.token_file", &small).unwrap(), b"token\n");
+    }
 
     #[test]
     fn only_addresses_beyond_loopback_are_named() {

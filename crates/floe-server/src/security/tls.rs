@@ -40,11 +40,6 @@ impl std::fmt::Debug for Certificate {
     }
 }
 
-/// `path`'s bytes, or an error naming `key` (the configuration key) and the file.
-fn read(key: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{key}: cannot read {}: {e}", path.display()))
-}
-
 /// A Unix time in seconds as an RFC 3339 date, for messages.
 pub(crate) fn date(unix_s: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix_s)
@@ -65,8 +60,8 @@ impl Certificate {
     /// One line naming the configuration key (`tls.cert`, `tls.key`), the file and what is
     /// wrong with it.
     pub fn load(cert: &Path, key: &Path, now_ms: u64) -> Result<Certificate, String> {
-        let cert_pem = read("tls.cert", cert)?;
-        let key_pem = read("tls.key", key)?;
+        let cert_pem = super::read_file("tls.cert", cert)?;
+        let key_pem = super::read_file("tls.key", key)?;
         Certificate::parse(&cert_pem, &key_pem, cert, key, now_ms)
     }
 
@@ -78,9 +73,15 @@ impl Certificate {
         key: &Path,
         now_ms: u64,
     ) -> Result<Certificate, String> {
+        // Not the parser's error: it shows the bytes it stopped at.
         let chain = CertificateDer::pem_slice_iter(cert_pem)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("tls.cert: {}: not a PEM certificate: {e}", cert.display()))?;
+            .map_err(|_| {
+                format!(
+                    "tls.cert: {}: not a PEM certificate (damaged or cut short?)",
+                    cert.display()
+                )
+            })?;
         let Some(leaf) = chain.first() else {
             return Err(format!(
                 "tls.cert: {}: no certificate in it (expected a PEM \"CERTIFICATE\" block)",
@@ -120,24 +121,43 @@ impl Certificate {
                 date(not_before)
             ));
         }
-        let private = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| {
+        if key_pem
+            .windows(b"ENCRYPTED PRIVATE KEY".len())
+            .any(|w| w == b"ENCRYPTED PRIVATE KEY")
+        {
+            return Err(format!(
+                "tls.key: {}: an encrypted private key, which floe cannot use: decrypt it (openssl pkey -in KEY -out PLAIN.pem) and keep that file readable by floe alone",
+                key.display()
+            ));
+        }
+        let private = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| {
             format!(
-                "tls.key: {}: no PEM private key in it (expected \"PRIVATE KEY\", \"RSA PRIVATE KEY\" or \"EC PRIVATE KEY\"): {e}",
+                "tls.key: {}: no PEM private key in it (expected \"PRIVATE KEY\", \"RSA PRIVATE KEY\" or \"EC PRIVATE KEY\")",
                 key.display()
             )
         })?;
         let provider = rustls::crypto::ring::default_provider();
-        let certified = CertifiedKey::from_der(chain, private, &provider).map_err(|e| {
-            let why = match e {
-                rustls::Error::InconsistentKeys(_) => "is not the key of".to_string(),
-                other => format!("cannot be used with ({other})"),
-            };
-            format!(
-                "tls.key: {} {why} the certificate {}",
-                key.display(),
-                cert.display()
-            )
-        })?;
+        let signing = provider
+            .key_provider
+            .load_private_key(private)
+            .map_err(|e| format!("tls.key: {}: not a usable key: {e}", key.display()))?;
+        let certified = CertifiedKey::new(chain, signing);
+        match certified.keys_match() {
+            Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
+            Err(rustls::Error::InconsistentKeys(_)) => {
+                return Err(format!(
+                    "tls.key: {} is not the key of the certificate {}",
+                    key.display(),
+                    cert.display()
+                ))
+            }
+            Err(other) => {
+                return Err(format!(
+                    "tls.cert: {}: the certificate cannot be used: {other}",
+                    cert.display()
+                ))
+            }
+        }
         Ok(Certificate {
             key: Arc::new(certified),
             not_after_s: not_after,

@@ -255,6 +255,21 @@ async fn bad_certificate_and_key_files_fail_at_start_naming_the_file() {
         "{e}"
     );
     assert!(e.message.contains("no certificate"), "{e}");
+    // A certificate cut short, and an encrypted key: said in words, not bytes.
+    let text = std::fs::read_to_string(&certs.cert).unwrap();
+    let short = dir.path().join("short.pem");
+    std::fs::write(&short, &text[..text.len() - 40]).unwrap();
+    let e = start(&short, &certs.key).await;
+    assert!(e.message.contains("damaged or cut short"), "{e}");
+    assert!(!e.message.contains("[45"), "{e}");
+    let encrypted = dir.path().join("encrypted.pem");
+    std::fs::write(
+        &encrypted,
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let e = start(&certs.cert, &encrypted).await;
+    assert!(e.message.contains("an encrypted private key"), "{e}");
     let e = start(&certs.cert, &garbage).await;
     assert!(
         e.message.starts_with("tls.key: ") && e.message.contains("garbage.pem"),
@@ -755,7 +770,12 @@ async fn the_status_page_opens_in_a_browser_after_signing_in() {
     // A sign-in from another site's page is refused by the origin check.
     let foreign = post(&["Origin: https://evil.example"], "token=second-token-xyz").await;
     assert_eq!(foreign.status, 403, "{}", foreign.head);
-    // New tokens end the sessions.
+    // A reload that leaves the tokens as they were (a certificate renewal) keeps the
+    // sessions; new tokens end them.
+    let done = node.reloader.reload().await.unwrap();
+    assert!(done.iter().any(|d| d.contains("unchanged")), "{done:?}");
+    let (code, _, _) = http_with(&node.http, "GET", "/", &[&with_cookie]).await;
+    assert_eq!(code, 200);
     std::fs::write(c.auth.token_file.as_ref().unwrap(), "third-token\n").unwrap();
     node.reloader.reload().await.unwrap();
     let (code, _, _) = http_with(&node.http, "GET", "/", &[&with_cookie]).await;
