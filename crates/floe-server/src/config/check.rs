@@ -375,7 +375,11 @@ impl ServerConfig {
         }
         // The URLs, parsed as they will be opened (nothing is opened here).
         if let Some(url) = &self.registry.url {
-            floe_registry::check_url(url).map_err(|e| bad("registry", e.message))?;
+            floe_registry::check_url(url).map_err(|e| {
+                // The registry's messages name their field already.
+                let message = e.message.strip_prefix("registry: ").unwrap_or(&e.message);
+                bad("registry", message)
+            })?;
         }
         let mut stores = Vec::new();
         for (name, url) in self.store_specs() {
