@@ -285,6 +285,25 @@ pub fn take_credentials(url: &str) -> Result<(String, Option<Credentials>), Stri
     ))
 }
 
+/// The password a `password_file=` holds: its text without one trailing newline (`\n` or
+/// `\r\n`), or `None` when that leaves nothing. Every backend reads its file its own way (on
+/// the blocking pool, or when it logs in) and takes the password with this.
+///
+/// # Examples
+/// ```
+/// use floe_core::endpoint::password_in_file;
+///
+/// assert_eq!(password_in_file("s3cret\r\n"), Some("s3cret"));
+/// assert_eq!(password_in_file("two\nlines\n"), Some("two\nlines"));
+/// assert_eq!(password_in_file("\n"), None);
+/// ```
+pub fn password_in_file(text: &str) -> Option<&str> {
+    let text = text
+        .strip_suffix('\n')
+        .map_or(text, |t| t.strip_suffix('\r').unwrap_or(t));
+    (!text.is_empty()).then_some(text)
+}
+
 /// `url` with the password of its `password_env=NAME` option (the environment variable NAME,
 /// read by `lookup`) written into it, so that the password is in neither argv nor a
 /// configuration file: `url` as it is without the option. Every registry and store URL goes
@@ -392,11 +411,9 @@ pub fn with_password_file(
         (Some(mut c), Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("password_file {}: cannot read it: {e}", quoted(path)))?;
-            let text = text.strip_suffix('\n').unwrap_or(&text);
-            c.password = text.strip_suffix('\r').unwrap_or(text).to_string();
-            if c.password.is_empty() {
-                return Err(format!("password_file {} is empty", quoted(path)));
-            }
+            c.password = password_in_file(&text)
+                .ok_or_else(|| format!("password_file {} is empty", quoted(path)))?
+                .to_string();
             c
         }
         (Some(c), None) => c,

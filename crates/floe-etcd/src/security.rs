@@ -206,15 +206,9 @@ impl Security {
                 let text = read(path, "password_file")?;
                 let text = String::from_utf8(text)
                     .map_err(|_| format!("password_file={}: not UTF-8 text", path.display()))?;
-                let password = text.strip_suffix('\n').unwrap_or(&text);
-                let password = password.strip_suffix('\r').unwrap_or(password);
-                if password.is_empty() {
-                    return Err(format!(
-                        "password_file={}: the file is empty",
-                        path.display()
-                    ));
-                }
-                password.to_string()
+                floe_core::endpoint::password_in_file(&text)
+                    .ok_or_else(|| format!("password_file={}: the file is empty", path.display()))?
+                    .to_string()
             }
         };
         Ok(Some(Login {

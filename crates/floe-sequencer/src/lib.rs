@@ -167,14 +167,8 @@ async fn password_from_file(url: &str) -> Result<String, SeqError> {
     let text = tokio::fs::read_to_string(path)
         .await
         .map_err(|e| SeqError::config(format!("store: password_file: cannot read {path}: {e}")))?;
-    let password = text
-        .strip_suffix('\n')
-        .map_or(text.as_str(), |p| p.strip_suffix('\r').unwrap_or(p));
-    if password.is_empty() {
-        return Err(SeqError::config(format!(
-            "store: password_file: {path} is empty"
-        )));
-    }
+    let password = floe_core::endpoint::password_in_file(&text)
+        .ok_or_else(|| SeqError::config(format!("store: password_file: {path} is empty")))?;
     Ok(with_password(&bare, password))
 }
 
