@@ -166,13 +166,14 @@ impl Certificate {
     }
 }
 
-/// The certificate both listeners serve: swapped whole on a reload.
+/// The certificate both listeners serve: swapped whole on a reload (its key and its expiry
+/// together).
 #[derive(Debug)]
-struct Slot(ArcSwap<CertifiedKey>);
+struct Slot(ArcSwap<Certificate>);
 
 impl ResolvesServerCert for Slot {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.load_full())
+        Some(Arc::clone(&self.0.load().key))
     }
 }
 
@@ -184,8 +185,6 @@ pub struct Tls {
     /// The HTTP listener's (ALPN `http/1.1`).
     pub http: TlsAcceptor,
     slot: Arc<Slot>,
-    /// The served certificate's end of validity, in Unix seconds.
-    not_after_s: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl std::fmt::Debug for Tls {
@@ -210,7 +209,7 @@ impl Tls {
     /// # Errors
     /// When rustls refuses its protocol versions (never with the ring provider).
     pub fn new(certificate: Certificate) -> Result<Tls, String> {
-        let slot = Arc::new(Slot(ArcSwap::new(certificate.key)));
+        let slot = Arc::new(Slot(ArcSwap::from_pointee(certificate)));
         let config = |alpn: &[u8]| -> Result<TlsAcceptor, String> {
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let mut config = ServerConfig::builder_with_provider(provider)
@@ -224,22 +223,17 @@ impl Tls {
         Ok(Tls {
             grpc: config(b"h2")?,
             http: config(b"http/1.1")?,
-            slot: Arc::clone(&slot),
-            not_after_s: Arc::new(certificate.not_after_s.into()),
+            slot,
         })
     }
 
     /// Serves `certificate` from the next handshake on; open connections keep theirs.
     pub fn replace(&self, certificate: Certificate) {
-        self.slot.0.store(certificate.key);
-        self.not_after_s.store(
-            certificate.not_after_s,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.slot.0.store(Arc::new(certificate));
     }
 
     /// When the served certificate stops being valid, in Unix seconds.
     pub fn not_after_s(&self) -> i64 {
-        self.not_after_s.load(std::sync::atomic::Ordering::Relaxed)
+        self.slot.0.load().not_after_s
     }
 }
