@@ -171,3 +171,62 @@ fn an_unreachable_secure_etcd_is_unavailable() {
         assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
     }
 }
+
+/// A node on `etcds://` (client certificate, user) paused (SIGSTOP) past its lease while
+/// another process with the same identity starts: the second takes the worker ID once the
+/// first's lease is gone and issues; the first, resumed, issues nothing more (fenced, 503).
+/// Every ID issued once, and the password in no log. Found by hand on the release binary.
+#[test]
+fn a_paused_node_on_secure_etcd_is_fenced_when_another_takes_its_worker_id() {
+    let root = floe_testkit::unique("floe-pause");
+    let url = format!("{}&ttl=3", secure_url(&root));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("floe.toml");
+    std::fs::write(&config, "[ids]\nkinds = [\"snowflake\"]\n").unwrap();
+    let node = |state: &str| {
+        let state = dir.path().join(state);
+        crate::serving::start(&[
+            "--registry",
+            &url,
+            "--service",
+            "paused",
+            "--host",
+            "10.9.9.9",
+            "--port",
+            "7000",
+            "--config",
+            config.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+    };
+    let snowflake = |server: &crate::serving::Serve| {
+        crate::serving::http(&server.http, "GET", "/v1/ids/snowflake").unwrap()
+    };
+    let a = node("a");
+    let mut ids = std::collections::HashSet::new();
+    let mut take = |server: &crate::serving::Serve| {
+        let (status, body) = snowflake(server);
+        assert_eq!(status, 200, "{body}");
+        assert!(ids.insert(body.clone()), "{body} twice");
+    };
+    for _ in 0..3 {
+        take(&a);
+    }
+    a.signal("STOP");
+    // Refused while a's lease lives (3 s), then it takes the ID, within the start harness's
+    // limit.
+    let b = node("b");
+    for _ in 0..3 {
+        take(&b);
+    }
+    a.signal("CONT");
+    let (status, body) = snowflake(&a);
+    assert_eq!(status, 503, "a resumed must not issue: {body}");
+    assert!(body.contains("fenced"), "{body}");
+    for server in [a, b] {
+        server.term();
+        let (_, err, _) = server.wait(std::time::Duration::from_secs(30));
+        assert!(!err.contains(&password()), "{err}");
+    }
+}
