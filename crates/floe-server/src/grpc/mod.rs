@@ -51,12 +51,8 @@ pub(crate) async fn routes(
 > {
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, &app.telemetry).await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    let reflection = reflection_files().build_v1()?;
+    let reflection_alpha = reflection_files().build_v1alpha()?;
     let routes = tonic::service::Routes::new(RuntimeServer::new(RuntimeService::new(Arc::clone(
         &app.sequencer,
     ))))
@@ -70,6 +66,17 @@ pub(crate) async fn routes(
     .add_service(reflection)
     .add_service(reflection_alpha);
     Ok((routes, health))
+}
+
+/// Server reflection's files: both protos, grpc.health.v1's and both reflection versions', so
+/// that either version lists (and describes) every service served.
+fn reflection_files() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .include_reflection_service(false)
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET)
 }
 
 /// gRPC health per service: Layotto's Runtime (sequences) is serving while every store answers

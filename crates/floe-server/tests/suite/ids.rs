@@ -465,7 +465,7 @@ async fn health_and_reflection_answer() {
         .await
         .unwrap_err();
     assert_eq!(unknown.code(), Code::NotFound);
-    let mut reflection = ServerReflectionClient::new(channel);
+    let mut reflection = ServerReflectionClient::new(channel.clone());
     let request = ServerReflectionRequest {
         host: String::new(),
         message_request: Some(MessageRequest::ListServices(String::new())),
@@ -480,8 +480,73 @@ async fn health_and_reflection_answer() {
         panic!("{answer:?}");
     };
     let names: HashSet<String> = list.service.into_iter().map(|s| s.name).collect();
-    for name in ["floe.v1.Floe", "spec.proto.runtime.v1.Runtime"] {
+    let served = [
+        "floe.v1.Floe",
+        "floe.v1.Admin",
+        "spec.proto.runtime.v1.Runtime",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ];
+    for name in served {
         assert!(names.contains(name), "{names:?}");
+    }
+    // The health service's file is served too: a reflection client can call it.
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::FileContainingSymbol(
+            "grpc.health.v1.Health".into(),
+        )),
+    };
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(MessageResponse::FileDescriptorResponse(files)) = answer.message_response else {
+        panic!("{answer:?}");
+    };
+    // The fields of google.protobuf.FileDescriptorProto read here (prost skips the others).
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct File {
+        #[prost(string, tag = "2")]
+        package: String,
+        #[prost(message, repeated, tag = "6")]
+        service: Vec<Service>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Service {
+        #[prost(string, tag = "1")]
+        name: String,
+    }
+    let file = <File as prost::Message>::decode(files.file_descriptor_proto[0].as_slice()).unwrap();
+    assert_eq!(file.package, "grpc.health.v1");
+    assert!(file.service.iter().any(|s| s.name == "Health"), "{file:?}");
+    // v1alpha (older grpcurl and grpc_cli) lists the same services.
+    {
+        use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
+        use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
+        let mut reflection = ServerReflectionClient::new(channel);
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = reflection
+            .server_reflection_info(tokio_stream::iter([request]))
+            .await
+            .unwrap()
+            .into_inner();
+        let answer = answers.message().await.unwrap().unwrap();
+        let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+            panic!("{answer:?}");
+        };
+        let names: HashSet<String> = list.service.into_iter().map(|s| s.name).collect();
+        for name in served {
+            assert!(names.contains(name), "{names:?}");
+        }
     }
     node.stop().await;
 }
