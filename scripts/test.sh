@@ -33,6 +33,8 @@ ensure_package chromium /usr/bin/chromium
 # systemd unit checked by systemd-analyze verify.
 ensure_package man-db /usr/bin/man
 ensure_package systemd /usr/bin/systemd-analyze
+# The example clients in Python, Node.js and Go (crates/floe-cli/tests/suite/clients.rs).
+source scripts/lib/clients.sh && install_clients
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

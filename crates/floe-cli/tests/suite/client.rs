@@ -83,7 +83,7 @@ fn failing(code: i32, args: &[&str]) -> String {
 }
 
 /// Whether `text` is one ID of `kind` as the local `floe gen` writes it.
-fn parses(kind: &str, text: &str) -> bool {
+pub(crate) fn parses(kind: &str, text: &str) -> bool {
     match kind {
         "snowflake" => u64::from_str(text).is_ok(),
         "sno" => SnoId::from_str(text).is_ok_and(|id| id.to_string() == text),
@@ -172,7 +172,7 @@ fn json_and_hex_match_the_local_forms() {
 }
 
 /// The text of an ID of `kind` from the hex of its bytes.
-fn hex_to_text(kind: &str, hex: &str) -> String {
+pub(crate) fn hex_to_text(kind: &str, hex: &str) -> String {
     let bytes: Vec<u8> = (0..hex.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())

@@ -8,6 +8,7 @@ mod serving;
 
 mod cli;
 mod client;
+mod clients;
 mod config;
 mod connections;
 mod crash;
