@@ -13,5 +13,6 @@ protoc -I "$here/../../../crates/floe-server/proto" \
     --go_out="$work/src" --go-grpc_out="$work/src" floe/v1/floe.proto
 cp "$here/main.go" "$work/src/floe-client/"
 (cd "$work/src/floe-client" &&
-    GO111MODULE=off GOPATH="$work:${GOCODE:-/usr/share/gocode}" GOFLAGS= "${GO:-go}" build -o "$work/floe-client" .)
+    GO111MODULE=off GOPATH="$work:${GOCODE:-/usr/share/gocode}" GOFLAGS= \
+        "${GO:-go}" build -o "$work/floe-client" .)
 "$work/floe-client" "$@"

@@ -17,7 +17,8 @@ const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 
 const protoDir =
-  process.env.FLOE_PROTO_DIR || path.join(__dirname, '..', '..', '..', 'crates', 'floe-server', 'proto');
+  process.env.FLOE_PROTO_DIR ||
+  path.join(__dirname, '..', '..', '..', 'crates', 'floe-server', 'proto');
 const definition = protoLoader.loadSync('floe/v1/floe.proto', {
   includeDirs: [protoDir],
   longs: String,

@@ -35,28 +35,34 @@ def print_ids(method, kind, response):
 
 
 def main():
-    address = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FLOE_GRPC", "127.0.0.1:34904")
+    default = os.environ.get("FLOE_GRPC", "127.0.0.1:34904")
+    address = sys.argv[1] if len(sys.argv) > 1 else default
     with grpc.insecure_channel(address) as channel:
         floe = floe_pb2_grpc.FloeStub(channel)
 
         for name, kind in KINDS.items():
-            ids = floe.NextIds(floe_pb2.NextIdsRequest(kind=kind, count=3, with_text=True), timeout=10)
-            print_ids("NextIds", name, ids)
+            request = floe_pb2.NextIdsRequest(kind=kind, count=3, with_text=True)
+            print_ids("NextIds", name, floe.NextIds(request, timeout=10))
 
         # A bulk export: 1,000 Snowflake IDs in messages of 250.
-        request = floe_pb2.StreamIdsRequest(kind=floe_pb2.KIND_SNOWFLAKE, total=1000, batch=250, with_text=True)
+        request = floe_pb2.StreamIdsRequest(
+            kind=floe_pb2.KIND_SNOWFLAKE, total=1000, batch=250, with_text=True
+        )
         for message in floe.StreamIds(request, timeout=30):
             print_ids("StreamIds", "snowflake", message)
 
         # Sequences on the server's only store ("" picks it): WEAK IDs increase for this
         # server; a STRONG batch is a run of consecutive IDs.
-        for increment, key in [(floe_pb2.INCREMENT_WEAK, "orders"), (floe_pb2.INCREMENT_STRONG, "invoices")]:
+        for mode, key in [("WEAK", "orders"), ("STRONG", "invoices")]:
+            increment = floe_pb2.Increment.Value("INCREMENT_" + mode)
             for _ in range(2):
                 request = floe_pb2.NextSequenceRequest(key=key, increment=increment, count=5)
                 for id_ in floe.NextSequence(request, timeout=10).ids:
-                    print("NextSequence", floe_pb2.Increment.Name(increment)[len("INCREMENT_"):], id_)
+                    print("NextSequence", mode, id_)
 
-        request = floe_pb2.StreamSequenceRequest(key="invoices", increment=floe_pb2.INCREMENT_STRONG, total=20, batch=8)
+        request = floe_pb2.StreamSequenceRequest(
+            key="invoices", increment=floe_pb2.INCREMENT_STRONG, total=20, batch=8
+        )
         for message in floe.StreamSequence(request, timeout=30):
             for id_ in message.ids:
                 print("StreamSequence STRONG", id_)
