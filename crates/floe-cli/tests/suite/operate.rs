@@ -91,14 +91,14 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
     let horizon = value(
         &before,
         "floe_layout_horizon_seconds",
-        &[("generator", "snowflake default")],
+        &[("kind", "snowflake"), ("generator", "default")],
     );
     let years = horizon / (365.25 * 86_400.0);
     assert!((60.0..70.0).contains(&years), "{years} years");
     let sno_years = value(
         &before,
         "floe_layout_horizon_seconds",
-        &[("generator", "sno")],
+        &[("kind", "sno"), ("generator", "default")],
     ) / (365.25 * 86_400.0);
     assert!(
         (50.0..54.0).contains(&sno_years),
@@ -108,12 +108,16 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
         value(
             &before,
             "floe_lease_held",
-            &[("generator", "snowflake default")]
+            &[("kind", "snowflake"), ("generator", "default")]
         ),
         1.0
     );
     assert_eq!(
-        value(&before, "floe_fence_raised", &[("generator", "sno")]),
+        value(
+            &before,
+            "floe_fence_raised",
+            &[("kind", "sno"), ("generator", "default")]
+        ),
         0.0
     );
     assert_eq!(
@@ -184,12 +188,12 @@ fn metrics_count_what_is_issued_and_prometheus_reads_them() {
     );
     assert!(delta("floe_weak_segment_fetches_total", &[("store", "main")]) >= 2.0);
     assert_eq!(
-        delta("floe_store_increment_size_count", &[("store", "main")]),
+        delta("floe_store_increment_size_ids_count", &[("store", "main")]),
         1.0,
         "one STRONG increment of 4"
     );
     assert_eq!(
-        delta("floe_store_increment_size_sum", &[("store", "main")]),
+        delta("floe_store_increment_size_ids_sum", &[("store", "main")]),
         4.0
     );
     assert!(

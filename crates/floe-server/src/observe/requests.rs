@@ -1,5 +1,7 @@
 //! Each request measured (`floe_request_duration_seconds`) and logged at debug level
-//! ([`Observed`]), labelled by a route template from the routers' own tables.
+//! ([`Observed`]), labelled by a route template from the routers' own tables, from its head to
+//! the end of its answer's body ([`Timed`]: a stream is timed whole), with its HTTP status
+//! (`status`) and, on the gRPC listener, its gRPC status (`grpc_code`, from the trailers).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -83,19 +85,43 @@ pub fn grpc_code_name(code: tonic::Code) -> &'static str {
     }
 }
 
-fn status_label<B>(listener: Listener, response: &Response<B>) -> &'static str {
-    match listener {
-        Listener::Http => HTTP_STATUS
-            .get(usize::from(response.status().as_u16()))
-            .map_or("other", String::as_str),
-        Listener::Grpc => match response.headers().get("grpc-status") {
-            Some(v) => grpc_code_name(tonic::Code::from_bytes(v.as_bytes())),
-            None if response.status().is_success() => "OK",
-            None => HTTP_STATUS
-                .get(usize::from(response.status().as_u16()))
-                .map_or("other", String::as_str),
-        },
+/// The HTTP status label of an answer ("100" to "999").
+fn http_status_label<B>(response: &Response<B>) -> &'static str {
+    HTTP_STATUS
+        .get(usize::from(response.status().as_u16()))
+        .map_or("other", String::as_str)
+}
+
+/// The gRPC status of an answer's head: its `grpc-status` (a trailers-only answer, as errors
+/// are), else `None` while the call goes on (the status comes in the trailers), else the code a
+/// client makes of an HTTP error without one (gRPC's HTTP-to-gRPC status mapping).
+fn grpc_code_of_head<B>(response: &Response<B>) -> Option<&'static str> {
+    if let Some(v) = response.headers().get("grpc-status") {
+        return Some(grpc_code_name(tonic::Code::from_bytes(v.as_bytes())));
     }
+    let status = response.status();
+    if status.is_success() {
+        return None;
+    }
+    Some(match status.as_u16() {
+        400 => "INTERNAL",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "UNIMPLEMENTED",
+        429 | 502 | 503 | 504 => "UNAVAILABLE",
+        _ => "UNKNOWN",
+    })
+}
+
+/// The gRPC status of a call, as far as its answer has gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GrpcCode {
+    /// Not a gRPC call (the HTTP listener): no `grpc_code` label.
+    NotGrpc,
+    /// Known (from the head or the trailers).
+    Known(&'static str),
+    /// Not known yet: the answer's trailers will say.
+    Pending,
 }
 
 /// A service whose requests are measured (`floe_request_duration_seconds`) and logged at debug
@@ -161,7 +187,7 @@ impl<S, B, ReqB> tower::Service<Request<ReqB>> for Observed<S>
 where
     S: tower::Service<Request<ReqB>, Response = Response<B>, Error = Infallible>,
 {
-    type Response = Response<B>;
+    type Response = Response<Timed<B>>;
     type Error = Infallible;
     type Future = ObservedFuture<S::Future>;
 
@@ -201,36 +227,85 @@ impl<F, B> Future for ObservedFuture<F>
 where
     F: Future<Output = Result<Response<B>, Infallible>>,
 {
-    type Output = Result<Response<B>, Infallible>;
+    type Output = Result<Response<Timed<B>>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = std::task::ready!(this.inner.poll(cx));
+        let Ok(response) = result;
         let Some(started) = *this.started else {
-            return Poll::Ready(result);
+            return Poll::Ready(Ok(response.map(Timed::untimed)));
         };
-        let status = match &result {
-            Ok(response) => status_label(*this.listener, response),
-            Err(never) => match *never {},
+        let grpc = match this.listener {
+            Listener::Http => GrpcCode::NotGrpc,
+            Listener::Grpc => {
+                grpc_code_of_head(&response).map_or(GrpcCode::Pending, GrpcCode::Known)
+            }
         };
-        let seconds = started.elapsed().as_secs_f64();
-        let listener = this.listener.label();
-        let route = this.listener.route(*this.slot / METHODS.len());
-        let method = METHODS[*this.slot % METHODS.len()];
-        if *this.metrics {
-            let register = || {
-                histogram!(
+        let timer = Timer {
+            started,
+            metrics: *this.metrics,
+            slot: *this.slot,
+            listener: *this.listener,
+            status: http_status_label(&response),
+            grpc,
+        };
+        Poll::Ready(Ok(response.map(|body| Timed {
+            body,
+            timer: Some(timer),
+        })))
+    }
+}
+
+/// A request being answered: recorded (`floe_request_duration_seconds` and the debug line)
+/// when dropped, which is when its answer's body ended or was dropped unfinished.
+#[derive(Debug)]
+struct Timer {
+    started: Instant,
+    metrics: bool,
+    // The route (`slot / 4`, in the listener's table) and method (`slot % 4`).
+    slot: usize,
+    listener: Listener,
+    /// The HTTP status of the answer's head.
+    status: &'static str,
+    grpc: GrpcCode,
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        let listener = self.listener.label();
+        let route = self.listener.route(self.slot / METHODS.len());
+        let method = METHODS[self.slot % METHODS.len()];
+        let status = self.status;
+        let grpc_code = match self.grpc {
+            GrpcCode::NotGrpc => None,
+            GrpcCode::Known(code) => Some(code),
+            // The body went before its trailers: the client cancelled the call (or its
+            // connection went), which is what it sees too.
+            GrpcCode::Pending => Some("CANCELLED"),
+        };
+        if self.metrics {
+            let ok = status == "200" && grpc_code.is_none_or(|c| c == "OK");
+            let register = || match grpc_code {
+                None => histogram!(
                     "floe_request_duration_seconds",
                     "listener" => listener,
                     "route" => route,
                     "method" => method,
                     "status" => status
-                )
+                ),
+                Some(code) => histogram!(
+                    "floe_request_duration_seconds",
+                    "listener" => listener,
+                    "route" => route,
+                    "method" => method,
+                    "status" => status,
+                    "grpc_code" => code
+                ),
             };
-            match this.listener.ok_histograms().get(*this.slot) {
-                Some(cached) if status == "200" || status == "OK" => {
-                    cached.get_or_init(register).record(seconds);
-                }
+            match self.listener.ok_histograms().get(self.slot) {
+                Some(cached) if ok => cached.get_or_init(register).record(seconds),
                 _ => register().record(seconds),
             }
         }
@@ -239,10 +314,92 @@ where
             route,
             method,
             status,
+            grpc_code,
             micros = (seconds * 1e6) as u64,
             "request"
         );
-        Poll::Ready(result)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body, timed to its end: its request is recorded when the body ends (a
+    /// gRPC call with the status of its trailers) or is dropped unfinished (gRPC:
+    /// `CANCELLED`). A stream's time is thus the whole stream's, not its first headers'.
+    #[derive(Debug)]
+    pub struct Timed<B> {
+        #[pin]
+        body: B,
+        timer: Option<Timer>,
+    }
+}
+
+impl<B> Timed<B> {
+    /// `body`, not timed (metrics and debug lines off, or an answer made outside
+    /// [`Observed`], such as a request timeout's).
+    pub fn untimed(body: B) -> Timed<B> {
+        Timed { body, timer: None }
+    }
+}
+
+impl<B: Default> Default for Timed<B> {
+    fn default() -> Timed<B> {
+        Timed::untimed(B::default())
+    }
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Timed<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let frame = std::task::ready!(this.body.poll_frame(cx));
+        if let Some(timer) = this.timer.as_mut() {
+            let ended = match &frame {
+                Some(Ok(f)) => match f.trailers_ref() {
+                    Some(trailers) => {
+                        if timer.grpc == GrpcCode::Pending {
+                            timer.grpc = GrpcCode::Known(
+                                trailers.get("grpc-status").map_or("UNKNOWN", |v| {
+                                    grpc_code_name(tonic::Code::from_bytes(v.as_bytes()))
+                                }),
+                            );
+                        }
+                        true
+                    }
+                    None => false,
+                },
+                // The body failed: the stream is reset, which a gRPC client reads as INTERNAL.
+                Some(Err(_)) => {
+                    if timer.grpc == GrpcCode::Pending {
+                        timer.grpc = GrpcCode::Known("INTERNAL");
+                    }
+                    true
+                }
+                // Ended with no trailers: a gRPC client gets no status.
+                None => {
+                    if timer.grpc == GrpcCode::Pending {
+                        timer.grpc = GrpcCode::Known("UNKNOWN");
+                    }
+                    true
+                }
+            };
+            if ended {
+                this.timer.take();
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
