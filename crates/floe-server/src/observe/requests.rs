@@ -415,4 +415,127 @@ mod tests {
         assert_eq!(route_label("/evil.Service/Anything"), "unmatched");
         assert_eq!(route_label("/v1/ids/sno"), "/v1/ids/:kind");
     }
+
+    #[test]
+    fn a_grpc_head_without_status_waits_for_the_trailers() {
+        let head = |status: u16, grpc: Option<&str>| {
+            let mut r = Response::builder().status(status);
+            if let Some(g) = grpc {
+                r = r.header("grpc-status", g);
+            }
+            r.body(()).unwrap()
+        };
+        assert_eq!(grpc_code_of_head(&head(200, None)), None);
+        assert_eq!(
+            grpc_code_of_head(&head(200, Some("14"))),
+            Some("UNAVAILABLE")
+        );
+        assert_eq!(grpc_code_of_head(&head(200, Some("0"))), Some("OK"));
+        // gRPC's mapping of an HTTP error without a gRPC status.
+        assert_eq!(grpc_code_of_head(&head(404, None)), Some("UNIMPLEMENTED"));
+        assert_eq!(grpc_code_of_head(&head(503, None)), Some("UNAVAILABLE"));
+        assert_eq!(grpc_code_of_head(&head(500, None)), Some("UNKNOWN"));
+    }
+
+    /// A body of the frames given, then its end.
+    struct Frames(std::collections::VecDeque<hyper::body::Frame<hyper::body::Bytes>>);
+
+    impl hyper::body::Body for Frames {
+        type Data = hyper::body::Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Infallible>>> {
+            Poll::Ready(self.0.pop_front().map(Ok))
+        }
+    }
+
+    /// The answer of `path` on `listener` (metrics on), its body the frames given: a data
+    /// frame, then trailers with `trailer_status` when given.
+    async fn answer(
+        listener: Listener,
+        path: &str,
+        trailer_status: Option<&'static str>,
+    ) -> Response<Timed<Frames>> {
+        use tower::Service;
+        let mut service = Observed::new(
+            tower::service_fn(move |_: Request<()>| async move {
+                let mut frames = std::collections::VecDeque::new();
+                frames.push_back(hyper::body::Frame::data(hyper::body::Bytes::from_static(
+                    b"message",
+                )));
+                if let Some(code) = trailer_status {
+                    let mut trailers = hyper::HeaderMap::new();
+                    trailers.insert("grpc-status", code.parse().unwrap());
+                    frames.push_back(hyper::body::Frame::trailers(trailers));
+                }
+                Ok::<_, Infallible>(Response::new(Frames(frames)))
+            }),
+            listener,
+            true,
+        );
+        let request = Request::post(path).body(()).unwrap();
+        match service.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Polls one frame of `body`.
+    async fn frame(body: &mut Timed<Frames>) -> Option<hyper::body::Frame<hyper::body::Bytes>> {
+        use hyper::body::Body;
+        std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx))
+            .await
+            .map(|f| f.unwrap())
+    }
+
+    /// The count of `floe_request_duration_seconds` with exactly these labels.
+    fn count(handle: &metrics_exporter_prometheus::PrometheusHandle, labels: &str) -> u64 {
+        let prefix = format!("floe_request_duration_seconds_count{{{labels}}} ");
+        handle
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix).map(|v| v.parse().unwrap()))
+            .unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_recorded_at_its_end_with_its_trailers_status_or_cancelled() {
+        let handle = crate::observe::recorder().expect("the recorder");
+        let unavailable = r#"listener="grpc",route="/floe.v1.Floe/StreamSequence",method="POST",status="200",grpc_code="UNAVAILABLE""#;
+        let before = count(&handle, unavailable);
+        let mut body = answer(Listener::Grpc, "/floe.v1.Floe/StreamSequence", Some("14"))
+            .await
+            .into_body();
+        assert!(frame(&mut body).await.unwrap().is_data());
+        // The head is out, the stream goes on: nothing recorded yet.
+        assert_eq!(count(&handle, unavailable), before);
+        assert!(frame(&mut body).await.unwrap().is_trailers());
+        assert_eq!(count(&handle, unavailable), before + 1);
+        assert!(frame(&mut body).await.is_none());
+        drop(body);
+        assert_eq!(count(&handle, unavailable), before + 1, "recorded once");
+
+        // Dropped before its trailers: the client cancelled.
+        let cancelled = r#"listener="grpc",route="/floe.v1.Floe/StreamIds",method="POST",status="200",grpc_code="CANCELLED""#;
+        let before = count(&handle, cancelled);
+        let mut body = answer(Listener::Grpc, "/floe.v1.Floe/StreamIds", Some("0"))
+            .await
+            .into_body();
+        assert!(frame(&mut body).await.unwrap().is_data());
+        drop(body);
+        assert_eq!(count(&handle, cancelled), before + 1);
+
+        // HTTP: its status, no grpc_code.
+        let http = r#"listener="http",route="unmatched",method="POST",status="200""#;
+        let before = count(&handle, http);
+        let mut body = answer(Listener::Http, "/no/such/route", None)
+            .await
+            .into_body();
+        assert!(frame(&mut body).await.unwrap().is_data());
+        assert!(frame(&mut body).await.is_none());
+        assert_eq!(count(&handle, http), before + 1);
+    }
 }
