@@ -25,8 +25,8 @@ check_quietly() {
 step "build tools"
 # libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/suite/crash.rs).
 ensure_package faketime /usr/bin/faketime
-# promtool, Prometheus's own parser of /metrics (crates/floe-cli/tests/suite/operate.rs), and a
-# headless browser for the status page (crates/floe-cli/tests/suite/status_page.rs).
+# promtool, Prometheus's own parser of /metrics and checker of deploy/prometheus's alert rules
+# (crates/floe-cli/tests/suite/operate.rs, monitoring.rs), and a headless browser for the status page (crates/floe-cli/tests/suite/status_page.rs).
 ensure_package prometheus /usr/bin/promtool
 ensure_package chromium /usr/bin/chromium
 # Packaging tests (crates/floe-cli/tests/suite/packaging.rs): man pages rendered with man -l, the

@@ -390,6 +390,8 @@ pub(crate) fn serve(args: &ServeArgs) -> Result<(), crate::Failure> {
     let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
     let plan = config.check(now_ms).map_err(|e| format!("{origin}{e}"))?;
     init_logs(args.log_format)?;
+    // `floe_build_info` names the commit `floe --version` does.
+    floe_server::observe::set_build_commit(env!("FLOE_BUILD_COMMIT"));
     let rt = crate::runtime().map_err(crate::Failure::Other)?;
     let result = rt.block_on(async {
         let mut shutdown = Box::pin(shutdown_signal().map_err(crate::Failure::Other)?);

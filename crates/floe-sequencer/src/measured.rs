@@ -64,7 +64,7 @@ impl Measured {
             give_back: Call::new(store, "give_back"),
             given_back: counter!("floe_weak_given_back_ids_total", "store" => store.to_string()),
             fetches: counter!("floe_weak_segment_fetches_total", "store" => store.to_string()),
-            increment_size: histogram!("floe_store_increment_size", "store" => store.to_string()),
+            increment_size: histogram!("floe_store_increment_size_ids", "store" => store.to_string()),
             store: store.to_string(),
             inner,
         }

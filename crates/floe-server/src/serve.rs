@@ -198,7 +198,7 @@ pub async fn serve_app_secure(
                 observe::Listener::Http,
                 metrics_on,
             ),
-            too_slow: http::too_slow,
+            too_slow: || http::too_slow().map(observe::Timed::untimed),
             answer: |r| r,
             tls: security.tls.as_ref().map(|t| t.http.clone()),
         };

@@ -53,7 +53,9 @@ async fn a_clock_stepped_back_while_serving_is_refused_warned_and_counted() {
         .iter()
         .map(|name| {
             text.lines()
-                .find(|l| l.starts_with(name) && l.contains("generator=\"snowflake default\""))
+                .find(|l| {
+                    l.starts_with(name) && l.contains(r#"{kind="snowflake",generator="default"}"#)
+                })
                 .and_then(|l| l.rsplit(' ').next())
                 .map_or(0.0, |v| v.parse().unwrap())
         })

@@ -419,7 +419,7 @@ pub fn lease_metrics(port: u16) -> Option<(f64, f64)> {
     let value = |name: &str| {
         body.lines().find_map(|l| {
             l.strip_prefix(name)?
-                .strip_prefix(r#"{generator="snowflake default"} "#)?
+                .strip_prefix(r#"{kind="snowflake",generator="default"} "#)?
                 .trim()
                 .parse::<f64>()
                 .ok()

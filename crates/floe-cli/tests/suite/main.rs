@@ -16,6 +16,7 @@ mod etcd_secure;
 mod exit_codes;
 mod hostile_cli;
 mod migrate;
+mod monitoring;
 mod operate;
 mod packaging;
 mod present;

@@ -10,28 +10,45 @@
 //! kinds, configured generator and store names, calls of the store contract, error kinds, and
 //! for requests the listener, a route template from a fixed list (`/v1/ids/:kind`) (HTTP paths that match no
 //! route are `unmatched`, gRPC methods this server does not serve `unknown`), the method
-//! (`GET`, `POST`, `HEAD`, `OTHER`) and the status. Keys and request text never become labels.
+//! (`GET`, `POST`, `HEAD`, `OTHER`), the HTTP status (`status`) and, on the gRPC listener
+//! only, the gRPC status (`grpc_code`). Keys and request text never become labels.
+//!
+//! **Prometheus conventions**: no label value holds a space (a generator is `kind` plus
+//! `generator`: `kind="snowflake",generator="default"`; sno and LexicalUUID have one
+//! generator, `default`); every histogram's name ends in its unit (`_seconds`, `_ids`); a
+//! label holds one vocabulary (`status`: HTTP codes, `grpc_code`: gRPC's names); a request is
+//! timed from its head to the end of its answer's body, so a stream is timed whole (a gRPC
+//! call whose body is dropped before its trailers, a client that cancelled, is `CANCELLED`);
+//! the standard `process_*` metrics come from `metrics-process`, read at each scrape.
 //!
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `floe_ids_issued_total` | counter | `kind` |
 //! | `floe_sequence_ids_issued_total` | counter | `store`, `mode` |
-//! | `floe_request_duration_seconds` | histogram | `listener`, `route`, `method`, `status` |
+//! | `floe_request_duration_seconds` | histogram | `listener`, `route`, `method`, `status`, `grpc_code` (gRPC) |
 //! | `floe_store_call_duration_seconds` | histogram | `store`, `call` |
 //! | `floe_store_call_errors_total` | counter | `store`, `call`, `kind` |
 //! | `floe_weak_segment_fetches_total`, `floe_weak_given_back_ids_total` | counter | `store` |
-//! | `floe_store_increment_size` | histogram (STRONG batches) | `store` |
+//! | `floe_store_increment_size_ids` | histogram (STRONG batches) | `store` |
 //! | `floe_weak_buffered_ids`, `floe_weak_step`, `floe_keys_in_memory` | gauge | `store` |
-//! | `floe_layout_horizon_seconds`, `floe_layout_end_timestamp_seconds` | gauge | `generator` |
-//! | `floe_clock_rollback_waits_total`, `floe_clock_rollback_refusals_total`, `floe_sequence_exhausted_waits_total` | counter | `generator` |
+//! | `floe_store_ready` | gauge | `store` |
+//! | `floe_layout_horizon_seconds`, `floe_layout_end_timestamp_seconds` | gauge | `kind`, `generator` |
+//! | `floe_clock_rollback_waits_total`, `floe_clock_rollback_refusals_total`, `floe_sequence_exhausted_waits_total` | counter | `kind`, `generator` (Snowflake) |
 //! | `floe_sno_tick_tock_switches_total`, `floe_sno_overflow_stalls_total` | counter | |
 //! | `floe_clock_startup_refusals_total` | counter | |
-//! | `floe_fence_raised`, `floe_lease_held`, `floe_worker_id` | gauge | `generator` |
-//! | `floe_lease_window_seconds`, `floe_lease_remaining_seconds` (ZooKeeper, etcd) | gauge | `generator` |
-//! | `floe_fenced_periods_total`, `floe_lease_heartbeat_failures_total` | counter | `generator` |
-//! | `floe_store_ready` | gauge | `store` |
-//! | `floe_build_info` | gauge | `version` |
+//! | `floe_fence_raised`, `floe_lease_held`, `floe_worker_id` | gauge | `kind`, `generator` |
+//! | `floe_lease_window_seconds`, `floe_lease_remaining_seconds` (ZooKeeper, etcd) | gauge | `kind`, `generator` |
+//! | `floe_fenced_periods_total`, `floe_lease_heartbeat_failures_total` | counter | `kind`, `generator` |
+//! | `floe_tls_certificate_expiry_seconds` (TLS on) | gauge | `certificate` |
+//! | `floe_tls_handshake_failures_total` (TLS on) | counter | `listener`, `reason` |
+//! | `floe_build_info` | gauge | `version`, `commit` |
 //! | `floe_start_time_seconds` | gauge | |
+//! | `process_cpu_seconds_total` | counter (whole seconds) | |
+//! | `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_virtual_memory_max_bytes` | gauge | |
+//! | `process_open_fds`, `process_max_fds`, `process_threads`, `process_start_time_seconds` | gauge | |
+//!
+//! What they are for, and the alerts and dashboard built on them: docs/operate.md,
+//! deploy/prometheus/floe-alerts.yml, deploy/grafana/floe.json.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -52,8 +69,36 @@ mod scrape;
 pub mod status;
 
 pub use rates::{totals, Issued, Rates};
-pub use requests::{grpc_code_name, route_label, Listener, Observed, ObservedFuture};
+pub use requests::{grpc_code_name, route_label, Listener, Observed, ObservedFuture, Timed};
 pub use scrape::{collect, recorder, render, spawn_upkeep};
+
+/// The commit `floe_build_info` names, set once by the binary ([`set_build_commit`]).
+static BUILD_COMMIT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Names the commit this server was built from in `floe_build_info` (the `floe` binary passes
+/// what `floe --version` says; a commit set twice keeps the first). Call it before the server
+/// starts; without it the label is `unknown`.
+pub fn set_build_commit(commit: &'static str) {
+    let _ = BUILD_COMMIT.set(commit);
+}
+
+/// The commit built from, or `unknown`.
+fn build_commit() -> &'static str {
+    BUILD_COMMIT
+        .get()
+        .copied()
+        .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("unknown")
+}
+
+/// The metrics' labels of a generator as leases and the status page name it: its ID kind and
+/// its name, so that no label value holds a space (`snowflake default` is `kind="snowflake"`,
+/// `generator="default"`; sno and LexicalUUID have one generator each, `default`).
+pub fn generator_labels(generator: &str) -> (&str, &str) {
+    generator
+        .split_once(' ')
+        .unwrap_or((generator, crate::ids::DEFAULT_GENERATOR))
+}
 
 /// How many probes in a row must fail before a store counts as not answering: a probe that
 /// waited for a busy pool's connection alone does not take a node out of service.
@@ -164,7 +209,12 @@ impl Telemetry {
         let started_ms = clock.now_nanos() / 1_000_000;
         let handle = if metrics { recorder() } else { None };
         if handle.is_some() {
-            gauge!("floe_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            gauge!(
+                "floe_build_info",
+                "version" => env!("CARGO_PKG_VERSION"),
+                "commit" => build_commit()
+            )
+            .set(1.0);
             gauge!("floe_start_time_seconds").set(started_ms as f64 / 1000.0);
         }
         Telemetry {

@@ -10,7 +10,8 @@ use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use super::rates::{totals, Issued};
-use super::{layout_horizon, sno_end_ms};
+use super::{generator_labels, layout_horizon, sno_end_ms};
+use crate::ids::DEFAULT_GENERATOR;
 use crate::App;
 
 /// Latency buckets (seconds): 50 µs to 10 s.
@@ -19,7 +20,7 @@ const SECONDS: &[f64] = &[
     1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Increment sizes: 1 to 1,000,000.
+/// Increment sizes (IDs): 1 to 1,000,000.
 const SIZES: &[f64] = &[
     1.0,
     2.0,
@@ -36,6 +37,13 @@ const SIZES: &[f64] = &[
     1_000_000.0,
 ];
 
+/// The standard `process_*` metrics (CPU seconds, resident and virtual memory, open and
+/// maximum file descriptors, threads, start time), read from `/proc` at each scrape.
+fn process() -> &'static metrics_process::Collector {
+    static PROCESS: OnceLock<metrics_process::Collector> = OnceLock::new();
+    PROCESS.get_or_init(metrics_process::Collector::default)
+}
+
 /// The process's Prometheus recorder, installed on first use (`None` when another recorder
 /// was installed before: then `/metrics` says so).
 pub fn recorder() -> Option<PrometheusHandle> {
@@ -44,10 +52,16 @@ pub fn recorder() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)
-                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZES))
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("floe_store_increment_size_ids".into()),
+                        SIZES,
+                    )
+                })
                 .ok()?;
             let handle = builder.install_recorder().ok()?;
             describe();
+            process().describe();
             Some(handle)
         })
         .clone()
@@ -63,7 +77,7 @@ fn describe() {
     describe_histogram!(
         "floe_request_duration_seconds",
         Unit::Seconds,
-        "Time from a request's head to its answer's head, per listener, route template, method and status (gRPC: the status of the answer's head; a stream's later status is not counted)."
+        "Time from a request's head to the end of its answer's body (a stream: its last message and status), per listener, route template, method, HTTP status and (gRPC) grpc_code (CANCELLED: the client left before the end)."
     );
     describe_histogram!(
         "floe_store_call_duration_seconds",
@@ -83,7 +97,7 @@ fn describe() {
         "Unused WEAK IDs of keys let go from memory that the store took back (their next segment starts there)."
     );
     describe_histogram!(
-        "floe_store_increment_size",
+        "floe_store_increment_size_ids",
         "IDs reserved by one increment (STRONG: a group-committed batch)."
     );
     describe_gauge!(
@@ -169,7 +183,10 @@ fn describe() {
         "floe_store_ready",
         "1 while a store answers its readiness probe (3 probes a second apart fail: 0)."
     );
-    describe_gauge!("floe_build_info", "1, labelled with the version.");
+    describe_gauge!(
+        "floe_build_info",
+        "1, labelled with the version and the commit built (unknown: not known at build time)."
+    );
     describe_gauge!(
         "floe_start_time_seconds",
         Unit::Seconds,
@@ -193,43 +210,46 @@ pub fn collect(app: &App) {
     }
     if let Some(g) = app.ids.as_deref() {
         for (name, s) in g.snowflakes() {
-            let generator = format!("snowflake {name}");
+            let labels = [
+                ("kind", "snowflake".to_string()),
+                ("generator", name.to_string()),
+            ];
             let (left, end) = layout_horizon(&s.layout(), now_ms);
-            gauge!("floe_layout_horizon_seconds", "generator" => generator.clone()).set(left);
-            gauge!("floe_layout_end_timestamp_seconds", "generator" => generator.clone()).set(end);
+            gauge!("floe_layout_horizon_seconds", &labels).set(left);
+            gauge!("floe_layout_end_timestamp_seconds", &labels).set(end);
             let stats = s.stats();
-            counter!("floe_clock_rollback_waits_total", "generator" => generator.clone())
-                .absolute(stats.backward_waits);
-            counter!("floe_clock_rollback_refusals_total", "generator" => generator.clone())
+            counter!("floe_clock_rollback_waits_total", &labels).absolute(stats.backward_waits);
+            counter!("floe_clock_rollback_refusals_total", &labels)
                 .absolute(stats.backward_refusals);
-            counter!("floe_sequence_exhausted_waits_total", "generator" => generator)
+            counter!("floe_sequence_exhausted_waits_total", &labels)
                 .absolute(stats.exhausted_waits);
         }
         if let Some(sno) = g.sno() {
             let end = sno_end_ms();
-            gauge!("floe_layout_horizon_seconds", "generator" => "sno")
+            let labels = [("kind", "sno"), ("generator", DEFAULT_GENERATOR)];
+            gauge!("floe_layout_horizon_seconds", &labels)
                 .set(end as f64 / 1000.0 - now_ms as f64 / 1000.0);
-            gauge!("floe_layout_end_timestamp_seconds", "generator" => "sno")
-                .set(end as f64 / 1000.0);
+            gauge!("floe_layout_end_timestamp_seconds", &labels).set(end as f64 / 1000.0);
             counter!("floe_sno_tick_tock_switches_total").absolute(u64::from(sno.drifts()));
         }
     }
     counter!("floe_clock_startup_refusals_total").absolute(floe_registry::lease::clock_refusals());
     for l in &app.telemetry.leases {
         let raised = l.fenced();
-        let g = l.generator.clone();
-        gauge!("floe_fence_raised", "generator" => g.clone()).set(f64::from(u8::from(raised)));
-        gauge!("floe_lease_held", "generator" => g.clone()).set(f64::from(u8::from(!raised)));
+        let (kind, name) = generator_labels(&l.generator);
+        let labels = [("kind", kind.to_string()), ("generator", name.to_string())];
+        gauge!("floe_fence_raised", &labels).set(f64::from(u8::from(raised)));
+        gauge!("floe_lease_held", &labels).set(f64::from(u8::from(!raised)));
         if let (Some(window), Some(left)) = (l.window, l.fence.remaining(&app.clock)) {
-            gauge!("floe_lease_window_seconds", "generator" => g.clone()).set(window.as_secs_f64());
-            gauge!("floe_lease_remaining_seconds", "generator" => g.clone())
-                .set(left.as_secs_f64());
+            gauge!("floe_lease_window_seconds", &labels).set(window.as_secs_f64());
+            gauge!("floe_lease_remaining_seconds", &labels).set(left.as_secs_f64());
         }
-        gauge!("floe_worker_id", "generator" => g.clone()).set(f64::from(l.id));
-        counter!("floe_fenced_periods_total", "generator" => g.clone()).absolute(l.fence.periods());
-        counter!("floe_lease_heartbeat_failures_total", "generator" => g)
+        gauge!("floe_worker_id", &labels).set(f64::from(l.id));
+        counter!("floe_fenced_periods_total", &labels).absolute(l.fence.periods());
+        counter!("floe_lease_heartbeat_failures_total", &labels)
             .absolute(l.stats.heartbeat_failures.load(Ordering::Relaxed));
     }
+    process().collect();
     for h in app.sequencer.stores() {
         let name = h.name().to_string();
         let totals = h.weak_totals();
