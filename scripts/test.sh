@@ -33,6 +33,8 @@ ensure_package chromium /usr/bin/chromium
 # systemd unit checked by systemd-analyze verify.
 ensure_package man-db /usr/bin/man
 ensure_package systemd /usr/bin/systemd-analyze
+# curl and openssl for the docs' examples (crates/floe-cli/tests/suite/docs_examples.rs).
+source scripts/lib/docs.sh && ensure_docs_tools
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

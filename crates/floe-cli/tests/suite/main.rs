@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod connections;
 mod crash;
+mod docs_examples;
 mod etcd_secure;
 mod exit_codes;
 mod hostile_cli;
