@@ -35,6 +35,8 @@ ensure_package man-db /usr/bin/man
 ensure_package systemd /usr/bin/systemd-analyze
 # The example clients in Python, Node.js and Go (crates/floe-cli/tests/suite/clients.rs).
 source scripts/lib/clients.sh && install_clients
+# curl and openssl for the docs' examples (crates/floe-cli/tests/suite/docs_examples.rs).
+source scripts/lib/docs.sh && ensure_docs_tools
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -39,6 +39,37 @@ Exit codes:
   75  refused for now, try again later: the clock is behind the last recorded time, the
       worker ID is held by another live process, or its lease was lost (EX_TEMPFAIL)";
 
+/// The exit codes, as the manual pages' EXIT STATUS says them (the same as
+/// [`EXIT_CODES_HELP`], at more length).
+pub(crate) const EXIT_CODES: [(u8, &str); 6] = [
+    (0, "Success (also a closed pipe, as with `| head`)."),
+    (
+        code::OTHER,
+        "Any other failure: every worker ID taken, a store holding what floe did not write, a \
+         port in use.",
+    ),
+    (
+        code::USAGE,
+        "Bad usage, input or configuration: an unknown option, a bad ID, layout, URL or \
+         configuration file, TLS files. A service manager should not restart on it \
+         (RestartPreventExitStatus=2).",
+    ),
+    (
+        code::UNAVAILABLE,
+        "EX_UNAVAILABLE: a registry, store or --server that cannot be reached, or an embedded \
+         store another floe process holds.",
+    ),
+    (
+        code::IO,
+        "EX_IOERR: a local I/O error: the state directory, standard input or output.",
+    ),
+    (
+        code::TEMPFAIL,
+        "EX_TEMPFAIL: refused for now, try again later: the clock is behind the last \
+         recorded time, the worker ID is held by another live process, or its lease was lost.",
+    ),
+];
+
 /// A failed command: its message (printed as `floe: error: ...`) and its kind.
 #[derive(Debug)]
 pub(crate) enum Failure {
@@ -269,5 +300,22 @@ mod tests {
                 "{c} missing from the help"
             );
         }
+    }
+
+    /// The manual pages' EXIT STATUS says the help's codes, in the same order.
+    #[test]
+    fn the_man_pages_say_the_help_s_codes() {
+        let in_help: Vec<u8> = EXIT_CODES_HELP
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("  ")?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        let in_man: Vec<u8> = EXIT_CODES.iter().map(|(c, _)| *c).collect();
+        assert_eq!(in_help, in_man);
     }
 }

@@ -13,6 +13,7 @@ mod failure;
 mod gen;
 mod inspect;
 mod keys;
+mod manpage;
 mod present;
 mod progress;
 mod seq;
@@ -270,36 +271,47 @@ fn completions(shell: clap_complete::Shell) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `floe man [COMMAND...]` / `floe man --out-dir DIR`.
+/// `floe man [COMMAND...]` / `floe man --out-dir DIR`: clap_mangen's sections and floe's
+/// EXAMPLES, ENVIRONMENT, FILES and EXIT STATUS ([`manpage`]).
 fn man(page_of: &[String], out_dir: Option<&std::path::Path>) -> Result<(), Failure> {
-    let cmd = command();
+    // Built, so that each command's page is named floe-gen, floe-worker-list, ...
+    let mut cmd = command().disable_help_subcommand(true);
+    cmd.build();
     if let Some(dir) = out_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("--out-dir {}: {e}", dir.display())))?;
-        return clap_mangen::generate_to(cmd, dir).map_err(|e| {
+        let in_dir = |e: io::Error| {
             Failure::Io(io::Error::new(
                 e.kind(),
                 format!("--out-dir {}: {e}", dir.display()),
             ))
+        };
+        std::fs::create_dir_all(dir).map_err(in_dir)?;
+        let mut result = Ok(());
+        manpage::walk(&cmd, "floe", &mut |name, page| {
+            if result.is_err() {
+                return;
+            }
+            let mut out = Vec::new();
+            result = manpage::render(name, page, &cmd, &mut out)
+                .and_then(|()| std::fs::write(dir.join(format!("{name}.1")), out));
         });
+        return result.map_err(in_dir);
     }
-    // Built, so that each command's page is named floe-gen, floe-worker-list, ...
-    let mut cmd = cmd.disable_help_subcommand(true);
-    cmd.build();
     let mut page = &cmd;
-    for name in page_of {
-        page = page.find_subcommand(name).ok_or_else(|| {
+    let mut name = String::from("floe");
+    for sub in page_of {
+        page = page.find_subcommand(sub).ok_or_else(|| {
             let known: Vec<&str> = page.get_subcommands().map(|c| c.get_name()).collect();
             Failure::Usage(format!(
                 "man: no command {} under `{}`: expected one of {}",
-                inspect::shown(name),
+                inspect::shown(sub),
                 page.get_display_name().unwrap_or(page.get_name()),
                 known.join(", ")
             ))
         })?;
+        name = format!("{name}-{}", page.get_name());
     }
     let mut out = Vec::new();
-    clap_mangen::Man::new(page.clone()).render(&mut out)?;
+    manpage::render(&name, page, &cmd, &mut out)?;
     let mut stdout = io::stdout().lock();
     stdout.write_all(&out)?;
     stdout.flush()?;

@@ -258,7 +258,9 @@ pub(crate) struct ServeArgs {
     )]
     health_needs_token: bool,
     /// Log lines on standard error as text or as JSON (one object a line, for log shippers).
-    /// RUST_LOG filters them (default: info; debug adds a line per request).
+    /// RUST_LOG filters them. It replaces the default (floe's own lines from info, other
+    /// crates' from warn) whole, so name floe's targets in it: floe (the start-up line),
+    /// floe_server (debug: a line per request), floe_registry, floe_sequencer.
     #[arg(long, help_heading = "Observability", env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     #[serde(skip)]
     log_format: LogFormat,

@@ -156,6 +156,10 @@ pub(crate) fn with_defaults(command: Command) -> Command {
         return command;
     };
     let mark = |arg: clap::Arg| {
+        // clap says the default of a flag that has its own (seq's --state-dir).
+        if !arg.get_default_values().is_empty() {
+            return arg;
+        }
         let id = arg.get_id().as_str();
         let Some(value) = key_of(id).and_then(|key| default_of(&defaults, key)) else {
             return arg;
@@ -187,6 +191,24 @@ mod tests {
             .find_subcommand("serve")
             .cloned()
             .unwrap()
+    }
+
+    /// No flag says its default twice (its own, and its key's).
+    #[test]
+    fn no_help_says_its_default_twice() {
+        let mut cmd = with_defaults(crate::Cli::command());
+        let mut help = Vec::new();
+        for sub in ["serve", "seq"] {
+            cmd.find_subcommand_mut(sub)
+                .unwrap()
+                .write_long_help(&mut help)
+                .unwrap();
+        }
+        let help = String::from_utf8(help).unwrap();
+        for line in help.lines() {
+            assert!(!line.contains("] [default: "), "{line}");
+        }
+        assert!(help.contains("[default: .floe]"));
     }
 
     #[test]

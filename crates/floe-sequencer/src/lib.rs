@@ -254,10 +254,10 @@ pub(crate) fn check_table(table: &str) -> Result<(), SeqError> {
     }
 }
 
-/// The README's Rust examples (floe-core's and this crate's), compiled and run as doctests.
+/// The Rust examples of docs/run.md (floe-core's and this crate's), compiled and run as doctests.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
+#[doc = include_str!("../../../docs/run.md")]
+pub struct RunMdDoctests;
 
 #[cfg(test)]
 mod tests {

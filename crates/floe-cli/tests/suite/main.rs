@@ -12,6 +12,7 @@ mod clients;
 mod config;
 mod connections;
 mod crash;
+mod docs_examples;
 mod etcd_secure;
 mod exit_codes;
 mod hostile_cli;

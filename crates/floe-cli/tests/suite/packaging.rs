@@ -92,7 +92,7 @@ fn the_man_page_names_every_command() {
         assert!(page.contains(&format!("floe\\-{c}(1)")), "{c} missing");
     }
     assert!(
-        page.contains("Exit codes:"),
+        page.contains(".SH \"EXIT STATUS\"") && page.contains("EX_TEMPFAIL"),
         "the exit codes are in the page"
     );
     // One command's page, one level down.
@@ -149,7 +149,109 @@ fn every_man_page_renders() {
             text.contains("NAME") && text.contains(page.as_str()),
             "{page}: {text}"
         );
+        sections_of_a_page(page, &text);
     }
+}
+
+/// The sections floe adds to clap_mangen's: EXIT STATUS on every page, EXAMPLES on every
+/// command's (their commands parse: `manpage::tests` in the binary), and an ENVIRONMENT that
+/// is exactly the variables of the command's `--help` (`[env: NAME=]`), and the two read
+/// besides: FLOE_SCRAMBLE_KEY where the help names it, RUST_LOG for `floe serve`. floe's own
+/// page lists every command's.
+fn sections_of_a_page(page: &str, text: &str) {
+    let headers: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with(' ')
+                && l.chars().all(|c| c.is_ascii_uppercase() || c == ' ')
+        })
+        .collect();
+    assert!(headers.contains(&"EXIT STATUS"), "{page}: {headers:?}");
+    for code in ["0", "1", "2", "69", "74", "75"] {
+        let section = section(text, "EXIT STATUS");
+        assert!(
+            section
+                .lines()
+                .any(|l| l.starts_with("       ") && l.split_whitespace().next() == Some(code)),
+            "{page}: exit {code} not in EXIT STATUS: {section}"
+        );
+    }
+    let groups = ["floe-worker", "floe-seq-keys"];
+    if !page.starts_with("floe-seq-keys-") && !groups.contains(&page) {
+        assert!(headers.contains(&"EXAMPLES"), "{page}: {headers:?}");
+    }
+    let in_man: std::collections::BTreeSet<String> = section(text, "ENVIRONMENT")
+        .lines()
+        .filter(|l| l.starts_with("       ") && !l.starts_with("        "))
+        .map(str::trim)
+        .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        .map(String::from)
+        .collect();
+    let help_pages: Vec<String> = if page == "floe" {
+        let mut all = vec!["floe".to_string()];
+        all.extend(COMMANDS.iter().map(|c| format!("floe-{c}")));
+        all.extend(WORKER_COMMANDS.iter().map(|c| format!("floe-worker-{c}")));
+        all.extend(
+            SEQ_KEYS_COMMANDS
+                .iter()
+                .map(|c| format!("floe-seq-keys-{c}")),
+        );
+        all
+    } else {
+        vec![page.to_string()]
+    };
+    let mut in_help = std::collections::BTreeSet::new();
+    for p in &help_pages {
+        let mut args: Vec<&str> = p.split('-').skip(1).collect();
+        args.push("--help");
+        let help = ok(run(&args));
+        for part in help.split("[env: ").skip(1) {
+            in_help.insert(part.split('=').next().unwrap().to_string());
+        }
+        if help.contains("$FLOE_SCRAMBLE_KEY") {
+            in_help.insert("FLOE_SCRAMBLE_KEY".to_string());
+        }
+        if p == "floe-serve" {
+            in_help.insert("RUST_LOG".to_string());
+        }
+    }
+    assert_eq!(in_man, in_help, "{page}: ENVIRONMENT against --help");
+    if page == "floe-serve" {
+        assert!(in_man.len() > 30, "{in_man:?}");
+        assert!(headers.contains(&"FILES"), "{page}: {headers:?}");
+        // Joined, without man's hyphenation (`hori‐` / `zon`).
+        let files = section(text, "FILES")
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("\u{2010} ", "");
+        for file in ["floe.toml", ".floe", "sequences.redb", "horizon-*.json"] {
+            assert!(
+                files.contains(file),
+                "{page}: FILES without {file}: {files}"
+            );
+        }
+    }
+}
+
+/// The text of a rendered page's section, up to the next header.
+fn section<'a>(text: &'a str, header: &str) -> &'a str {
+    let Some(start) = text.find(&format!("\n{header}\n")) else {
+        return "";
+    };
+    let rest = &text[start + header.len() + 2..];
+    let end = rest
+        .lines()
+        .scan(0, |at, l| {
+            let here = *at;
+            *at += l.len() + 1;
+            Some((here, l))
+        })
+        .find(|(_, l)| !l.is_empty() && !l.starts_with(' '))
+        .map_or(rest.len(), |(at, _)| at);
+    &rest[..end]
 }
 
 /// Text as read: a character followed by a backspace (grotty's bold and underline) dropped.
