@@ -142,8 +142,9 @@ pub(crate) struct Guard {
     pub(crate) sessions: Option<Arc<super::login::Sessions>>,
 }
 
-/// The health paths of the HTTP listener.
-pub(crate) const HTTP_HEALTH: &[&str] = &["/healthz", "/readyz", "/metrics"];
+/// The paths of the HTTP listener open without a token: health, metrics, and the API's
+/// description (it describes the routes, not their IDs).
+pub(crate) const HTTP_HEALTH: &[&str] = &["/healthz", "/readyz", "/metrics", "/openapi.json"];
 /// The health paths of the gRPC listener.
 pub(crate) const GRPC_HEALTH: &[&str] = &["/grpc.health.v1.Health/"];
 
