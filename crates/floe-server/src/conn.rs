@@ -143,13 +143,15 @@ pub(crate) struct Served<S, B> {
     pub(crate) answer: fn(Response<B>) -> Response<B>,
     /// TLS, when configured ([`crate::tls`]): each connection's handshake first.
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
-    /// On an HTTP/2 port, what its HTTP/1 requests are answered (the connection is read as
-    /// either protocol, by its first bytes: HTTP/2's preface or not); `None`: HTTP/2 only.
+    /// On an HTTP/2 port, the answer to a request that is not the port's (`None` for those
+    /// that are); with it, the port reads a connection as either HTTP/2 or HTTP/1 by its first
+    /// bytes (HTTP/2's preface or not), so that an HTTP/1 request is answered too. `None`:
+    /// HTTP/2 only.
     pub(crate) hint: Option<Hint<B>>,
 }
 
-/// The answer to a request in the other protocol of a port ([`Served::hint`]).
-pub(crate) type Hint<B> = Arc<dyn Fn() -> Response<B> + Send + Sync>;
+/// The answer to a request that is not a port's ([`Served::hint`]), or `None` for one that is.
+pub(crate) type Hint<B> = Arc<dyn Fn(&Request<Incoming>) -> Option<Response<B>> + Send + Sync>;
 
 /// Where hyper runs the requests of HTTP/2 connections (one task per stream): tracked, so
 /// that at the shutdown deadline they are dropped with their connections and waited for.
@@ -527,7 +529,7 @@ struct Tracked<S, B> {
     timeout: Duration,
     too_slow: fn() -> Response<B>,
     answer: fn(Response<B>) -> Response<B>,
-    /// What an HTTP/1 request is answered on an HTTP/2 port ([`Served::hint`]).
+    /// The answer to a request that is not the port's ([`Served::hint`]).
     hint: Option<Hint<B>>,
 }
 
@@ -594,13 +596,10 @@ where
         let under_way = UnderWay(Arc::clone(&self.in_flight));
         let (inner, timeout) = (self.inner.clone(), self.timeout);
         let (too_slow, answer) = (self.too_slow, self.answer);
-        let hint = self
-            .hint
-            .clone()
-            .filter(|_| request.version() < hyper::Version::HTTP_2);
+        let hinted = self.hint.as_ref().and_then(|hint| hint(&request));
         Box::pin(async move {
-            let response = if let Some(hint) = hint {
-                hint()
+            let response = if let Some(hinted) = hinted {
+                hinted
             } else {
                 match tokio::time::timeout(timeout, inner.oneshot(request)).await {
                     Ok(Ok(response)) => answer(response),

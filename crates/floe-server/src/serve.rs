@@ -232,35 +232,50 @@ pub async fn serve_app_secure(
     Ok(())
 }
 
-/// What the gRPC port answers a plain HTTP/1 request (a `curl` at the wrong port): 426 and one
-/// line of text naming the HTTP listener (`http` bound there; `None`: there is none), instead
-/// of a closed connection.
+/// What the gRPC port answers a request that is not gRPC (a `curl` at the wrong port): one line
+/// of text naming the HTTP listener (`http`, bound there; `None`: there is none), instead of a
+/// closed connection (HTTP/1) or an empty 200 with a gRPC status (HTTP/2). HTTP/1: 426 (RFC
+/// 9110: with the protocol to use in `Upgrade`); HTTP/2 without `content-type:
+/// application/grpc...`: 415, as gRPC's protocol asks of servers.
 pub(crate) fn grpc_hint(
     http: Option<std::net::SocketAddr>,
     tls: bool,
 ) -> conn::Hint<tonic::body::Body> {
     let scheme = if tls { "https" } else { "http" };
-    let text = match http {
+    let text: Arc<str> = match http {
         Some(addr) if addr.ip().is_unspecified() => format!(
-            "this is floe's gRPC port (HTTP/2 only); its HTTP API is on port {} ({scheme})\n",
+            "this is floe's gRPC port (gRPC over HTTP/2); its HTTP API is on port {} ({scheme})\n",
             addr.port()
         ),
         Some(addr) => format!(
-            "this is floe's gRPC port (HTTP/2 only); its HTTP API is on {scheme}://{addr}/\n"
+            "this is floe's gRPC port (gRPC over HTTP/2); its HTTP API is on {scheme}://{addr}/\n"
         ),
-        None => {
-            "this is floe's gRPC port (HTTP/2 only); this server has no HTTP listener\n".to_string()
-        }
-    };
-    let text: Arc<str> = text.into();
-    // RFC 9110: a 426 names the protocol to use in Upgrade (h2c: HTTP/2 without TLS).
+        None => "this is floe's gRPC port (gRPC over HTTP/2); this server has no HTTP listener\n"
+            .to_string(),
+    }
+    .into();
+    // h2c: HTTP/2 without TLS.
     let upgrade = if tls { "h2" } else { "h2c" };
-    Arc::new(move || {
-        hyper::Response::builder()
-            .status(hyper::StatusCode::UPGRADE_REQUIRED)
-            .header(hyper::header::CONTENT_TYPE, "text/plain; charset=utf-8")
-            .header(hyper::header::UPGRADE, upgrade)
-            .body(tonic::body::Body::new(text.to_string()))
-            .unwrap_or_else(|_| hyper::Response::new(tonic::body::Body::empty()))
+    Arc::new(move |request: &hyper::Request<hyper::body::Incoming>| {
+        let answer = hyper::Response::builder()
+            .header(hyper::header::CONTENT_TYPE, "text/plain; charset=utf-8");
+        let answer = if request.version() < hyper::Version::HTTP_2 {
+            answer
+                .status(hyper::StatusCode::UPGRADE_REQUIRED)
+                .header(hyper::header::UPGRADE, upgrade)
+        } else if request
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"))
+        {
+            return None;
+        } else {
+            answer.status(hyper::StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        };
+        Some(
+            answer
+                .body(tonic::body::Body::new(text.to_string()))
+                .unwrap_or_else(|_| hyper::Response::new(tonic::body::Body::empty())),
+        )
     })
 }
