@@ -33,6 +33,9 @@ ensure_package chromium /usr/bin/chromium
 # systemd unit checked by systemd-analyze verify.
 ensure_package man-db /usr/bin/man
 ensure_package systemd /usr/bin/systemd-analyze
+# schemathesis (PyPI, in a venv under target/) and curl: the HTTP API against its OpenAPI
+# description, and curl at the gRPC port (crates/floe-cli/tests/suite/openapi.rs).
+source scripts/lib/openapi.sh && install_openapi_tools
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -15,6 +15,7 @@ mod etcd_secure;
 mod exit_codes;
 mod hostile_cli;
 mod migrate;
+mod openapi;
 mod operate;
 mod packaging;
 mod present;
