@@ -2,10 +2,9 @@
 //!
 //! Each listener runs its own accept loop on hyper (hyper-util's connection builder, one
 //! protocol per port: HTTP/2 for gRPC, HTTP/1 for HTTP), so that the server, not the client,
-//! decides when a connection ends. A port may also answer the other protocol's requests with a
-//! one-line hint ([`Served::hint`]): the gRPC port tells a mistaken `curl` where the HTTP API
-//! is, instead of closing on it.
-//!
+//! decides when a connection ends. A port may also answer requests that are not its own with a
+//! one-line hint: the gRPC port tells a mistaken `curl` (HTTP/1, or HTTP/2 that is not gRPC)
+//! where the HTTP API is, instead of closing on it.
 //!
 //! - at most [`Limits::max_connections`] connections per listener: beyond that the listener
 //!   stops accepting and new connections wait in the kernel's backlog, so idle sockets cannot
