@@ -226,12 +226,25 @@ mod tests {
 
     async fn served(app: App) -> (StatusCode, String, serde_json::Value) {
         use tower::ServiceExt;
+        let app = Arc::new(app);
+        // HEAD: the same headers, no body.
+        let head = axum::http::Request::builder()
+            .method("HEAD")
+            .uri("/openapi.json")
+            .header("host", "127.0.0.1:1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let answer = router(Arc::clone(&app)).oneshot(head).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(answer.headers()[header::CONTENT_TYPE], "application/json");
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20).await;
+        assert!(body.unwrap().is_empty());
         let request = axum::http::Request::builder()
             .uri("/openapi.json")
             .header("host", "127.0.0.1:1")
             .body(axum::body::Body::empty())
             .unwrap();
-        let answer = router(Arc::new(app)).oneshot(request).await.unwrap();
+        let answer = router(app).oneshot(request).await.unwrap();
         let status = answer.status();
         let kind = answer.headers()[header::CONTENT_TYPE]
             .to_str()
