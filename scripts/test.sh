@@ -37,6 +37,9 @@ ensure_package systemd /usr/bin/systemd-analyze
 source scripts/lib/clients.sh && install_clients
 # curl and openssl for the docs' examples (crates/floe-cli/tests/suite/docs_examples.rs).
 source scripts/lib/docs.sh && ensure_docs_tools
+# schemathesis (PyPI, in a venv under target/) and curl: the HTTP API against its OpenAPI
+# description, and curl at the gRPC port (crates/floe-cli/tests/suite/openapi.rs).
+source scripts/lib/openapi.sh && install_openapi_tools
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -248,7 +248,7 @@ pub(crate) struct ServeArgs {
         value_name = "FILE"
     )]
     token_file: Option<PathBuf>,
-    /// With --token-file: health (/healthz, /readyz, /metrics, gRPC health) needs a token too
+    /// With --token-file: health (/healthz, /readyz, /metrics, /openapi.json, gRPC health) needs a token too
     /// [default: open].
     #[arg(
         long,

@@ -2,7 +2,9 @@
 //!
 //! Each listener runs its own accept loop on hyper (hyper-util's connection builder, one
 //! protocol per port: HTTP/2 for gRPC, HTTP/1 for HTTP), so that the server, not the client,
-//! decides when a connection ends:
+//! decides when a connection ends. A port may also answer requests that are not its own with a
+//! one-line hint: the gRPC port tells a mistaken `curl` (HTTP/1, or HTTP/2 that is not gRPC)
+//! where the HTTP API is, instead of closing on it.
 //!
 //! - at most [`Limits::max_connections`] connections per listener: beyond that the listener
 //!   stops accepting and new connections wait in the kernel's backlog, so idle sockets cannot
@@ -140,7 +142,15 @@ pub(crate) struct Served<S, B> {
     pub(crate) answer: fn(Response<B>) -> Response<B>,
     /// TLS, when configured ([`crate::tls`]): each connection's handshake first.
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
+    /// On an HTTP/2 port, the answer to a request that is not the port's (`None` for those
+    /// that are); with it, the port reads a connection as either HTTP/2 or HTTP/1 by its first
+    /// bytes (HTTP/2's preface or not), so that an HTTP/1 request is answered too. `None`:
+    /// HTTP/2 only.
+    pub(crate) hint: Option<Hint<B>>,
 }
+
+/// The answer to a request that is not a port's ([`Served::hint`]), or `None` for one that is.
+pub(crate) type Hint<B> = Arc<dyn Fn(&Request<Incoming>) -> Option<Response<B>> + Send + Sync>;
 
 /// Where hyper runs the requests of HTTP/2 connections (one task per stream): tracked, so
 /// that at the shutdown deadline they are dropped with their connections and waited for.
@@ -177,29 +187,45 @@ impl Streams {
     }
 }
 
-/// The connection builder of a port.
-fn builder(protocol: Protocol, limits: &Limits, streams: Streams) -> auto::Builder<Streams> {
-    let builder = auto::Builder::new(streams);
-    match protocol {
+/// The connection builder of a port: its protocol only, or on an HTTP/2 port that answers
+/// HTTP/1 with a hint, either (hyper-util reads the first bytes: HTTP/2's preface, or HTTP/1).
+fn builder(
+    protocol: Protocol,
+    hint: bool,
+    limits: &Limits,
+    streams: Streams,
+) -> auto::Builder<Streams> {
+    let mut builder = auto::Builder::new(streams);
+    let (http1, http2) = match protocol {
+        Protocol::Http2 if hint => (true, true),
         Protocol::Http2 => {
-            let mut builder = builder.http2_only();
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(limits.max_streams);
-            builder
+            builder = builder.http2_only();
+            (false, true)
         }
         Protocol::Http1 => {
-            let mut builder = builder.http1_only();
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                // Headers and the buffered request: a key is at most 255 bytes.
-                .max_buf_size(64 * 1024);
-            builder
+            builder = builder.http1_only();
+            (true, false)
+        }
+    };
+    if http2 {
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(limits.max_streams);
+    }
+    if http1 {
+        let mut http1 = builder.http1();
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            // Headers and the buffered request: a key is at most 255 bytes.
+            .max_buf_size(64 * 1024);
+        if protocol == Protocol::Http2 {
+            // The hint is the only answer: the connection closes after it.
+            http1.keep_alive(false);
         }
     }
+    builder
 }
 
 /// Accepts connections on `listener` and serves them until `stop` turns true, then ends them
@@ -221,7 +247,12 @@ pub(crate) async fn run<S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let streams = Streams::default();
-    let builder = Arc::new(builder(served.protocol, &limits, streams.clone()));
+    let builder = Arc::new(builder(
+        served.protocol,
+        served.hint.is_some(),
+        &limits,
+        streams.clone(),
+    ));
     let served = Arc::new(served);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let mut conns = JoinSet::new();
@@ -366,6 +397,7 @@ async fn connection<I, S, B>(
         timeout: limits.request_timeout,
         too_slow: served.too_slow,
         answer: served.answer,
+        hint: served.hint.clone(),
     };
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -496,6 +528,8 @@ struct Tracked<S, B> {
     timeout: Duration,
     too_slow: fn() -> Response<B>,
     answer: fn(Response<B>) -> Response<B>,
+    /// The answer to a request that is not the port's ([`Served::hint`]).
+    hint: Option<Hint<B>>,
 }
 
 /// One request under way, until dropped: with its answer's body, so that a stream (a gRPC
@@ -561,11 +595,16 @@ where
         let under_way = UnderWay(Arc::clone(&self.in_flight));
         let (inner, timeout) = (self.inner.clone(), self.timeout);
         let (too_slow, answer) = (self.too_slow, self.answer);
+        let hinted = self.hint.as_ref().and_then(|hint| hint(&request));
         Box::pin(async move {
-            let response = match tokio::time::timeout(timeout, inner.oneshot(request)).await {
-                Ok(Ok(response)) => answer(response),
-                Ok(Err(never)) => match never {},
-                Err(_) => too_slow(),
+            let response = if let Some(hinted) = hinted {
+                hinted
+            } else {
+                match tokio::time::timeout(timeout, inner.oneshot(request)).await {
+                    Ok(Ok(response)) => answer(response),
+                    Ok(Err(never)) => match never {},
+                    Err(_) => too_slow(),
+                }
             };
             // The request is under way until its body is sent (or dropped with its stream).
             Ok(response.map(|body| Counted {

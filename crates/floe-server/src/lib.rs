@@ -14,9 +14,10 @@
 //!
 //! **gRPC**: [`grpc`] (`floe.v1.Floe`: batches as packed repeated fields, server streams),
 //! Layotto's `Runtime` (below), `grpc.health.v1.Health` and server reflection (v1, v1alpha).
-//! **HTTP**: [`http`] (`/v1/ids/{kind}`, `/v1/sequencer/...`, `/v1/stores`, `/healthz`) and
-//! its Leaf room (Leaf's `/api/segment/get/{key}`, `/api/snowflake/get/{key}`,
-//! `/decodeSnowflakeId`, `/cache`).
+//! **HTTP**: [`http`] (`/v1/ids/{kind}`, `/v1/sequencer/...`, `/v1/stores`, `/healthz`, and
+//! `/openapi.json`: an OpenAPI 3.1 description of every route) and its Leaf room (Leaf's
+//! `/api/segment/get/{key}`, `/api/snowflake/get/{key}`, `/decodeSnowflakeId`, `/cache`). The
+//! gRPC port answers a request that is not gRPC with one line naming the HTTP listener.
 //!
 //! **Rooms**, one concern each:
 //!

@@ -155,6 +155,10 @@ pub async fn serve_app_secure(
     let upkeep = app.telemetry.handle.clone().map(observe::spawn_upkeep);
     security.record();
     let metrics_on = app.telemetry.handle.is_some();
+    let hint = grpc_hint(
+        http.as_ref().and_then(|l| l.local_addr().ok()),
+        security.tls.is_some(),
+    );
     let grpc_task = match (grpc, grpc_service) {
         (Some(listener), Some(routes)) => {
             let served = conn::Served {
@@ -176,6 +180,7 @@ pub async fn serve_app_secure(
                 },
                 answer: grpc::bounded,
                 tls: security.tls.as_ref().map(|t| t.grpc.clone()),
+                hint: Some(hint),
             };
             Some(conn::run(listener, served, limits, stopped.clone()))
         }
@@ -201,6 +206,7 @@ pub async fn serve_app_secure(
             too_slow: || http::too_slow().map(observe::Timed::untimed),
             answer: |r| r,
             tls: security.tls.as_ref().map(|t| t.http.clone()),
+            hint: None,
         };
         conn::run(listener, served, limits, stopped.clone())
     });
@@ -224,4 +230,52 @@ pub async fn serve_app_secure(
         u.abort();
     }
     Ok(())
+}
+
+/// What the gRPC port answers a request that is not gRPC (a `curl` at the wrong port): one line
+/// of text naming the HTTP listener (`http`, bound there; `None`: there is none), instead of a
+/// closed connection (HTTP/1) or an empty 200 with a gRPC status (HTTP/2). HTTP/1: 426 (RFC
+/// 9110: with the protocol to use in `Upgrade`); HTTP/2 without `content-type:
+/// application/grpc...`: 415, as gRPC's protocol asks of servers.
+pub(crate) fn grpc_hint(
+    http: Option<std::net::SocketAddr>,
+    tls: bool,
+) -> conn::Hint<tonic::body::Body> {
+    let scheme = if tls { "https" } else { "http" };
+    let text: Arc<str> = match http {
+        Some(addr) if addr.ip().is_unspecified() => format!(
+            "this is floe's gRPC port (gRPC over HTTP/2); its HTTP API is on port {} ({scheme})\n",
+            addr.port()
+        ),
+        Some(addr) => format!(
+            "this is floe's gRPC port (gRPC over HTTP/2); its HTTP API is on {scheme}://{addr}/\n"
+        ),
+        None => "this is floe's gRPC port (gRPC over HTTP/2); this server has no HTTP listener\n"
+            .to_string(),
+    }
+    .into();
+    // h2c: HTTP/2 without TLS.
+    let upgrade = if tls { "h2" } else { "h2c" };
+    Arc::new(move |request: &hyper::Request<hyper::body::Incoming>| {
+        let answer = hyper::Response::builder()
+            .header(hyper::header::CONTENT_TYPE, "text/plain; charset=utf-8");
+        let answer = if request.version() < hyper::Version::HTTP_2 {
+            answer
+                .status(hyper::StatusCode::UPGRADE_REQUIRED)
+                .header(hyper::header::UPGRADE, upgrade)
+        } else if request
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"))
+        {
+            return None;
+        } else {
+            answer.status(hyper::StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        };
+        Some(
+            answer
+                .body(tonic::body::Body::new(text.to_string()))
+                .unwrap_or_else(|_| hyper::Response::new(tonic::body::Body::empty())),
+        )
+    })
 }

@@ -18,6 +18,7 @@ mod exit_codes;
 mod hostile_cli;
 mod migrate;
 mod monitoring;
+mod openapi;
 mod operate;
 mod packaging;
 mod present;

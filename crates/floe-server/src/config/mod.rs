@@ -160,7 +160,7 @@ pub struct AuthConfig {
     /// A file of accepted tokens, one a line (blank lines and `#` comments left out). When set,
     /// every request needs `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata).
     pub token_file: Option<PathBuf>,
-    /// Whether health (`/healthz`, `/readyz`, `/metrics`, gRPC health) needs a token too
+    /// Whether health (`/healthz`, `/readyz`, `/metrics`, `/openapi.json`, gRPC health) needs a token too
     /// (default: open).
     pub health_needs_token: bool,
 }

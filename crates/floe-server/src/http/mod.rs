@@ -52,6 +52,7 @@ routes! {
     "/healthz" => get(ops::healthz),
     "/readyz" => get(ops::readyz),
     "/metrics" => get(ops::metrics),
+    "/openapi.json" => get(ops::openapi),
     "/v1/status" => get(ops::status_json),
     "/login" => get(ops::login_page).post(ops::login_submit),
     "/v1/stores" => get(floe::stores),
@@ -166,7 +167,7 @@ async fn not_found() -> HttpError {
     HttpError {
         status: StatusCode::NOT_FOUND,
         error: "not_found",
-        message: "no such route: see /v1/ids/{kind}, /v1/sequencer/{store}/{key}, /v1/stores, /api/segment/get/{key}, /api/snowflake/get/{key}, /decodeSnowflakeId, /cache, /healthz".into(),
+        message: "no such route: see /openapi.json, /v1/ids/{kind}, /v1/sequencer/{store}/{key}, /v1/stores, /api/segment/get/{key}, /api/snowflake/get/{key}, /decodeSnowflakeId, /cache, /healthz".into(),
     }
 }
 
@@ -199,5 +200,133 @@ mod tests {
         assert_eq!(route_label("/no/such/route"), "unmatched");
         assert_eq!(route_label("/evil.Service/Anything"), "unmatched");
         assert_eq!(ROUTE_LABELS.len(), ROUTES.len() + 1);
+    }
+
+    /// The methods a route of the router answers, as its 405 to a method none has lists them
+    /// (`Allow`), `HEAD` aside (axum's with every `GET`; refused on the routes that issue IDs).
+    async fn methods_of(router: &Router, template: &str) -> std::collections::BTreeSet<String> {
+        use tower::ServiceExt;
+        let path = template.replace(['{', '}'], "");
+        let request = axum::http::Request::builder()
+            .method("PATCH")
+            .uri(&path)
+            .header("host", "127.0.0.1:1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let answer = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        answer.headers()[header::ALLOW]
+            .to_str()
+            .unwrap()
+            .split(',')
+            .map(|m| m.trim().to_ascii_lowercase())
+            .filter(|m| m != "head")
+            .collect()
+    }
+
+    async fn served(app: App) -> (StatusCode, String, serde_json::Value) {
+        use tower::ServiceExt;
+        let app = Arc::new(app);
+        // HEAD: the same headers, no body.
+        let head = axum::http::Request::builder()
+            .method("HEAD")
+            .uri("/openapi.json")
+            .header("host", "127.0.0.1:1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let answer = router(Arc::clone(&app)).oneshot(head).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(answer.headers()[header::CONTENT_TYPE], "application/json");
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20).await;
+        assert!(body.unwrap().is_empty());
+        let request = axum::http::Request::builder()
+            .uri("/openapi.json")
+            .header("host", "127.0.0.1:1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let answer = router(app).oneshot(request).await.unwrap();
+        let status = answer.status();
+        let kind = answer.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, kind, serde_json::from_slice(&body).unwrap())
+    }
+
+    fn app() -> App {
+        App::sequencer_only(Arc::new(floe_sequencer::Sequencer::new()), vec![])
+    }
+
+    /// `/openapi.json` is OpenAPI 3.1 and describes exactly the router's routes, each with
+    /// exactly the methods it answers: no route undescribed, nothing described that is not
+    /// served.
+    #[tokio::test]
+    async fn the_description_is_the_routers_routes_and_methods() {
+        let (status, kind, doc) = served(app()).await;
+        assert_eq!(
+            (status, kind.as_str()),
+            (StatusCode::OK, "application/json")
+        );
+        assert!(
+            doc["openapi"].as_str().unwrap().starts_with("3.1."),
+            "{}",
+            doc["openapi"]
+        );
+        assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+        let paths = doc["paths"].as_object().unwrap();
+        let described: std::collections::BTreeSet<&str> =
+            paths.keys().map(String::as_str).collect();
+        let in_router: std::collections::BTreeSet<&str> = ROUTES.iter().copied().collect();
+        assert_eq!(described, in_router, "described (left) and routed (right)");
+        // With the admin API, as a loopback listener or one with tokens serves it.
+        let app = Arc::new(app());
+        let router = routed(Arc::clone(&app), app.hosts.guard(None, true));
+        const METHODS: [&str; 8] = [
+            "get", "put", "post", "delete", "options", "head", "patch", "trace",
+        ];
+        for (path, item) in paths {
+            let documented: std::collections::BTreeSet<String> = item
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| METHODS.contains(&k.as_str()))
+                .cloned()
+                .collect();
+            assert_eq!(documented, methods_of(&router, path).await, "{path}");
+        }
+        // Without tokens, nothing asks for one.
+        assert!(doc.get("security").is_none());
+        assert!(!doc.to_string().contains("\"security\""));
+    }
+
+    /// With tokens on, the description asks for a bearer token but where none is needed.
+    #[tokio::test]
+    async fn with_tokens_the_description_asks_for_them() {
+        let tokens = Arc::new(arc_swap::ArcSwap::from_pointee(
+            crate::auth::Tokens::parse("t\n").unwrap(),
+        ));
+        let mut app = app();
+        app.login = Some(crate::security::login::Login {
+            tokens,
+            sessions: Arc::default(),
+            secure: false,
+        });
+        let (status, _, doc) = served(app).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(doc["security"], serde_json::json!([{ "bearerAuth": [] }]));
+        for open in crate::auth::HTTP_HEALTH.iter().chain(&["/login"]) {
+            assert_eq!(
+                doc["paths"][open]["get"]["security"],
+                serde_json::json!([]),
+                "{open}"
+            );
+        }
+        assert_eq!(
+            doc["paths"]["/"]["get"]["security"],
+            serde_json::json!([{ "bearerAuth": [] }, { "sessionCookie": [] }])
+        );
     }
 }

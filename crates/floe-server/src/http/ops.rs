@@ -1,7 +1,7 @@
 //! The operator's HTTP routes: `/healthz`, `/readyz`, `/metrics`, the status page `/` and its
-//! figures `/v1/status`.
+//! figures `/v1/status`, and the OpenAPI description of every route, `/openapi.json`.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -96,4 +96,58 @@ pub(super) async fn login_submit(State(app): State<Arc<App>>, body: axum::body::
 pub(super) async fn status_json(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
     let snapshot = off_executor(app, "/v1/status", crate::observe::status::snapshot).await?;
     Ok(Json(snapshot).into_response())
+}
+
+/// The OpenAPI 3.1 description of the HTTP routes, written by hand beside the router
+/// (`crates/floe-server/openapi.json`; a test holds it to the route table, schemathesis to the
+/// answers). It describes a server with tokens on: [`served_openapi`] adapts it.
+pub(crate) const OPENAPI: &str = include_str!("../../openapi.json");
+
+/// [`OPENAPI`] as a server serves it: its `info.version` this build's, and without tokens
+/// (`tokens` false) no `security` requirement, since none is asked for.
+pub(crate) fn served_openapi(tokens: bool) -> &'static str {
+    static WITH: LazyLock<String> = LazyLock::new(|| adapted(true));
+    static WITHOUT: LazyLock<String> = LazyLock::new(|| adapted(false));
+    if tokens {
+        &WITH
+    } else {
+        &WITHOUT
+    }
+}
+
+fn adapted(tokens: bool) -> String {
+    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(OPENAPI) else {
+        // Never: a test parses it.
+        return OPENAPI.to_string();
+    };
+    doc["info"]["version"] = env!("CARGO_PKG_VERSION").into();
+    if !tokens {
+        if let Some(doc) = doc.as_object_mut() {
+            doc.remove("security");
+        }
+        let operations = doc["paths"]
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|paths| paths.values_mut())
+            .filter_map(serde_json::Value::as_object_mut)
+            .flat_map(|path| path.values_mut())
+            .filter_map(serde_json::Value::as_object_mut);
+        for operation in operations {
+            operation.remove("security");
+        }
+    }
+    doc.to_string()
+}
+
+/// `/openapi.json`: the description of every route (open without a token: tokens protect IDs,
+/// not the description).
+pub(super) async fn openapi(State(app): State<Arc<App>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        served_openapi(app.login.is_some()),
+    )
+        .into_response()
 }

@@ -2,7 +2,8 @@
 //! one of its tokens (HTTP: `Authorization: Bearer TOKEN`, else 401 with
 //! `WWW-Authenticate: Bearer`; gRPC: `authorization: Bearer TOKEN` metadata, else
 //! `UNAUTHENTICATED`): floe.v1, Layotto's Runtime, reflection, floe's and Leaf's HTTP routes.
-//! Health (`/healthz`, `/readyz`, `/metrics`, `grpc.health.v1.Health`) is open unless
+//! Health (`/healthz`, `/readyz`, `/metrics`, `grpc.health.v1.Health`) and the API's description
+//! (`/openapi.json`) are open unless
 //! `auth.health_needs_token` is set.
 //!
 //! A token file holds one token a line; blank lines and lines starting with `#` are left out,
@@ -142,8 +143,9 @@ pub(crate) struct Guard {
     pub(crate) sessions: Option<Arc<super::login::Sessions>>,
 }
 
-/// The health paths of the HTTP listener.
-pub(crate) const HTTP_HEALTH: &[&str] = &["/healthz", "/readyz", "/metrics"];
+/// The paths of the HTTP listener open without a token: health, metrics, and the API's
+/// description (it describes the routes, not their IDs).
+pub(crate) const HTTP_HEALTH: &[&str] = &["/healthz", "/readyz", "/metrics", "/openapi.json"];
 /// The health paths of the gRPC listener.
 pub(crate) const GRPC_HEALTH: &[&str] = &["/grpc.health.v1.Health/"];
 

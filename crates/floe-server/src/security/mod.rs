@@ -57,7 +57,7 @@ pub struct Security {
     pub tls: Option<Tls>,
     /// The accepted bearer tokens (none: no token is asked for), swapped whole on a reload.
     pub tokens: Option<Arc<ArcSwap<Tokens>>>,
-    /// Whether health (`/healthz`, `/readyz`, `/metrics`, gRPC health) needs a token too.
+    /// Whether health (`/healthz`, `/readyz`, `/metrics`, `/openapi.json`, gRPC health) needs a token too.
     pub health_needs_token: bool,
     /// The status page's sign-in sessions ([`login`]).
     pub sessions: Arc<login::Sessions>,

@@ -1,6 +1,7 @@
 //! TLS on the listeners (rustls, with the ring provider): a certificate chain and its private
 //! key, both PEM files. When they are configured, both listeners speak TLS only: the gRPC port
-//! offers ALPN `h2`, the HTTP port `http/1.1`. The handshake runs in the connection's task
+//! offers ALPN `h2` (and `http/1.1`, for the one-line hint it answers HTTP/1 clients), the
+//! HTTP port `http/1.1`. The handshake runs in the connection's task
 //! ([`crate::conn`]) and counts against the header timeout, so a client that opens a socket
 //! and never finishes the handshake is dropped; a failed handshake ends that connection alone.
 //!
@@ -180,7 +181,7 @@ impl ResolvesServerCert for Slot {
 /// The acceptors of both listeners, sharing one certificate slot.
 #[derive(Clone)]
 pub struct Tls {
-    /// The gRPC listener's (ALPN `h2`).
+    /// The gRPC listener's (ALPN `h2`, then `http/1.1` for the hint to HTTP/1 clients).
     pub grpc: TlsAcceptor,
     /// The HTTP listener's (ALPN `http/1.1`).
     pub http: TlsAcceptor,
@@ -210,19 +211,20 @@ impl Tls {
     /// When rustls refuses its protocol versions (never with the ring provider).
     pub fn new(certificate: Certificate) -> Result<Tls, String> {
         let slot = Arc::new(Slot(ArcSwap::from_pointee(certificate)));
-        let config = |alpn: &[u8]| -> Result<TlsAcceptor, String> {
+        let config = |alpn: &[&[u8]]| -> Result<TlsAcceptor, String> {
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let mut config = ServerConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
                 .map_err(|e| format!("tls: {e}"))?
                 .with_no_client_auth()
                 .with_cert_resolver(Arc::clone(&slot) as Arc<dyn ResolvesServerCert>);
-            config.alpn_protocols = vec![alpn.to_vec()];
+            config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
             Ok(TlsAcceptor::from(Arc::new(config)))
         };
         Ok(Tls {
-            grpc: config(b"h2")?,
-            http: config(b"http/1.1")?,
+            // http/1.1 after h2: an HTTP/1 client is answered a hint ([`crate::serve`]).
+            grpc: config(&[b"h2", b"http/1.1"])?,
+            http: config(&[b"http/1.1"])?,
             slot,
         })
     }

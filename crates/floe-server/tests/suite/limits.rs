@@ -48,7 +48,7 @@ async fn closed_by_server(s: &mut TcpStream, within: Duration) -> Duration {
 
 /// An HTTP/2 connection (the client side of h2) whose connection task ends when the server
 /// closes it.
-async fn h2_connect(
+pub(crate) async fn h2_connect(
     addr: &str,
 ) -> (
     h2::client::SendRequest<Bytes>,

@@ -11,3 +11,4 @@ mod hostile;
 mod ids;
 mod limits;
 mod security;
+mod wrong_port;

@@ -140,6 +140,44 @@ async fn grpc_and_http_speak_tls_with_the_configured_certificate() {
     node.stop().await;
 }
 
+/// An HTTP/1 client at the TLS gRPC port (`curl --http1.1 https://...`): ALPN agrees on
+/// http/1.1 there too, and the answer is the one-line hint naming the HTTP listener (https);
+/// gRPC clients (ALPN h2) go on being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_over_tls_at_the_grpc_port_is_told_where_the_http_api_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(dir.path());
+    let node = Node::start(&tls_config(dir.path(), &certs)).await;
+    let (code, head, body, alpn) = https(&node.grpc, &certs.ca, "/v1/ids/ulid", &[]).await;
+    assert_eq!(code, 426, "{head}");
+    assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]));
+    assert!(
+        head.to_ascii_lowercase().contains("\r\nupgrade: h2\r\n"),
+        "{head}"
+    );
+    assert_eq!(
+        body,
+        format!(
+            "this is floe's gRPC port (gRPC over HTTP/2); its HTTP API is on https://{}/\n",
+            node.http
+        )
+    );
+    let channel = tls_channel(&node.grpc, &certs.ca, "localhost")
+        .await
+        .unwrap();
+    let ids = FloeClient::new(channel)
+        .next_ids(NextIdsRequest {
+            kind: Kind::Ulid as i32,
+            count: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids.binary.len().max(ids.numbers.len()), 2, "{ids:?}");
+    node.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_text_to_a_tls_port_gets_no_answer_and_the_port_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
