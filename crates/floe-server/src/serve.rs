@@ -240,7 +240,7 @@ pub async fn serve_app_secure(
 pub(crate) fn grpc_hint(
     http: Option<std::net::SocketAddr>,
     tls: bool,
-) -> conn::Hint<tonic::body::Body> {
+) -> conn::Hint<observe::Timed<tonic::body::Body>> {
     let scheme = if tls { "https" } else { "http" };
     let text: Arc<str> = match http {
         Some(addr) if addr.ip().is_unspecified() => format!(
@@ -272,10 +272,12 @@ pub(crate) fn grpc_hint(
         } else {
             answer.status(hyper::StatusCode::UNSUPPORTED_MEDIA_TYPE)
         };
+        // Not a request of the port's: answered before the metrics layer, so not timed.
+        let body = |b| observe::Timed::untimed(b);
         Some(
             answer
-                .body(tonic::body::Body::new(text.to_string()))
-                .unwrap_or_else(|_| hyper::Response::new(tonic::body::Body::empty())),
+                .body(body(tonic::body::Body::new(text.to_string())))
+                .unwrap_or_else(|_| hyper::Response::new(body(tonic::body::Body::empty()))),
         )
     })
 }
