@@ -20,6 +20,7 @@ use crate::Failure;
 #[derive(Debug, Clone, Args)]
 pub(crate) struct RegistryArgs {
     /// Registry URL: file:///state/dir (the embedded default), static:ID,
+    /// static:ordinal[+OFFSET] (the trailing -N of --host, a StatefulSet pod's name),
     /// zk://HOST:PORT[,HOST:PORT...][/ROOT][?session_timeout=SECONDS],
     /// leaf+zk://HOST:PORT[,HOST:PORT...][/CHROOT/snowflake][?session_timeout=SECONDS]
     /// (Meituan Leaf's nodes: the service is leaf.name),
