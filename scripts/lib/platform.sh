@@ -1,15 +1,22 @@
 # Platform tools and checks for scripts/test.sh (sourced after services.sh, which gives
 # ensure_package): the install path of the README, and the tools that check deploy/kubernetes.
 
-# install_platform_tools: Debian's kubectl (package kubernetes-client, 1.20: its built-in
-# kustomize renders deploy/kubernetes) unpacked under target/platform-tools rather than
-# installed, so that the suite always renders with exactly that one, whatever kubectl a
-# machine has; and kubernetes-validate (PyPI: Kubernetes' JSON schemas, bundled, offline) in a
-# venv there. Both are kept between runs. Exports FLOE_TEST_KUBECTL and
-# FLOE_TEST_KUBERNETES_VALIDATE for crates/floe-cli/tests/suite/kubernetes.rs.
+# install_platform_tools: for crates/floe-cli/tests/suite/image.rs, buildah, podman, runc and
+# CNI's plugins (Debian; runc rather than crun: crun refuses a host with cgroups in hybrid mode)
+# and strip (binutils) for the binary it puts in the image. For
+# crates/floe-cli/tests/suite/kubernetes.rs, Debian's kubectl (package kubernetes-client, 1.20:
+# its built-in kustomize renders deploy/kubernetes) unpacked under target/platform-tools rather
+# than installed, so that the suite renders with exactly that one whatever kubectl a machine
+# has, and kubernetes-validate (PyPI: Kubernetes' JSON schemas, bundled, offline) in a venv
+# there; both kept between runs, named by FLOE_TEST_KUBECTL and FLOE_TEST_KUBERNETES_VALIDATE.
 install_platform_tools() {
   local dir=$PWD/target/platform-tools
   mkdir -p "$dir"
+  ensure_package binutils /usr/bin/strip
+  ensure_package runc /usr/sbin/runc
+  ensure_package containernetworking-plugins /usr/lib/cni/portmap
+  ensure_package buildah /usr/bin/buildah
+  ensure_package podman /usr/bin/podman
   if [[ ! -x $dir/kubectl/usr/bin/kubectl ]]; then
     echo "fetching kubernetes-client (Debian) into $dir"
     apt-get update -qq || true

@@ -14,6 +14,7 @@ mod crash;
 mod etcd_secure;
 mod exit_codes;
 mod hostile_cli;
+mod image;
 mod kubernetes;
 mod migrate;
 mod operate;
