@@ -41,8 +41,8 @@ install_platform_tools() {
 # check_install: the README's install, `cargo install --path crates/floe-cli --locked`, into a
 # throw-away root (not CARGO_HOME's bin), then the installed binary on the PATH: --version and
 # a UUIDv7 it generates and reads back. With --debug and the suite's target directory, so that
-# it reuses the suite's build rather than compiling a cold release build (minutes; measured by
-# hand: docs/install.md); the command is otherwise the documented one.
+# it reuses the suite's build rather than compiling a cold release build (minutes: docs/deploy.md,
+# Install); the command is otherwise the documented one.
 check_install() {
   local root version floe id
   root=$(mktemp -d)

@@ -20,14 +20,15 @@ use crate::Failure;
 #[derive(Debug, Clone, Args)]
 pub(crate) struct RegistryArgs {
     /// Registry URL: file:///state/dir (the embedded default), static:ID,
-    /// static:ordinal[+OFFSET] (the trailing -N of --host, a StatefulSet pod's name),
     /// zk://HOST:PORT[,HOST:PORT...][/ROOT][?session_timeout=SECONDS],
     /// leaf+zk://HOST:PORT[,HOST:PORT...][/CHROOT/snowflake][?session_timeout=SECONDS]
     /// (Meituan Leaf's nodes: the service is leaf.name),
     /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS] or, over TLS with an etcd user,
     /// etcds://[USER[:PASSWORD]@]HOST:PORT[,...][/ROOT] with the options cacert=FILE,
     /// cert=FILE, key=FILE (TLS) and password_file=FILE or password_env=NAME (a password
-    /// kept out of the command line; zk:// takes them too).
+    /// kept out of the command line; zk:// takes them too); static:ordinal or
+    /// static:ordinal+OFFSET takes the ID from the trailing -N of --host, a StatefulSet pod's
+    /// name.
     #[arg(long, global = true)]
     pub registry: Option<String>,
     /// Service name of the identity (service + host:port).
