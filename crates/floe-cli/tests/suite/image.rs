@@ -271,10 +271,19 @@ fn the_image_builds_from_no_base_agrees_with_the_containerfile_and_serves() {
         "a UUIDv7: {uuid}"
     );
 
-    // It serves: `floe serve` on the image's defaults, HTTP published on a loopback port.
+    // It serves: `floe serve` on the image's defaults, HTTP published on a loopback port, with
+    // a read-only root filesystem and no tmpfs (as deploy/kubernetes runs it): only the volume
+    // is written.
     let port = floe_testkit::free_port();
     let publish = format!("127.0.0.1:{port}:34903");
-    let mut args = vec!["run", "-d", "-p", &publish];
+    let mut args = vec![
+        "run",
+        "-d",
+        "--read-only",
+        "--read-only-tmpfs=false",
+        "-p",
+        &publish,
+    ];
     args.extend(limits);
     args.push(&image);
     let guard = Container {
