@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
+source scripts/lib/platform.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 # cargo check, any warning an error: --quiet prints only warnings and errors (RUSTFLAGS=-D
@@ -40,6 +41,8 @@ source scripts/lib/docs.sh && ensure_docs_tools
 # schemathesis (PyPI, in a venv under target/) and curl: the HTTP API against its OpenAPI
 # description, and curl at the gRPC port (crates/floe-cli/tests/suite/openapi.rs).
 source scripts/lib/openapi.sh && install_openapi_tools
+# deploy/kubernetes (crates/floe-cli/tests/suite/kubernetes.rs) and the image (image.rs).
+install_platform_tools
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -63,6 +66,9 @@ check_quietly -p floe-server --all-targets # floe-sequencer with no store of its
 step "cargo doc (warnings are errors)"
 # A broken or ambiguous intra-doc link, or one to a private item, fails here.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
+
+step "cargo install (the README's install, into a throw-away root)"
+check_install
 
 step "real servers"
 log=$(mktemp)

@@ -58,7 +58,8 @@ pub(crate) struct ServeArgs {
     state_dir: Option<PathBuf>,
     /// Registry of worker IDs: file:///dir, zk://host:port/root, etcd://host:port/prefix
     /// (etcds://user@host:port/prefix with the options cacert=, cert=, key= for TLS, and
-    /// password_file= or password_env= for the user's password), static:ID, or leaf+zk://host:port (Meituan Leaf's nodes in ZooKeeper: --service is
+    /// password_file= or password_env= for the user's password), static:ID, static:ordinal[+OFFSET]
+    /// (the worker ID is the trailing -N of --host, a StatefulSet pod's name), or leaf+zk://host:port (Meituan Leaf's nodes in ZooKeeper: --service is
     /// leaf.name, --host and --port the Leaf server's IPv4 and leaf.snowflake.port)
     /// [default: a file registry in the state directory].
     #[arg(long, help_heading = "Identity and registry", env = "FLOE_REGISTRY")]

@@ -26,7 +26,9 @@ pub(crate) struct RegistryArgs {
     /// etcd://HOST:PORT[,HOST:PORT...][/ROOT][?ttl=SECONDS] or, over TLS with an etcd user,
     /// etcds://[USER[:PASSWORD]@]HOST:PORT[,...][/ROOT] with the options cacert=FILE,
     /// cert=FILE, key=FILE (TLS) and password_file=FILE or password_env=NAME (a password
-    /// kept out of the command line; zk:// takes them too).
+    /// kept out of the command line; zk:// takes them too); static:ordinal or
+    /// static:ordinal+OFFSET takes the ID from the trailing -N of --host, a StatefulSet pod's
+    /// name.
     #[arg(long, global = true)]
     pub registry: Option<String>,
     /// Service name of the identity (service + host:port).

@@ -8,11 +8,12 @@
 //!   (service + host:port, as Leaf) a worker ID, the same one after a restart, and records the
 //!   last time its holder was alive (told by a heartbeat). Backends (`src/backends/`, one
 //!   file each): [`file`](mod@file) (the embedded default: the state directory and OS file
-//!   locks), [`static_id`] (an ID from configuration), `zookeeper` and `etcd` (server
-//!   registries, each behind its cargo feature, sharing one versioned-record primitive and a
-//!   keeper that holds an ID again after its claim lapsed; ZooKeeper also in Meituan Leaf's
-//!   node layout, `leaf+zk://`, to take a Leaf fleet's worker IDs over node by node), all
-//!   behind the same trait and the same conformance suite. [`open`] opens one by URL.
+//!   locks), [`static_id`] (an ID from configuration, or a StatefulSet pod's ordinal),
+//!   `zookeeper` and `etcd` (server registries, each behind its cargo feature, sharing one
+//!   versioned-record primitive and a keeper that holds an ID again after its claim lapsed;
+//!   ZooKeeper also in Meituan Leaf's node layout, `leaf+zk://`, to take a Leaf fleet's worker
+//!   IDs over node by node), all behind the same trait and the same conformance suite.
+//!   [`open`] opens one by URL.
 //! - [`cache`]: every registration and heartbeat is also written to a local cache file,
 //!   atomically; when the registry is unreachable at start-up floe starts from it.
 //! - [`guard`]: at start-up, a clock behind the last recorded time refuses to start (or waits,

@@ -29,7 +29,7 @@ fn servers_and_root<'a>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
     File(String),
-    Static(u32),
+    Static(static_id::StaticId),
     #[cfg(feature = "zookeeper")]
     Zk {
         cluster: String,
@@ -105,9 +105,10 @@ fn parse_resolved(url: &str) -> Result<Target, RegistryError> {
             Ok(Target::File(path.to_string()))
         }
         "static" => {
-            let id = rest.trim_start_matches('/').parse::<u32>().map_err(|_| {
+            let id = static_id::StaticId::parse(rest).ok_or_else(|| {
                 RegistryError::config(format!(
-                    "registry: expected static:ID with a number, found {:?}",
+                    "registry: expected static:ID with a number, static:ordinal or \
+                     static:ordinal+OFFSET, found {:?}",
                     floe_core::endpoint::redacted(url)
                 ))
             })?;
@@ -243,6 +244,8 @@ pub fn leases(url: &str) -> bool {
 }
 
 /// Opens a registry from its URL: `file:///state/dir` (or `file:relative/dir`), `static:ID`,
+/// `static:ordinal` or `static:ordinal+OFFSET` (the worker ID is the StatefulSet ordinal of the
+/// identity's host, the trailing `-N` of a pod name, plus OFFSET; see [`static_id`]),
 /// `zk://[user:password@]host:port[,host:port...][/root][?session_timeout=SECONDS][&password_file=PATH]`
 /// (root `/floe` and a 6 s session by default; the server may grant another within its own
 /// bounds; with a user, every session authenticates with ZooKeeper's `digest` scheme and every
@@ -304,7 +307,7 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
                 off_executor("file registry: open", move || file::FileRegistry::new(path)).await?;
             Ok(Box::new(registry))
         }
-        Target::Static(id) => Ok(Box::new(static_id::StaticRegistry::new(id))),
+        Target::Static(id) => Ok(Box::new(static_id::StaticRegistry::of(id))),
         #[cfg(feature = "zookeeper")]
         Target::Zk {
             cluster,

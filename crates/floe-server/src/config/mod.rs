@@ -302,8 +302,9 @@ impl Default for LimitsConfig {
 pub struct RegistryConfig {
     /// `file:///dir`, `zk://host:port[/root]`, `etcd://host:port[/prefix]`,
     /// `etcds://[user[:password]@]host:port[/prefix]?cacert=..&cert=..&key=..&password_file=..`
-    /// (TLS, client certificate, etcd user) or `static:ID`.
-    /// Default: a file registry in `state_dir`.
+    /// (TLS, client certificate, etcd user), `static:ID`, or `static:ordinal[+OFFSET]` (the
+    /// worker ID is the StatefulSet ordinal of `host`, the trailing `-N` of a pod name such as
+    /// `floe-3`, plus OFFSET). Default: a file registry in `state_dir`.
     pub url: Option<String>,
     /// Service name of this server's identity (service + host + port).
     pub service: String,
