@@ -19,6 +19,11 @@ use crate::Error;
 /// `INVALID_ARGUMENT` above its own, 10,000 by default).
 pub const MAX_COUNT: u32 = 1_000_000;
 
+/// The largest `count` of one `NextSequence` call, whatever the server's `max_batch`: the
+/// sequencer's largest batch (docs/sequencer-batches.md), so the largest segment of a
+/// [`WeakSequence`].
+pub const MAX_SEQUENCE_COUNT: u32 = 10_000;
+
 /// The largest message the client reads: a million IDs (at most 18 bytes each on the wire).
 const MAX_MESSAGE: usize = 64 << 20;
 
@@ -291,8 +296,8 @@ impl Client {
         whole(answer.binary, count)
     }
 
-    /// `count` IDs of the sequence `key` in the server's store `store` (`""`: its only one):
-    /// one call, uncached. WEAK: unique, trend-increasing (from the server's buffer of the
+    /// `count` IDs (1 to [`MAX_SEQUENCE_COUNT`]) of the sequence `key` in the server's store
+    /// `store` (`""`: its only one): one call, uncached. WEAK: unique, trend-increasing (from the server's buffer of the
     /// key, possibly several runs). STRONG: one run of `count` consecutive IDs, every one above
     /// every ID of every call that returned before this one was made, across servers: STRONG is
     /// never cached by this crate, as its order needs the server on every call.
@@ -309,7 +314,11 @@ impl Client {
         count: u32,
     ) -> Result<Vec<i64>, Error> {
         check_key(key)?;
-        check_count(count)?;
+        if count == 0 || count > MAX_SEQUENCE_COUNT {
+            return Err(Error::invalid(format!(
+                "count: expected 1 to {MAX_SEQUENCE_COUNT} (the sequencer's largest batch), found {count}"
+            )));
+        }
         let answer = self
             .grpc
             .clone()
@@ -338,7 +347,8 @@ impl Client {
     }
 
     /// A local cache of the WEAK sequence `key` in `store`: segments of `options.segment` IDs
-    /// fetched ahead (see [`WeakSequence`]). Nothing is fetched until the first call.
+    /// (at most [`MAX_SEQUENCE_COUNT`]) fetched ahead (see [`WeakSequence`]). Nothing is
+    /// fetched until the first call.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a bad key or options.
@@ -349,6 +359,12 @@ impl Client {
         options: CacheOptions,
     ) -> Result<WeakSequence, Error> {
         check_key(key)?;
+        if options.segment > MAX_SEQUENCE_COUNT {
+            return Err(Error::invalid(format!(
+                "segment: expected 1 to {MAX_SEQUENCE_COUNT} for a sequence (the sequencer's largest batch), found {}",
+                options.segment
+            )));
+        }
         let source = SequenceSource {
             grpc: self.grpc.clone(),
             store: store.to_string(),

@@ -41,8 +41,9 @@
 //! WEAK allows gaps, never repeats. What a dropped cache holds is never handed out.
 //!
 //! **Bad input** is [`Error::InvalidArgument`] before anything is sent: a count of 0 or above
-//! [`MAX_COUNT`], an empty key (or longer than 255 bytes, or holding NUL), a segment of 0 or
-//! above [`MAX_SEGMENT`], a bad URL.
+//! [`MAX_COUNT`] ([`MAX_SEQUENCE_COUNT`] for sequences), an empty key (or longer than 255
+//! bytes, or holding NUL), a segment of 0 or above [`MAX_SEGMENT`] (a sequence's above
+//! [`MAX_SEQUENCE_COUNT`]), a bad URL.
 //!
 //! **STRONG sequences** go through uncached ([`Client::next_sequence`], [`Client::next_strong`]):
 //! their guarantee (each ID above every ID returned before, across servers) needs the server on
@@ -61,6 +62,8 @@ pub mod proto {
 }
 
 pub use cache::{CacheOptions, CacheStats, DEFAULT_SEGMENT, MAX_BLOCK, MAX_SEGMENT};
-pub use client::{Bearer, Client, ClientBuilder, SnowflakeBuffer, WeakSequence, MAX_COUNT};
+pub use client::{
+    Bearer, Client, ClientBuilder, SnowflakeBuffer, WeakSequence, MAX_COUNT, MAX_SEQUENCE_COUNT,
+};
 pub use error::{Code, Error};
 pub use proto::{Increment, Kind};

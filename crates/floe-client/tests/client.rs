@@ -349,7 +349,7 @@ async fn bad_input_is_a_clear_error() {
             .next_sequence("main", "k", Increment::Weak, 0)
             .await
             .map(drop),
-        "count: expected 1 to 1000000, found 0",
+        "count: expected 1 to 10000 (the sequencer's largest batch), found 0",
     );
     invalid(client.snowflakes("", 1_000_001).await.map(drop), "count: ");
     invalid(
@@ -360,10 +360,24 @@ async fn bad_input_is_a_clear_error() {
         "kind: ",
     );
 
+    invalid(
+        client
+            .weak_sequence("main", "k", CacheOptions::segment(10_001))
+            .map(drop),
+        "segment: expected 1 to 10000 for a sequence",
+    );
+    invalid(
+        client
+            .next_sequence("main", "k", Increment::Strong, 10_001)
+            .await
+            .map(drop),
+        "count: expected 1 to 10000",
+    );
+
     // The server's refusals, typed: a segment above its max_batch (10,000), an unknown store
     // and layout. Nothing cached, nothing handed out.
     let big = client
-        .weak_sequence("main", "k", CacheOptions::segment(20_000))
+        .snowflake_buffer("", CacheOptions::segment(20_000))
         .unwrap();
     let e = big.next().await.unwrap_err();
     assert_eq!(e.code(), Some(Code::InvalidArgument), "{e}");
