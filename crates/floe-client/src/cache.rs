@@ -366,7 +366,7 @@ impl Cache {
 
     /// The next value of this thread's block: no lock, no atomic read-modify-write.
     #[inline]
-    fn from_block(&self) -> Option<u64> {
+    fn take_from_block(&self) -> Option<u64> {
         let gen = self.gen.load(Ordering::Acquire);
         let take = |b: &mut Block| {
             if b.owner == self.owner && b.gen == gen && b.next < b.end {
@@ -413,7 +413,7 @@ impl Cache {
     /// way (started by this call if none was), and [`next`](Self::next) waits for it.
     #[inline]
     pub(crate) fn try_next(self: &Arc<Self>) -> Option<u64> {
-        match self.from_block() {
+        match self.take_from_block() {
             Some(v) => Some(v),
             None => self.try_refill(),
         }
@@ -441,7 +441,7 @@ impl Cache {
     /// The next value: from this thread's block at once, else waits for the shared buffer.
     #[inline]
     pub(crate) fn next(self: &Arc<Self>) -> Next<'_> {
-        match self.from_block() {
+        match self.take_from_block() {
             Some(v) => Next::Ready(Some(v)),
             None => Next::Wait(Box::pin(self.next_slow())),
         }
@@ -668,7 +668,10 @@ mod tests {
     #[test]
     fn options_are_checked() {
         for (bad, what) in [
-            (CacheOptions::segment(0), "segment: expected 1 to 1000000, found 0"),
+            (
+                CacheOptions::segment(0),
+                "segment: expected 1 to 1000000, found 0",
+            ),
             (
                 CacheOptions::segment(MAX_SEGMENT + 1),
                 "segment: expected 1 to 1000000, found 1000001",
@@ -798,10 +801,12 @@ mod tests {
     fn batches(segment: u32, n: usize, seed: u64) -> Vec<Vec<u64>> {
         let mut v = seed;
         let mut next = || {
-            v = v.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            v = v
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             v >> 33
         };
-        let mut base = if seed % 3 == 0 {
+        let mut base = if seed.is_multiple_of(3) {
             u64::MAX - u64::from(segment) * n as u64 * 3
         } else {
             1
@@ -811,7 +816,7 @@ mod tests {
                 (0..segment)
                     .map(|_| {
                         // Mostly consecutive, sometimes a hole.
-                        base += if next() % 7 == 0 { 2 + next() % 5 } else { 1 };
+                        base += if next().is_multiple_of(7) { 2 + next() % 5 } else { 1 };
                         base
                     })
                     .collect()

@@ -158,9 +158,9 @@ impl ClientBuilder {
         if token.is_empty() {
             return Err(Error::invalid("bearer token: empty"));
         }
-        let mut value: MetadataValue<Ascii> = format!("Bearer {token}").parse().map_err(|_| {
-            Error::invalid("bearer token: holds characters a header cannot carry")
-        })?;
+        let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| Error::invalid("bearer token: holds characters a header cannot carry"))?;
         value.set_sensitive(true);
         Ok(Bearer(Some(value)))
     }
@@ -177,11 +177,12 @@ impl ClientBuilder {
         let bearer = self.bearer()?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("connect: not within a tokio runtime"))?;
-        let channel = endpoint.connect().await.map_err(|e| {
-            Error::Unavailable(format!("cannot reach {}: {}", self.url, chain(&e)))
-        })?;
-        let grpc = FloeClient::with_interceptor(channel, bearer)
-            .max_decoding_message_size(MAX_MESSAGE);
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| Error::Unavailable(format!("cannot reach {}: {}", self.url, chain(&e))))?;
+        let grpc =
+            FloeClient::with_interceptor(channel, bearer).max_decoding_message_size(MAX_MESSAGE);
         Ok(Client { grpc, runtime })
     }
 }
@@ -340,9 +341,7 @@ impl Client {
     /// # Errors
     /// As [`next_sequence`](Self::next_sequence).
     pub async fn next_strong(&self, store: &str, key: &str) -> Result<i64, Error> {
-        let ids = self
-            .next_sequence(store, key, Increment::Strong, 1)
-            .await?;
+        let ids = self.next_sequence(store, key, Increment::Strong, 1).await?;
         Ok(ids[0])
     }
 
@@ -575,7 +574,10 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("no PEM certificate"), "{e}");
         for bad in ["", "a\nb"] {
-            let e = Client::builder("h:1").bearer_token(bad).bearer().unwrap_err();
+            let e = Client::builder("h:1")
+                .bearer_token(bad)
+                .bearer()
+                .unwrap_err();
             assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         }
     }

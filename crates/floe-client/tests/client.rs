@@ -128,7 +128,10 @@ async fn tasks_and_threads_of_two_clients_never_share_an_id() {
     for t in threads {
         let mine = t.join().unwrap();
         // A thread's IDs increase: its blocks come from the cache's segments in order.
-        assert!(mine.windows(2).all(|w| w[0] < w[1]), "a thread's IDs went back");
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "a thread's IDs went back"
+        );
         all.extend(mine);
     }
     assert_eq!(no_duplicates(all.iter().copied()), 12 * 5_000);
