@@ -816,7 +816,11 @@ mod tests {
                 (0..segment)
                     .map(|_| {
                         // Mostly consecutive, sometimes a hole.
-                        base += if next().is_multiple_of(7) { 2 + next() % 5 } else { 1 };
+                        base += if next().is_multiple_of(7) {
+                            2 + next() % 5
+                        } else {
+                            1
+                        };
                         base
                     })
                     .collect()
