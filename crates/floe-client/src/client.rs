@@ -9,7 +9,11 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Uri};
 
-use crate::cache::{Cache, CacheOptions, CacheStats, Fetch, Source};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::cache::{Cache, CacheOptions, CacheStats, Fetch, Next, Source};
 use crate::error::chain;
 use crate::proto::floe_client::FloeClient;
 use crate::proto::{Increment, Kind, NextIdsRequest, NextSequenceRequest};
@@ -447,6 +451,30 @@ impl Source for SnowflakeSource {
     }
 }
 
+/// The future of [`WeakSequence::next`] and [`SnowflakeBuffer::next`]: ready at its first
+/// poll when the thread's block has an ID (no allocation, no state machine), else waiting for
+/// the cache.
+pub struct NextId<'a, T> {
+    next: Next<'a>,
+    map: fn(u64) -> T,
+}
+
+impl<T> std::fmt::Debug for NextId<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NextId")
+    }
+}
+
+impl<T> Future for NextId<'_, T> {
+    type Output = Result<T, Error>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let map = self.map;
+        Pin::new(&mut self.next).poll(cx).map(|r| r.map(map))
+    }
+}
+
 /// A WEAK sequence key, cached in this process: IDs handed out locally from segments fetched
 /// with `NextSequence` (WEAK, `count` = the segment), the next segment fetched in the
 /// background once a share of the current one is used (Leaf's double buffer).
@@ -481,8 +509,11 @@ impl WeakSequence {
     /// The error of the fetch it waited for (the server's, or [`Error::Unavailable`]); the
     /// next call fetches again.
     #[inline]
-    pub async fn next(&self) -> Result<i64, Error> {
-        self.cache.next().await.map(u64_to_seq)
+    pub fn next(&self) -> NextId<'_, i64> {
+        NextId {
+            next: self.cache.next(),
+            map: u64_to_seq,
+        }
     }
 
     /// What the cache has done so far and holds now.
@@ -513,8 +544,11 @@ impl SnowflakeBuffer {
     /// # Errors
     /// The error of the fetch it waited for; the next call fetches again.
     #[inline]
-    pub async fn next(&self) -> Result<u64, Error> {
-        self.cache.next().await
+    pub fn next(&self) -> NextId<'_, u64> {
+        NextId {
+            next: self.cache.next(),
+            map: std::convert::identity,
+        }
     }
 
     /// What the buffer has done so far and holds now.

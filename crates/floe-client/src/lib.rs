@@ -63,7 +63,8 @@ pub mod proto {
 
 pub use cache::{CacheOptions, CacheStats, DEFAULT_SEGMENT, MAX_BLOCK, MAX_SEGMENT};
 pub use client::{
-    Bearer, Client, ClientBuilder, SnowflakeBuffer, WeakSequence, MAX_COUNT, MAX_SEQUENCE_COUNT,
+    Bearer, Client, ClientBuilder, NextId, SnowflakeBuffer, WeakSequence, MAX_COUNT,
+    MAX_SEQUENCE_COUNT,
 };
 pub use error::{Code, Error};
 pub use proto::{Increment, Kind};
