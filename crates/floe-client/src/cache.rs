@@ -807,7 +807,8 @@ mod tests {
             v >> 33
         };
         let mut base = if seed.is_multiple_of(3) {
-            u64::MAX - u64::from(segment) * n as u64 * 3
+            // At most 6 a value: the last one is at most u64::MAX.
+            u64::MAX - u64::from(segment) * n as u64 * 6
         } else {
             1
         };
