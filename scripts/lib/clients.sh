@@ -14,7 +14,8 @@ install_clients() {
     echo "installing the Python client's packages (PyPI)"
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" \
+      || { sleep 5; "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"; }
     cp "$requirements" "$venv/requirements.txt"
   fi
   export FLOE_TEST_CLIENT_PYTHON=$PWD/$venv/bin/python

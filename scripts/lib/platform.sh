@@ -40,12 +40,20 @@ install_platform_tools() {
 
 # check_install: the README's install, `cargo install --path crates/floe-cli --locked`, into a
 # throw-away root (not CARGO_HOME's bin), then the installed binary on the PATH: --version and
-# a UUIDv7 it generates and reads back. With --debug and the suite's target directory, so that
-# it reuses the suite's build rather than compiling a cold release build (minutes: docs/deploy.md,
+# a UUIDv7 it generates and reads back. With --debug and the suite's target directory, run after
+# the tests, so that it reuses the suite's build rather than compiling a cold release build (minutes: docs/deploy.md,
 # Install); the command is otherwise the documented one.
 check_install() {
-  local root version floe id
+  local root status=0
   root=$(mktemp -d)
+  install_into "$root" || status=$?
+  rm -rf "$root"
+  return "$status"
+}
+
+# install_into ROOT: check_install's install and checks, into ROOT.
+install_into() {
+  local root=$1 version floe id
   version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
   cargo install --debug --locked --quiet --path crates/floe-cli --root "$root" \
     --target-dir "$PWD/target"
@@ -68,5 +76,4 @@ check_install() {
     return 1
   }
   echo "installed and ran $floe: $("$floe" --version), $id"
-  rm -rf "$root"
 }

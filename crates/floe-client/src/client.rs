@@ -141,7 +141,13 @@ impl ClientBuilder {
         if !tls {
             return Ok(endpoint);
         }
-        let mut config = ClientTlsConfig::new().with_native_roots();
+        // The system's roots only without a CA of the caller's: tonic refuses a configuration
+        // whose native roots are missing, which would stop a client in a scratch image that
+        // trusts its private CA alone.
+        let mut config = ClientTlsConfig::new();
+        if self.ca_pem.is_none() {
+            config = config.with_native_roots();
+        }
         if let Some(pem) = &self.ca_pem {
             if !String::from_utf8_lossy(pem).contains("-----BEGIN CERTIFICATE-----") {
                 return Err(Error::invalid(
@@ -484,8 +490,9 @@ impl<T> Future for NextId<'_, T> {
 ///   short lock); `None` when nothing is cached (a fetch is then under way).
 /// - [`next`](Self::next): the same, and waits for a fetch when nothing is cached.
 ///
-/// IDs are unique across every client and server of the store, and increase per thread;
-/// threads' IDs interleave (a thread's lag behind the others is at most one segment).
+/// IDs are unique across every client and server of the store, and increase per thread while
+/// the client stays on one server (a reconnection to another server of a WEAK store may
+/// start below: WEAK is trend-increasing); threads' IDs interleave (a thread's lag behind the others is at most one segment).
 /// **Gaps**, as WEAK allows: a thread's unused block is dropped when the cache moves on to its
 /// next segment; what the cache holds when it is dropped (the rest of its segments, threads'
 /// blocks, a fetch under way) is never handed out by anyone. No ID is ever handed out twice.

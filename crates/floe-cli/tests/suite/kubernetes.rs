@@ -317,15 +317,25 @@ fn agrees_with_floe(overlay: &Path, objects: &[Value], dir: &Path) {
         selects(&pdb["spec"]["selector"]["matchLabels"], labels),
         "{at}"
     );
-    // The ServiceMonitor scrapes /metrics on a port of the client Service it selects.
+    // The ServiceMonitor scrapes /metrics on a port of the client Service it selects, and of no
+    // other Service (the headless one too would scrape each pod twice: alerts fire twice).
     let monitor = the(objects, "ServiceMonitor", "floe");
     let service = the(objects, "Service", "floe");
-    assert!(
-        selects(
-            &monitor["spec"]["selector"]["matchLabels"],
-            &service["metadata"]["labels"]
-        ),
-        "{at}"
+    let selected: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Service")
+        .filter(|o| {
+            selects(
+                &monitor["spec"]["selector"]["matchLabels"],
+                &o["metadata"]["labels"],
+            )
+        })
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        selected,
+        ["floe"],
+        "{at}: the Services the ServiceMonitor selects"
     );
     for e in monitor["spec"]["endpoints"].as_array().unwrap() {
         assert_eq!(e["path"], "/metrics", "{at}");
