@@ -76,6 +76,23 @@ pub(crate) fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
         "floe-seq-keys" | "floe-seq-keys-list" => &[
             ("floe seq keys list --store embedded", "The keys of the embedded store in .floe."),
         ],
+        "floe-seq-keys-show" => &[
+            ("floe seq keys show orders", "The key orders' value and next IDs, no ID taken."),
+            ("floe seq keys show orders --server 127.0.0.1:34904 --json", "The same from a running floe serve, as JSON."),
+        ],
+        "floe-seq-keys-raise" => &[
+            ("floe seq keys raise orders --above 1000000", "Every ID of orders issued afterwards is above 1,000,000 (e.g. after a migration)."),
+        ],
+        "floe-seq-keys-register" => &[
+            ("floe seq keys register orders", "Register orders, for a store that serves registered keys only."),
+        ],
+        "floe-seq-keys-registered" => &[
+            ("floe seq keys registered --limit 10", "The first ten registered keys."),
+            ("floe seq keys registered --after orders", "The registered keys after orders."),
+        ],
+        "floe-seq-keys-unregister" => &[
+            ("floe seq keys unregister orders", "Unregister orders (its value is kept)."),
+        ],
         "floe-worker" | "floe-worker-list" => &[
             ("floe worker list --registry zk://127.0.0.1:2181/floe --service orders", "Who holds which worker ID, and when each was last alive."),
         ],

@@ -274,9 +274,15 @@ pub(crate) fn grpc_hint(
         };
         // Not a request of the port's: answered before the metrics layer, so not timed.
         let body = |b| observe::Timed::untimed(b);
+        // HEAD: the headers alone (a body would break HTTP/2's stream).
+        let text = if request.method() == hyper::Method::HEAD {
+            tonic::body::Body::empty()
+        } else {
+            tonic::body::Body::new(text.to_string())
+        };
         Some(
             answer
-                .body(body(tonic::body::Body::new(text.to_string())))
+                .body(body(text))
                 .unwrap_or_else(|_| hyper::Response::new(body(tonic::body::Body::empty()))),
         )
     })

@@ -51,11 +51,25 @@ impl StaticId {
             StaticId::Fixed(id) => Ok(id),
             StaticId::Ordinal { offset } => {
                 let ordinal = ordinal_of(host).ok_or_else(|| {
-                    RegistryError::config(format!(
-                        "registry.host: {host:?} has no StatefulSet ordinal (a name ending in -N, \
-                         such as floe-3), which {self} takes as the worker ID: set the host \
-                         (--host, FLOE_HOST) to the pod's name"
-                    ))
+                    // Digits too many for an ID: out of range, not a name without an ordinal.
+                    let huge = host.rsplit_once('-').is_some_and(|(name, n)| {
+                        !name.is_empty()
+                            && n.len() > 1
+                            && !n.starts_with('0')
+                            && n.bytes().all(|b| b.is_ascii_digit())
+                    });
+                    if huge {
+                        RegistryError::config(format!(
+                            "worker_id: the ordinal of registry.host {host:?} ({self}) is out of \
+                             range"
+                        ))
+                    } else {
+                        RegistryError::config(format!(
+                            "registry.host: {host:?} has no StatefulSet ordinal (a name ending \
+                             in -N, such as floe-3), which {self} takes as the worker ID: set \
+                             the host (--host; for floe serve also FLOE_HOST) to the pod's name"
+                        ))
+                    }
                 })?;
                 ordinal.checked_add(offset).ok_or_else(|| {
                     RegistryError::config(format!(
@@ -225,6 +239,12 @@ mod tests {
         let e = ordinal(0).resolve("floe").unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Config);
         assert!(e.message.starts_with("registry.host: \"floe\""), "{e}");
+        // An ordinal of more digits than an ID has: out of range, not "no ordinal" (found by
+        // hand on the release binary).
+        let e = ordinal(0).resolve("floe-99999999999").unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Config);
+        assert!(e.message.starts_with("worker_id: "), "{e}");
+        assert!(e.message.contains("out of range"), "{e}");
         let e = ordinal(u32::MAX).resolve("floe-1").unwrap_err();
         assert_eq!(e.kind, crate::ErrorKind::Config);
         assert!(e.message.contains("overflows"), "{e}");

@@ -107,6 +107,16 @@ async fn http2_without_grpc_content_type_is_told_too_and_grpc_still_works() {
             node.http
         )
     );
+    // HEAD (curl -I --http2-prior-knowledge): the 415's headers, no body, a stream that ends
+    // cleanly (a body once broke it: PROTOCOL_ERROR; found by hand on the release binary).
+    let request = http::Request::head(format!("http://{}/v1/ids/ulid", node.grpc))
+        .body(())
+        .unwrap();
+    let (response, _) = send.send_request(request, true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 415);
+    let mut body = response.into_body();
+    assert!(body.data().await.is_none(), "HEAD: no body");
     drop(send);
     conn.abort();
     three_ulids(&node).await;
