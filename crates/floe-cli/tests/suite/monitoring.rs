@@ -82,7 +82,7 @@ impl Scrape {
 
     /// `text`, checked by promtool and parsed.
     fn parse(text: String) -> Scrape {
-        promtool_check_metrics(&text);
+        crate::operate::promtool_check_metrics(&text);
         let mut families = BTreeMap::new();
         for l in text.lines() {
             if let Some(rest) = l.strip_prefix("# TYPE ") {
@@ -144,25 +144,6 @@ impl Scrape {
             .map(|l| l.split(['{', ' ']).next().unwrap_or_default().to_string())
             .collect()
     }
-}
-
-/// `promtool check metrics` on `text`: Prometheus's own parser and linter.
-fn promtool_check_metrics(text: &str) {
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian: prometheus) is installed by scripts/test.sh");
-    std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), text.as_bytes()).unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A server with the embedded sequencer (and `args`), after HTTP and gRPC requests

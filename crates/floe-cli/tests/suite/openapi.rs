@@ -147,15 +147,10 @@ fn hint(http: &str, scheme: &str) -> String {
     format!("this is floe's gRPC port (gRPC over HTTP/2); its HTTP API is on {scheme}://{http}/\n")
 }
 
-#[test]
-fn curl_at_the_grpc_port_is_told_where_the_http_api_is() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let server = serving::start(&["--state-dir", state.to_str().unwrap()]);
-    let url = format!("http://{}/v1/ids/ulid", server.grpc);
-    // HTTP/1.1, and HTTP/2 with prior knowledge (no gRPC content type).
-    for (args, status) in [(&[][..], "426"), (&["--http2-prior-knowledge"][..], "415")] {
-        let out = curl(&[&["-sS", "-w", "\n%{http_code}", &url][..], args].concat());
+/// curl with `base` and each case's arguments gets `hint` and the case's status.
+fn assert_hinted(base: &[&str], cases: &[(&[&str], &str)], hint: &str) {
+    for (args, status) in cases {
+        let out = curl(&[&["-sS", "-w", "\n%{http_code}"][..], base, args].concat());
         assert!(
             out.status.success(),
             "{}",
@@ -163,10 +158,21 @@ fn curl_at_the_grpc_port_is_told_where_the_http_api_is() {
         );
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            format!("{}\n{status}", hint(&server.http, "http")),
+            format!("{hint}\n{status}"),
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn curl_at_the_grpc_port_is_told_where_the_http_api_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let server = serving::start(&["--state-dir", state.to_str().unwrap()]);
+    let url = format!("http://{}/v1/ids/ulid", server.grpc);
+    // HTTP/1.1, and HTTP/2 with prior knowledge (no gRPC content type).
+    let cases = [(&[][..], "426"), (&["--http2-prior-knowledge"][..], "415")];
+    assert_hinted(&[&url], &cases, &hint(&server.http, "http"));
     // gRPC, on the same port, as before.
     let grpc = format!("http://{}", server.grpc);
     let ids = common::ok(common::run(&["gen", "ulid", "-n", "2", "--server", &grpc]));
@@ -189,25 +195,12 @@ fn curl_over_tls_at_the_grpc_port_is_told_where_the_http_api_is() {
     let url = format!("https://{}/", server.grpc);
     let ca = certs.ca.to_str().unwrap();
     // curl's default over TLS (ALPN h2, then HTTP/2 without gRPC's content type), and HTTP/1.1.
-    for (args, status) in [(&[][..], "415"), (&["--http1.1"][..], "426")] {
-        let out = curl(
-            &[
-                &["-sS", "--cacert", ca, "-w", "\n%{http_code}", &url][..],
-                args,
-            ]
-            .concat(),
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            format!("{}\n{status}", hint(&server.http, "https")),
-            "{args:?}"
-        );
-    }
+    let cases = [(&[][..], "415"), (&["--http1.1"][..], "426")];
+    assert_hinted(
+        &["--cacert", ca, &url],
+        &cases,
+        &hint(&server.http, "https"),
+    );
     let grpc = format!("https://{}", server.grpc);
     let ids = common::ok(common::run(&[
         "gen",

@@ -19,9 +19,9 @@ struct Sample {
     value: f64,
 }
 
-/// Checks `text` with `promtool check metrics` (Prometheus's parser and linter: it fails on
-/// anything Prometheus could not scrape), then reads its samples.
-fn parse(text: &str) -> Vec<Sample> {
+/// `promtool check metrics` on `text`: Prometheus's own parser and linter (it fails on
+/// anything Prometheus could not scrape).
+pub(crate) fn promtool_check_metrics(text: &str) {
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -37,6 +37,11 @@ fn parse(text: &str) -> Vec<Sample> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Checks `text` with [`promtool_check_metrics`], then reads its samples.
+fn parse(text: &str) -> Vec<Sample> {
+    promtool_check_metrics(text);
     let samples: Vec<Sample> =
         prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
             .expect("the exposition parses")
