@@ -10,7 +10,7 @@ use crate::serving;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use floe_server::proto_floe::floe_client::FloeClient;
