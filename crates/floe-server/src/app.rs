@@ -38,6 +38,9 @@ pub struct App {
     pub clock: ServerClock,
     /// The status page's sign-in, when tokens are on ([`crate::security::login`]).
     pub login: Option<crate::security::login::Login>,
+    /// The OpenAPI description this server serves at `/openapi.json`, made for its security
+    /// settings once at start ([`crate::http::Openapi`]).
+    pub openapi: crate::http::Openapi,
 }
 
 impl App {
@@ -58,6 +61,7 @@ impl App {
             presentation: Arc::default(),
             clock,
             login: None,
+            openapi: crate::http::Openapi::Open,
         }
     }
 

@@ -25,6 +25,7 @@ mod ops;
 mod params;
 
 pub use leaf::{CACHE_KEYS, MAX_CACHE_KEYS};
+pub use ops::Openapi;
 pub(crate) use params::too_slow;
 pub use params::HttpError;
 
@@ -305,15 +306,8 @@ mod tests {
     /// With tokens on, the description asks for a bearer token but where none is needed.
     #[tokio::test]
     async fn with_tokens_the_description_asks_for_them() {
-        let tokens = Arc::new(arc_swap::ArcSwap::from_pointee(
-            crate::auth::Tokens::parse("t\n").unwrap(),
-        ));
         let mut app = app();
-        app.login = Some(crate::security::login::Login {
-            tokens,
-            sessions: Arc::default(),
-            secure: false,
-        });
+        app.openapi = Openapi::Tokens;
         let (status, _, doc) = served(app).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(doc["security"], serde_json::json!([{ "bearerAuth": [] }]));
@@ -327,6 +321,28 @@ mod tests {
         assert_eq!(
             doc["paths"]["/"]["get"]["security"],
             serde_json::json!([{ "bearerAuth": [] }, { "sessionCookie": [] }])
+        );
+    }
+
+    /// With `auth.health_needs_token`, the health routes ask for a token too (the guard opens
+    /// none of them); `/login` stays open.
+    #[tokio::test]
+    async fn with_tokens_everywhere_no_health_route_is_described_open() {
+        let mut app = app();
+        app.openapi = Openapi::TokensEverywhere;
+        let (status, _, doc) = served(app).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(doc["security"], serde_json::json!([{ "bearerAuth": [] }]));
+        for health in crate::auth::HTTP_HEALTH {
+            assert!(
+                doc["paths"][health]["get"].get("security").is_none(),
+                "{health}: {}",
+                doc["paths"][health]["get"]
+            );
+        }
+        assert_eq!(
+            doc["paths"]["/login"]["get"]["security"],
+            serde_json::json!([])
         );
     }
 }

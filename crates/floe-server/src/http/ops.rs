@@ -100,37 +100,67 @@ pub(super) async fn status_json(State(app): State<Arc<App>>) -> Result<Response,
 
 /// The OpenAPI 3.1 description of the HTTP routes, written by hand beside the router
 /// (`crates/floe-server/openapi.json`; a test holds it to the route table, schemathesis to the
-/// answers). It describes a server with tokens on: [`served_openapi`] adapts it.
+/// answers). It describes a server with tokens on: [`Openapi`] adapts it.
 pub(crate) const OPENAPI: &str = include_str!("../../openapi.json");
 
-/// [`OPENAPI`] as a server serves it: its `info.version` this build's, and without tokens
-/// (`tokens` false) no `security` requirement, since none is asked for.
-pub(crate) fn served_openapi(tokens: bool) -> &'static str {
-    static WITH: LazyLock<String> = LazyLock::new(|| adapted(true));
-    static WITHOUT: LazyLock<String> = LazyLock::new(|| adapted(false));
-    if tokens {
-        &WITH
-    } else {
-        &WITHOUT
+/// Which description a server serves: [`OPENAPI`] adapted to its security settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Openapi {
+    /// No tokens: no `security` requirement anywhere, since none is asked for.
+    Open,
+    /// Tokens, with the health routes (`/healthz`, `/metrics`, `/openapi.json`...) open: as
+    /// written.
+    Tokens,
+    /// Tokens on every route (`auth.health_needs_token`): no route is open.
+    TokensEverywhere,
+}
+
+impl Openapi {
+    /// The description's text, with this build's `info.version` (made once per variant).
+    pub(crate) fn text(self) -> &'static str {
+        static OPEN: LazyLock<String> = LazyLock::new(|| adapted(Openapi::Open));
+        static TOKENS: LazyLock<String> = LazyLock::new(|| adapted(Openapi::Tokens));
+        static EVERYWHERE: LazyLock<String> = LazyLock::new(|| adapted(Openapi::TokensEverywhere));
+        match self {
+            Openapi::Open => &OPEN,
+            Openapi::Tokens => &TOKENS,
+            Openapi::TokensEverywhere => &EVERYWHERE,
+        }
     }
 }
 
-fn adapted(tokens: bool) -> String {
+fn adapted(variant: Openapi) -> String {
     let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(OPENAPI) else {
         // Never: a test parses it.
         return OPENAPI.to_string();
     };
     doc["info"]["version"] = env!("CARGO_PKG_VERSION").into();
-    if !tokens {
+    if variant == Openapi::Open {
         if let Some(doc) = doc.as_object_mut() {
             doc.remove("security");
         }
-        let operations = doc["paths"]
+    }
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return doc.to_string();
+    };
+    for (path, operations) in paths.iter_mut() {
+        // With `auth.health_needs_token`, the health routes' own `security: []` goes: the
+        // document's requirement applies to them too (the guard opens none of them; `/login`
+        // stays open, as its sessions do).
+        let opened = match variant {
+            Openapi::Open => true,
+            Openapi::Tokens => false,
+            Openapi::TokensEverywhere => {
+                crate::security::auth::HTTP_HEALTH.contains(&path.as_str())
+            }
+        };
+        if !opened {
+            continue;
+        }
+        let operations = operations
             .as_object_mut()
             .into_iter()
-            .flat_map(|paths| paths.values_mut())
-            .filter_map(serde_json::Value::as_object_mut)
-            .flat_map(|path| path.values_mut())
+            .flat_map(|o| o.values_mut())
             .filter_map(serde_json::Value::as_object_mut);
         for operation in operations {
             operation.remove("security");
@@ -147,7 +177,7 @@ pub(super) async fn openapi(State(app): State<Arc<App>>) -> Response {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        served_openapi(app.login.is_some()),
+        app.openapi.text(),
     )
         .into_response()
 }

@@ -159,6 +159,16 @@ impl Security {
         })
     }
 
+    /// Which OpenAPI description this server serves: open routes only where the guard
+    /// ([`Self::guard`]) leaves them open.
+    pub fn openapi(&self) -> crate::http::Openapi {
+        match (self.tokens.is_some(), self.health_needs_token) {
+            (false, _) => crate::http::Openapi::Open,
+            (true, false) => crate::http::Openapi::Tokens,
+            (true, true) => crate::http::Openapi::TokensEverywhere,
+        }
+    }
+
     /// The status page's sign-in, if tokens are on.
     pub fn login(&self) -> Option<login::Login> {
         self.tokens.as_ref().map(|tokens| login::Login {

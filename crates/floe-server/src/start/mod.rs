@@ -224,6 +224,7 @@ impl Server {
             presentation,
             clock,
             login: security.login(),
+            openapi: security.openapi(),
         };
         Ok(Server {
             app: Arc::new(app),
