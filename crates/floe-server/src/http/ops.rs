@@ -103,7 +103,8 @@ pub(super) async fn status_json(State(app): State<Arc<App>>) -> Result<Response,
 /// answers). It describes a server with tokens on: [`Openapi`] adapts it.
 pub(crate) const OPENAPI: &str = include_str!("../../openapi.json");
 
-/// Which description a server serves: [`OPENAPI`] adapted to its security settings.
+/// Which description a server serves: `crates/floe-server/openapi.json` adapted to its security
+/// settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Openapi {
     /// No tokens: no `security` requirement anywhere, since none is asked for.

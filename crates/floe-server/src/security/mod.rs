@@ -160,7 +160,7 @@ impl Security {
     }
 
     /// Which OpenAPI description this server serves: open routes only where the guard
-    /// ([`Self::guard`]) leaves them open.
+    /// leaves them open.
     pub fn openapi(&self) -> crate::http::Openapi {
         match (self.tokens.is_some(), self.health_needs_token) {
             (false, _) => crate::http::Openapi::Open,
