@@ -39,6 +39,10 @@ pub struct KeyState {
 /// The most keys one page lists.
 pub const MAX_PAGE: usize = 1000;
 
+/// The highest floor [`StoreHandle::raise_floor`] takes: the raise itself takes the next ID, so
+/// one is left to issue above it.
+pub const MAX_FLOOR: i64 = i64::MAX - 2;
+
 /// `Some` of a store call's answer, `None` when the store cannot (`Unsupported`).
 fn supported<T>(answer: Result<T, SeqError>) -> Result<Option<T>, SeqError> {
     match answer {
@@ -186,11 +190,12 @@ impl StoreHandle {
     /// `InvalidArgument` for a floor of `i64::MAX` (nothing changed); `Unsupported` on a store
     /// without segments (the Snowflake store); the store's errors.
     pub async fn raise_floor(&self, key: &Key, floor: i64) -> Result<i64, SeqError> {
-        if floor == i64::MAX {
-            // Nothing would be left to issue, ever: refused before anything changes.
+        if floor > MAX_FLOOR {
+            // Nothing would be left to issue, ever (the raise takes one ID itself): refused
+            // before anything changes.
             return Err(SeqError::new(
                 ErrorKind::InvalidArgument,
-                "above: at most 9223372036854775806 (a floor of i64::MAX leaves no ID to issue)",
+                format!("above: at most {MAX_FLOOR} (a higher floor leaves no ID to issue)"),
             ));
         }
         if !self.store.capabilities().segments {
@@ -216,8 +221,18 @@ impl StoreHandle {
         self.bounded("raise the floor of", key, self.store.raise(key, floor))
             .await?;
         // One more ID: the value moves, so no tail given back elsewhere lowers it again.
-        self.bounded("raise the floor of", key, self.store.reserve(key, 1))
+        match self
+            .bounded("raise the floor of", key, self.store.reserve(key, 1))
             .await
+        {
+            // A store refused for going back (crate::guard): the raise is how it is repaired,
+            // and it was made; the next request says whether the store is served again.
+            Err(e) if e.kind == ErrorKind::DataLoss => Ok(self
+                .bounded("read the value of", key, self.store.value(key))
+                .await?
+                .unwrap_or(floor)),
+            other => other,
+        }
     }
 
     /// Registers `key` (for registered-keys mode); whether it was not registered already.

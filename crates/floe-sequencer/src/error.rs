@@ -29,6 +29,11 @@ pub enum ErrorKind {
     Config,
     /// The store holds something floe did not write (a counter that is not a number).
     Corrupt,
+    /// The store went backwards: it answered values at or below what it had already handed
+    /// out (it lost writes: restarted without persistence, restored from a backup, wiped).
+    /// The key or the store is refused until an operator raises it again: not worth retrying
+    /// elsewhere blindly ([`guard`](crate::guard)).
+    DataLoss,
     /// A local file or directory (the embedded store's) cannot be created or opened: a disk or
     /// permission problem.
     Io,

@@ -48,6 +48,7 @@
 mod admin;
 pub mod batch;
 mod error;
+pub mod guard;
 mod keys;
 pub mod measured;
 mod sequencer;
@@ -57,9 +58,10 @@ pub mod strong;
 pub mod tails;
 pub mod weak;
 
-pub use admin::{KeyState, MAX_PAGE};
+pub use admin::{KeyState, MAX_FLOOR, MAX_PAGE};
 pub use batch::{Batch, MAX_BATCH};
 pub use error::{ErrorKind, SeqError};
+pub use guard::{Guarded, Ledger, StartCheck, EPOCH_KEY};
 pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle, WeakTotals};
 pub(crate) use store::within;
@@ -101,6 +103,7 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         | "leaf-mariadb" => password_from_file(&url).await?,
         _ => url,
     };
+    check_options(scheme, &url)?;
     let url = url.as_str();
     match scheme {
         "memory" => Ok(Arc::new(stores::memory::MemoryStore::new())),
@@ -170,6 +173,108 @@ async fn password_from_file(url: &str) -> Result<String, SeqError> {
     let password = floe_core::endpoint::password_in_file(&text)
         .ok_or_else(|| SeqError::config(format!("store: password_file: {path} is empty")))?;
     Ok(with_password(&bare, password))
+}
+
+/// The driver options (passed on to sqlx) a SQL URL may carry, beside floe's own.
+const SQL_POSTGRES: &[&str] = &[
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "application_name",
+    "options",
+    "statement-cache-capacity",
+    "connect_timeout",
+];
+const SQL_MYSQL: &[&str] = &[
+    "ssl-mode",
+    "sslmode",
+    "ssl-ca",
+    "sslca",
+    "ssl-cert",
+    "sslcert",
+    "ssl-key",
+    "sslkey",
+    "charset",
+    "collation",
+    "statement-cache-capacity",
+    "timezone",
+];
+
+/// Every option a URL of `scheme` takes (floe's own, then its driver's), for the schemes whose
+/// drivers would pass an unknown one over in silence; `None` for the stores that check their
+/// own (etcd, ZooKeeper) or take none.
+fn known_options(scheme: &str) -> Option<Vec<&'static str>> {
+    let (own, driver): (&[&str], &[&str]) = match scheme {
+        "redis" | "rediss" => (&["prefix", "ca_cert", "layotto"], &["protocol"]),
+        "postgres" | "postgresql" => (&["table", "pool"], SQL_POSTGRES),
+        "mysql" | "mariadb" => (
+            &["table", "pool", "from_layotto", "layotto_table"],
+            SQL_MYSQL,
+        ),
+        "leaf-mysql" | "leaf-mariadb" => (&["table", "pool"], SQL_MYSQL),
+        _ => return None,
+    };
+    let mut all = vec!["password_file", "password_env"];
+    all.extend_from_slice(own);
+    all.extend_from_slice(driver);
+    Some(all)
+}
+
+/// Refuses an option a store URL does not take (a typo such as `?layoto=` or `?tabel=` would
+/// otherwise be passed to the driver, which ignores it: the store then serves other keys
+/// than meant), naming it and what is taken.
+fn check_options(scheme: &str, url: &str) -> Result<(), SeqError> {
+    let Some(known) = known_options(scheme) else {
+        return Ok(());
+    };
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(());
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let name = pair.split_once('=').map_or(pair, |(k, _)| k);
+        if !known.contains(&name) {
+            let near = known
+                .iter()
+                .find(|k| close(k, name))
+                .map(|k| format!(" (did you mean {k}?)"))
+                .unwrap_or_default();
+            return Err(SeqError::config(format!(
+                "store: {}: unknown option {:?}{near}: a {scheme} URL takes {}",
+                floe_core::endpoint::redacted(url),
+                name.chars().take(64).collect::<String>(),
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether two option names are at most two edits apart (a typo: a letter missed, added,
+/// changed, or two swapped).
+fn close(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    // Levenshtein distance, at most 1; or a transposition.
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    let swapped = a.len() == b.len() && a.iter().zip(&b).filter(|(x, y)| x != y).count() == 2 && {
+        let mut x = a.clone();
+        let mut y = b.clone();
+        x.sort_unstable();
+        y.sort_unstable();
+        x == y
+    };
+    prev[b.len()] <= 2 || swapped
 }
 
 /// Checks that a store URL names a store of this build (its scheme), without opening
@@ -265,6 +370,41 @@ mod tests {
 
     /// Every scheme `open` serves passes the start-up check (`rediss://` once did not), and
     /// one whose feature is off in this build is refused, naming the feature.
+    /// A typo in an option is refused, naming it and a near name, on every scheme whose driver
+    /// would ignore it; the options floe and the drivers take pass.
+    #[test]
+    fn an_unknown_url_option_is_refused() {
+        for (url, near) in [
+            ("redis://127.0.0.1:1/?layoto=myapp", Some("layotto")),
+            ("redis://127.0.0.1:1/?prefx=a", Some("prefix")),
+            (
+                "mysql://u@127.0.0.1:1/db?from_layoto=myapp",
+                Some("from_layotto"),
+            ),
+            ("postgres://u@127.0.0.1:1/db?tabel=t", Some("table")),
+            ("leaf-mysql://u@127.0.0.1:1/db?tabel=t", Some("table")),
+            ("mariadb://u@127.0.0.1:1/db?zzz=1", None),
+        ] {
+            let scheme = url.split_once(':').unwrap().0;
+            let e = check_options(scheme, url).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Config, "{url}");
+            assert!(e.message.contains("unknown option"), "{e}");
+            if let Some(near) = near {
+                assert!(e.message.contains(&format!("did you mean {near}?")), "{e}");
+            }
+        }
+        for url in [
+            "redis://127.0.0.1:1/?prefix=a&layotto=b&protocol=resp3",
+            "postgres://u@127.0.0.1:1/db?table=t&pool=4&sslmode=verify-full&sslrootcert=/ca",
+            "mysql://u@127.0.0.1:1/db?ssl-mode=REQUIRED&from_layotto=a&layotto_table=t",
+            "leaf-mysql://u@127.0.0.1:1/db?table=leaf_alloc&ssl-ca=/ca",
+            "etcd://127.0.0.1:1?whatever=1",
+        ] {
+            let scheme = url.split_once(':').unwrap().0;
+            check_options(scheme, url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+    }
+
     #[test]
     fn every_scheme_open_serves_passes_the_start_up_check() {
         for (url, built) in [

@@ -9,6 +9,7 @@ use std::time::Duration;
 use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
 use crate::batch::{check_count, Batch};
+use crate::guard::{Guarded, Ledger, StartCheck, EPOCH_KEY};
 use crate::keys::{GiveBack, KeyLimits, Keys};
 use crate::strong::StrongKey;
 use crate::tails::{above, store_identity, SavedTails, TailDir};
@@ -59,6 +60,8 @@ pub struct StoreHandle {
     pub(crate) floors: Mutex<HashMap<Key, i64>>,
     /// IDs issued, WEAK and STRONG.
     issued: [AtomicU64; 2],
+    /// The guard of a durable store with ranges ([`crate::guard`]).
+    guard: Option<Arc<Guarded>>,
 }
 
 /// The sums of a store's WEAK buffers ([`StoreHandle::weak_totals`]).
@@ -85,11 +88,19 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl StoreHandle {
     /// Serves `store` under `name`, holding keys within [`KeyLimits::default`].
-    /// Its calls are measured ([`crate::measured`]).
+    /// Its calls are measured ([`crate::measured`]); a durable store with ranges is guarded
+    /// against going backwards ([`crate::guard`]).
     pub fn new(name: impl Into<String>, store: Arc<dyn Store>, options: ServeOptions) -> Self {
         let name = name.into();
+        let guard = Guarded::applies(store.capabilities())
+            .then(|| Arc::new(Guarded::new(&name, store.clone())));
+        let store: Arc<dyn Store> = match &guard {
+            Some(g) => Arc::clone(g) as Arc<dyn Store>,
+            None => store,
+        };
         let store: Arc<dyn Store> = Arc::new(crate::measured::Measured::new(&name, store));
         StoreHandle {
+            guard,
             issued: [AtomicU64::new(0), AtomicU64::new(0)],
             keys: Arc::new(Keys::new(
                 KeyLimits::default(),
@@ -133,6 +144,53 @@ impl StoreHandle {
         self
     }
 
+    /// The guard of a durable store with ranges ([`crate::guard`]).
+    pub fn guard(&self) -> Option<&Arc<Guarded>> {
+        self.guard.as_ref()
+    }
+
+    /// The guard's start check ([`crate::guard`]): adds one to the store's epoch and refuses
+    /// the store if it is below what `ledger` remembers; claims the node's key, and drops from
+    /// `saved` the store's tails when another copy of the state directory claimed them. `url`
+    /// and `state_dir` are what the store was opened with. Call it before
+    /// [`with_tails`](Self::with_tails). Nothing to do for a store without a guard.
+    ///
+    /// # Errors
+    /// The store's, within the call timeout (it cannot be reached now).
+    pub async fn check_start(
+        &self,
+        url: &str,
+        state_dir: &Path,
+        ledger: Option<&mut Ledger>,
+        saved: &mut SavedTails,
+    ) -> Result<StartCheck, SeqError> {
+        let Some(guard) = &self.guard else {
+            return Ok(StartCheck {
+                tails_claimed: true,
+                ..StartCheck::default()
+            });
+        };
+        let identity = store_identity(url, state_dir);
+        let remembered = ledger.as_ref().and_then(|l| l.epoch(&identity));
+        let node = ledger.as_ref().map(|l| l.node_key());
+        let claim = saved.claim(&self.name, &identity);
+        let key = Key::new(EPOCH_KEY)?;
+        let mut check = self
+            .bounded(
+                "check the epoch of",
+                &key,
+                guard.start(remembered, node, claim),
+            )
+            .await?;
+        if let (Some(ledger), Some(e)) = (ledger, check.epoch) {
+            ledger.set_epoch(&identity, e);
+        }
+        if !check.tails_claimed && saved.holds(&self.name, &identity) {
+            check.tails_dropped = saved.drop_store(&self.name, &identity);
+        }
+        Ok(check)
+    }
+
     /// How many IDs of saved tails and of dropped keys' buffers no key has taken yet (parked,
     /// see [`StoreHandle`]).
     pub fn tails_pending(&self) -> u64 {
@@ -151,6 +209,29 @@ impl StoreHandle {
         }
         for (key, tail) in self.keys.drain_parked() {
             saved.add(&self.name, identity, key, tail);
+        }
+    }
+
+    /// Claims the tails `saved` holds for this store on its node key ([`crate::guard`]), or
+    /// drops them (gaps) when the claim cannot be made.
+    async fn claim_tails(&self, saved: &mut SavedTails) {
+        let (Some(identity), Some(guard)) = (&self.tails, &self.guard) else {
+            return;
+        };
+        if !saved.holds(&self.name, identity) {
+            return;
+        }
+        let Ok(key) = Key::new(EPOCH_KEY) else { return };
+        match self
+            .bounded("claim the tails of", &key, guard.claim())
+            .await
+        {
+            Ok(Some(c)) => saved.set_claim(&self.name, identity, c),
+            Ok(None) => {}
+            Err(e) => {
+                let ids = saved.drop_store(&self.name, identity);
+                tracing::warn!(store = %self.name, "store {}: {ids} WEAK IDs not kept (gaps): their claim could not be written: {e}", self.name);
+            }
         }
     }
 
@@ -494,6 +575,7 @@ impl Sequencer {
         let mut saved = SavedTails::new();
         for handle in self.stores.values() {
             handle.drain_tails(&mut saved);
+            handle.claim_tails(&mut saved).await;
         }
         let ids = saved.ids();
         // `dir` is borrowed until the write ends: its lock is held meanwhile.

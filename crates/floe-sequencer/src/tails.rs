@@ -32,9 +32,13 @@
 //! the feature were off. The file stays for the process that holds the lock.
 //!
 //! The file is read only by a process that holds the lock, and it holds only IDs the store
-//! reserved for the process that wrote it and that it never served. The one thing this cannot
-//! see is a store whose data was wiped or restored from an old backup between the stop and the
-//! restart while keeping its URL: then the store reissues IDs anyway, tails or not.
+//! reserved for the process that wrote it and that it never served. **A copy of the directory**
+//! (a cloned VM, a volume snapshot restored, `cp -a`) would hold them too: so each store's tails
+//! are saved with a claim on the node's own key in the store, and the next start serves them
+//! only if it is the first to take that claim up ([`crate::guard`]); a copy or an older
+//! directory drops them (gaps). A store wiped or restored from a backup is refused by its epoch
+//! ([`crate::guard`]). A file of version 1 (before claims: the first start after the upgrade)
+//! is served unclaimed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -52,7 +56,10 @@ use crate::{Sequencer, StoreHandle};
 const LOCK: &str = "sequencer-tails.lock";
 const FILE: &str = "sequencer-tails";
 const TMP: &str = "sequencer-tails.tmp";
-const HEADER: &str = "floe-sequencer-tails 1";
+const HEADER: &str = "floe-sequencer-tails 2";
+/// The header before claims ([`crate::guard`]): read (its tails served unclaimed, the first
+/// start after the upgrade), never written.
+const HEADER_V1: &str = "floe-sequencer-tails 1";
 
 /// A state directory locked for tails by this process (see the module docs).
 #[derive(Debug)]
@@ -67,6 +74,8 @@ pub struct TailDir {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SavedTails {
     stores: BTreeMap<(String, String), BTreeMap<Key, Vec<Segment>>>,
+    /// Per store: the value its node key held when the tails were saved ([`crate::guard`]).
+    claims: BTreeMap<(String, String), i64>,
     skipped: usize,
 }
 
@@ -104,8 +113,41 @@ impl SavedTails {
             .extend(tail);
     }
 
+    /// The claim the tails of a store were saved with, if any ([`crate::guard`]).
+    pub fn claim(&self, name: &str, identity: &str) -> Option<i64> {
+        self.claims
+            .get(&(name.to_string(), identity.to_string()))
+            .copied()
+    }
+
+    /// Sets the claim of a store's tails.
+    pub fn set_claim(&mut self, name: &str, identity: &str, claim: i64) {
+        self.claims
+            .insert((name.to_string(), identity.to_string()), claim);
+    }
+
+    /// Whether tails are kept for a store.
+    pub fn holds(&self, name: &str, identity: &str) -> bool {
+        self.stores
+            .contains_key(&(name.to_string(), identity.to_string()))
+    }
+
+    /// Drops the tails of a store (their IDs are gaps); how many IDs they held.
+    pub fn drop_store(&mut self, name: &str, identity: &str) -> u64 {
+        let k = (name.to_string(), identity.to_string());
+        self.claims.remove(&k);
+        self.stores.remove(&k).map_or(0, |keys| {
+            keys.values()
+                .flatten()
+                .map(|s| ids_in(*s))
+                .fold(0, u64::saturating_add)
+        })
+    }
+
     /// Takes out the tails of store `name` with identity `identity` (already redacted).
     pub(crate) fn take_store(&mut self, name: &str, identity: &str) -> HashMap<Key, Vec<Segment>> {
+        self.claims
+            .remove(&(name.to_string(), identity.to_string()));
         self.stores
             .remove(&(name.to_string(), identity.to_string()))
             .map(|keys| keys.into_iter().collect())
@@ -115,6 +157,12 @@ impl SavedTails {
     fn encode(&self) -> String {
         let mut out = format!("{HEADER}\n");
         let mut lines = 0usize;
+        for ((store, identity), claim) in &self.claims {
+            if self.stores.contains_key(&(store.clone(), identity.clone())) {
+                let _ = writeln!(out, "c {} {} {claim}", hex(store), hex(identity));
+                lines += 1;
+            }
+        }
         for ((store, identity), keys) in &self.stores {
             for (key, tail) in keys {
                 for s in tail {
@@ -140,7 +188,7 @@ impl SavedTails {
     fn decode(text: &str) -> SavedTails {
         let mut tails = SavedTails::new();
         let lines: Vec<&str> = text.lines().collect();
-        let whole = lines.first() == Some(&HEADER)
+        let whole = (lines.first() == Some(&HEADER) || lines.first() == Some(&HEADER_V1))
             && lines.last().and_then(|l| l.strip_prefix("end "))
                 == Some(&(lines.len() - 2).to_string());
         if !whole {
@@ -148,6 +196,10 @@ impl SavedTails {
             return tails;
         }
         for line in &lines[1..lines.len() - 1] {
+            if let Some((store, identity, claim)) = parse_claim(line) {
+                tails.claims.insert((store, identity), claim);
+                continue;
+            }
             match parse_line(line) {
                 Some((store, identity, key, segment)) => {
                     tails.add(&store, &identity, key, vec![segment]);
@@ -163,6 +215,17 @@ impl SavedTails {
 /// `u64::MAX`, which only `i64::MIN ..= i64::MAX` reaches).
 pub(crate) fn ids_in(s: Segment) -> u64 {
     u64::try_from(i128::from(s.end) - i128::from(s.start) + 1).unwrap_or(u64::MAX)
+}
+
+fn parse_claim(line: &str) -> Option<(String, String, i64)> {
+    let mut f = line.split(' ');
+    if f.next()? != "c" {
+        return None;
+    }
+    let store = unhex(f.next()?)?;
+    let identity = unhex(f.next()?)?;
+    let claim: i64 = f.next()?.parse().ok()?;
+    f.next().is_none().then_some((store, identity, claim))
 }
 
 fn parse_line(line: &str) -> Option<(String, String, Key, Segment)> {
@@ -181,7 +244,7 @@ fn parse_line(line: &str) -> Option<(String, String, Key, Segment)> {
     Some((store, identity, key, Segment { start, end }))
 }
 
-fn hex(s: &str) -> String {
+pub(crate) fn hex(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 2);
     for b in s.bytes() {
         let _ = write!(out, "{b:02x}");
@@ -189,7 +252,7 @@ fn hex(s: &str) -> String {
     out
 }
 
-fn unhex(s: &str) -> Option<String> {
+pub(crate) fn unhex(s: &str) -> Option<String> {
     if !s.len().is_multiple_of(2) {
         return None;
     }

@@ -65,6 +65,10 @@ pub enum ErrorKind {
     /// The server's own fault, or a stored value floe did not write: HTTP 500, gRPC
     /// `INTERNAL`.
     Internal,
+    /// A store went backwards (it lost writes): the key or store is refused until an
+    /// operator repairs it, so that no value is issued twice. Not worth retrying elsewhere
+    /// blindly: HTTP 500 (`data_loss`), gRPC `DATA_LOSS`.
+    DataLoss,
 }
 
 /// An error as the server answers it: its kind and one line in the server's words.
@@ -118,6 +122,7 @@ impl From<SeqError> for ServerError {
             SeqKind::Unavailable | SeqKind::Io => ErrorKind::Unavailable,
             SeqKind::Config => ErrorKind::NotConfigured,
             SeqKind::Corrupt => ErrorKind::Internal,
+            SeqKind::DataLoss => ErrorKind::DataLoss,
             other => {
                 unexpected(other);
                 ErrorKind::Internal
@@ -136,6 +141,7 @@ pub fn status(e: &ServerError) -> Status {
         ErrorKind::Exhausted => tonic::Code::OutOfRange,
         ErrorKind::Unavailable => tonic::Code::Unavailable,
         ErrorKind::Internal => tonic::Code::Internal,
+        ErrorKind::DataLoss => tonic::Code::DataLoss,
     };
     Status::new(code, e.message.clone())
 }
@@ -210,6 +216,9 @@ pub fn public(e: SeqError, handle: &StoreHandle, key: &str, asked: Asked) -> Ser
                 echo(key, MAX_ECHO)
             )
         }
+        // The guard's own words (floe-sequencer's guard): the store, the key (escaped), the
+        // values and the command that repairs it; logged once when it was found.
+        SeqKind::DataLoss => echo(&e.message, 1000),
         // A kind this server does not map: `ServerError::from` below says so.
         _ => {
             warn(Topic::Store, format_args!("store {store}: {}", e.message));
@@ -290,6 +299,7 @@ mod tests {
             (ErrorKind::Unavailable, Code::Unavailable),
             (ErrorKind::NotConfigured, Code::FailedPrecondition),
             (ErrorKind::Internal, Code::Internal),
+            (ErrorKind::DataLoss, Code::DataLoss),
         ];
         for (kind, code) in table {
             let s = Status::from(ServerError::new(kind, "words"));
@@ -299,6 +309,7 @@ mod tests {
         assert_eq!(from(SeqKind::Io), ErrorKind::Unavailable);
         assert_eq!(from(SeqKind::Config), ErrorKind::NotConfigured);
         assert_eq!(from(SeqKind::Corrupt), ErrorKind::Internal);
+        assert_eq!(from(SeqKind::DataLoss), ErrorKind::DataLoss);
         assert_eq!(from(SeqKind::UnknownStore), ErrorKind::UnknownStore);
         assert_eq!(from(SeqKind::UnknownKey), ErrorKind::UnknownKey);
     }

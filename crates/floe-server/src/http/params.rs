@@ -52,6 +52,7 @@ impl From<ServerError> for HttpError {
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ErrorKind::NotConfigured => (StatusCode::SERVICE_UNAVAILABLE, "not_configured"),
             ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ErrorKind::DataLoss => (StatusCode::INTERNAL_SERVER_ERROR, "data_loss"),
         };
         HttpError {
             status,

@@ -112,7 +112,9 @@ impl StartErrorKind {
             | ErrorKind::Config => StartErrorKind::Config,
             ErrorKind::Unavailable => StartErrorKind::Unavailable,
             ErrorKind::Io => StartErrorKind::Io,
-            ErrorKind::Exhausted | ErrorKind::Corrupt => StartErrorKind::Other,
+            ErrorKind::Exhausted | ErrorKind::Corrupt | ErrorKind::DataLoss => {
+                StartErrorKind::Other
+            }
             // A kind added later (the enum is non-exhaustive): Other until it is given one.
             _ => StartErrorKind::Other,
         }

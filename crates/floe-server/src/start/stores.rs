@@ -1,10 +1,11 @@
 //! The stores a server serves: opened as the plan names them, their WEAK tails given back, their
 //! `bigger_than` floors applied.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use floe_sequencer::guard::{Guarded, CHECK_EVERY};
 use floe_sequencer::stores::snowflake::SnowflakeStore;
-use floe_sequencer::{SavedTails, SeqError, Sequencer, Store, StoreHandle, TailDir};
+use floe_sequencer::{Ledger, SavedTails, SeqError, Sequencer, Store, StoreHandle, TailDir};
 
 use super::StartError;
 use crate::config::{Note, Plan, StoreUrl};
@@ -57,6 +58,27 @@ pub(super) async fn open(
         .url
         .as_deref()
         .is_some_and(floe_registry::leases);
+    // What this node remembers of its stores (crate floe-sequencer's guard): read before any
+    // store is served, written once they are checked and whenever an epoch moves.
+    let dir = plan.state_dir.clone();
+    let mut ledger = tokio::task::spawn_blocking(move || Ledger::open(&dir))
+        .await
+        .map_err(|e| format!("sequencer: ledger: {e}"))?
+        .map_err(|e| StartError::store("sequencer: ledger", &e))?;
+    match &ledger {
+        None => notes.push(Note::Warning(format!(
+            "sequencer: another process holds {}'s ledger: this one remembers nothing of its stores across restarts (a store that went back while it was stopped is not noticed)",
+            plan.state_dir.display()
+        ))),
+        Some(l) => {
+            if let Some(why) = &l.damaged {
+                notes.push(Note::Warning(format!(
+                    "sequencer: the ledger could not be read ({why}): written anew; stores that went back while this node was stopped are not noticed at this start"
+                )));
+            }
+        }
+    }
+    let mut watched: Vec<(Arc<Guarded>, String)> = Vec::new();
     let mut sequencer = Sequencer::new();
     for (name, url) in &plan.stores {
         let key = format!("stores.{}", crate::echo(name, crate::MAX_ECHO));
@@ -81,6 +103,28 @@ pub(super) async fn open(
             .key_limits(plan.key_limits)
             .map_err(|e| StartError::config(format!("sequencer.max_keys: {e}")))?
             .registered_only(plan.config.sequencer.registered_only.contains(name));
+        let check = handle
+            .check_start(url, state_dir, ledger.as_mut(), saved)
+            .await
+            .map_err(|e| StartError::store(&key, &e))?;
+        if let Some(why) = check.went_back {
+            notes.push(Note::Warning(why));
+        }
+        if let Some(why) = check.unguarded {
+            notes.push(Note::Info(why));
+        }
+        if check.tails_dropped > 0 {
+            notes.push(Note::Warning(format!(
+                "store {name}: {} WEAK IDs kept by a graceful stop were claimed by another copy of this state directory (a clone, or a restored backup): not served (gaps)",
+                check.tails_dropped
+            )));
+        }
+        if let (Some(g), Some(_)) = (handle.guard(), check.epoch) {
+            watched.push((
+                Arc::clone(g),
+                floe_sequencer::store_identity(url, state_dir),
+            ));
+        }
         let handle = handle.with_tails(url, state_dir, saved);
         if handle.tails_pending() > 0 {
             notes.push(Note::Info(format!(
@@ -103,5 +147,35 @@ pub(super) async fn open(
         }
         sequencer.add(handle);
     }
+    if let Some(ledger) = ledger {
+        let ledger = Arc::new(Mutex::new(ledger));
+        let saving = Arc::clone(&ledger);
+        tokio::task::spawn_blocking(move || lock(&saving).save())
+            .await
+            .map_err(|e| format!("sequencer: ledger: {e}"))?
+            .map_err(|e| StartError::store("sequencer: ledger", &e))?;
+        for (guard, identity) in watched {
+            let ledger = Arc::clone(&ledger);
+            tokio::spawn(Guarded::watch(&guard, CHECK_EVERY, move |epoch| {
+                let ledger = Arc::clone(&ledger);
+                let identity = identity.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut l = lock(&ledger);
+                    l.set_epoch(&identity, epoch);
+                    if let Err(e) = l.save() {
+                        tracing::warn!("sequencer: {e}");
+                    }
+                });
+            }));
+        }
+    } else {
+        for (guard, _) in watched {
+            tokio::spawn(Guarded::watch(&guard, CHECK_EVERY, |_| {}));
+        }
+    }
     Ok(sequencer)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -1,0 +1,872 @@
+//! Nothing below floe makes it repeat: a store that goes backwards is refused before a value
+//! is issued twice.
+//!
+//! A store can forget what it handed out without floe being told: Redis restarted without
+//! AOF, a database restored from last night's backup, a file truncated, a value set lower by
+//! hand. Every durable store with ranges (not `memory`, not a Snowflake store) is wrapped in a
+//! [`Guarded`] store, which watches it in three ways:
+//!
+//! 1. **High marks, per key, in memory.** The highest value the store gave this process for a
+//!    key (by [`reserve`](Store::reserve), [`segment`](Store::segment) or
+//!    [`next_id`](Store::next_id)). An answer that starts at or below the mark a call saw when
+//!    it began went back: it is refused with [`ErrorKind::DataLoss`] and so is every later call
+//!    of that key, until the store's value of the key is at or above the mark again (an
+//!    operator's raise). Calls under way at once are told apart: only answers that completed
+//!    before a call began bound it, so two reservations racing never look like a loss. A give
+//!    back the store took lowers the mark to where the store now stands. At most
+//!    [`MAX_MARKS`] keys are remembered; keys beyond are guarded by the epoch alone.
+//! 2. **The store's epoch** ([`EPOCH_KEY`], a counter in the store itself). Each node adds one
+//!    at start and every [`BUMP_EVERY`] checks, reads it every check (a second by default), and
+//!    remembers the highest value it saw, in memory and in the state directory's ledger
+//!    ([`Ledger`]). A store whose epoch is below what a node saw lost writes (wiped, restarted
+//!    empty, restored from a backup older than the node's last bump): every key of it is
+//!    refused until the epoch is raised back (the message names the command), including keys
+//!    this node never served, which its high marks cannot know.
+//! 3. **Claims of saved WEAK tails.** A graceful stop keeps its unused WEAK ranges in the
+//!    state directory ([`crate::tails`]); a copy of that directory (a cloned VM, a restored
+//!    volume snapshot) would serve them again. Each node has a key of its own in the store
+//!    (`floe.node.ID`, its ID in the ledger); at the stop it adds one to it and writes the
+//!    answer `c` beside the tails; at the next start it adds one again and serves the tails
+//!    only if the store answers exactly `c + 1`. Two copies starting from one directory get
+//!    `c + 1` and `c + 2`: one serves the tails, the other drops them (a gap). An older copy
+//!    restored gets more than `c + 1` and drops them.
+//!
+//! The refusal takes only that store's keys out of service (gRPC `DATA_LOSS`, HTTP 500 with
+//! the reason); the calls are counted in `floe_store_call_errors_total{kind="DataLoss"}`.
+//!
+//! **What it cannot see.** A store and the ledger that remembers it lost together (the
+//! embedded store and its state directory deleted, or both restored from one old copy); a
+//! store restored to a point after every node's last epoch bump, for keys no running node
+//! holds; a new node (no ledger) on a store wiped while no node was running. docs/reliability.md
+//! says what each costs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{ErrorKind as IoKind, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_core::sequence::{Key, Segment};
+
+use crate::{Capabilities, ErrorKind, SeqError, Store};
+
+/// The key of a store's epoch (see the module docs). Raising it is how an operator tells the
+/// nodes that a store which went back was repaired.
+pub const EPOCH_KEY: &str = "floe.epoch";
+
+/// The prefix of a node's own key in a store (for the claims of its saved tails).
+pub const NODE_KEY_PREFIX: &str = "floe.node.";
+
+/// How many keys' high marks a store remembers at most.
+pub const MAX_MARKS: usize = 1 << 20;
+
+/// How often a node checks a store's epoch, by default.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Every how many checks a node adds one to the epoch (and writes its ledger).
+pub const BUMP_EVERY: u32 = 30;
+
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    high: i64,
+    refused: bool,
+}
+
+/// A store that is refused when it goes backwards (see the module docs).
+#[derive(Debug)]
+pub struct Guarded {
+    inner: Arc<dyn Store>,
+    name: String,
+    /// Set while every key is refused (the epoch went back); the reason in `reason`.
+    refused: AtomicBool,
+    reason: Mutex<Option<String>>,
+    /// The highest epoch this process saw (0: none).
+    epoch: AtomicI64,
+    /// Whether the store keeps floe's epoch (set by the start check).
+    epoch_kept: AtomicBool,
+    marks: Mutex<HashMap<Key, Mark>>,
+    /// This node's own key in the store, once the start check claimed it.
+    node_key: Mutex<Option<Key>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn epoch_key() -> Key {
+    Key::new(EPOCH_KEY).expect("a valid key")
+}
+
+/// What the start check found ([`Guarded::start`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StartCheck {
+    /// Why the store is refused from the start (its epoch went back), if it is.
+    pub went_back: Option<String>,
+    /// The epoch this node now remembers, when the store keeps one.
+    pub epoch: Option<i64>,
+    /// Whether the store's saved tails may be served (false: claimed by another copy of the
+    /// state directory, or not claimable).
+    pub tails_claimed: bool,
+    /// Why the store keeps no epoch, when it does not (a note for the operator).
+    pub unguarded: Option<String>,
+    /// How many IDs of saved tails were dropped (gaps) because their claim failed.
+    pub tails_dropped: u64,
+}
+
+impl Guarded {
+    /// `inner`, guarded, under the store name `name`.
+    pub fn new(name: &str, inner: Arc<dyn Store>) -> Guarded {
+        Guarded {
+            inner,
+            name: name.to_string(),
+            refused: AtomicBool::new(false),
+            reason: Mutex::new(None),
+            epoch: AtomicI64::new(0),
+            epoch_kept: AtomicBool::new(false),
+            marks: Mutex::new(HashMap::new()),
+            node_key: Mutex::new(None),
+        }
+    }
+
+    /// Whether a store of these capabilities is guarded: durable stores with ranges (a
+    /// `memory` store lives and dies with the process; a Snowflake store has no counters).
+    pub fn applies(caps: Capabilities) -> bool {
+        caps.durable && (caps.segments || caps.strong)
+    }
+
+    /// Why every key is refused, if it is.
+    pub fn refusal(&self) -> Option<String> {
+        if !self.refused.load(Ordering::Acquire) {
+            return None;
+        }
+        locked(&self.reason).clone()
+    }
+
+    fn check_store(&self) -> Result<(), SeqError> {
+        match self.refusal() {
+            None => Ok(()),
+            Some(reason) => Err(SeqError::new(ErrorKind::DataLoss, reason)),
+        }
+    }
+
+    fn refuse(&self, reason: String) {
+        let mut r = locked(&self.reason);
+        if r.is_none() {
+            tracing::error!(store = %self.name, "{reason}");
+        }
+        *r = Some(reason);
+        self.refused.store(true, Ordering::Release);
+    }
+
+    fn clear(&self) {
+        let mut r = locked(&self.reason);
+        if r.take().is_some() {
+            tracing::warn!(store = %self.name, "store {}: its epoch is back at or above what this node saw: served again", self.name);
+        }
+        self.refused.store(false, Ordering::Release);
+    }
+
+    /// The mark a call of `key` starts from (`None`: none yet), or the refusal of the store or
+    /// of the key. A refused key is checked again against the store's value: raised at or
+    /// above its mark, it is served again.
+    async fn admit(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        self.check_store()?;
+        let mark = locked(&self.marks).get(key).copied();
+        let Some(mark) = mark else { return Ok(None) };
+        if !mark.refused {
+            return Ok(Some(mark.high));
+        }
+        let value = self.inner.value(key).await.ok().flatten();
+        if value.is_some_and(|v| v >= mark.high) {
+            if let Some(m) = locked(&self.marks).get_mut(key) {
+                m.refused = false;
+            }
+            tracing::warn!(store = %self.name, key = key.as_str(), "store {}: key {:?} was raised to {} or above: served again", self.name, key.as_str(), mark.high);
+            return Ok(Some(mark.high));
+        }
+        Err(self.key_refused(key, mark.high, None))
+    }
+
+    fn key_refused(&self, key: &Key, high: i64, answer: Option<(i64, i64)>) -> SeqError {
+        let name = &self.name;
+        let k = key.as_str();
+        let answered = match answer {
+            Some((first, last)) => format!(" it answered {first}..={last}, but"),
+            None => String::new(),
+        };
+        SeqError::new(
+            ErrorKind::DataLoss,
+            format!(
+                "store {name} went back on key {k:?}:{answered} this node already had values up to {high} from it. The store lost writes (restarted without persistence, restored from a backup, wiped, or the value was set lower by hand); the key is refused so that no value is issued twice. Recover: raise it above the highest value any node issued, at least `floe seq keys raise {k} --above {high} --store {name} --server ADDR` (or --store URL); it is served again once the store holds {high} or more"
+            ),
+        )
+    }
+
+    /// Records an answer `first ..= last` to a call that began at `before`: refused when it
+    /// starts at or below what the store had given before (or below a mark lowered since by a
+    /// give back).
+    fn answered(
+        &self,
+        key: &Key,
+        before: Option<i64>,
+        first: i64,
+        last: i64,
+    ) -> Result<(), SeqError> {
+        let mut marks = locked(&self.marks);
+        let full = marks.len() >= MAX_MARKS;
+        match marks.get_mut(key) {
+            Some(m) => {
+                let bound = before.map_or(m.high, |b| b.min(m.high));
+                if before.is_some() && first <= bound {
+                    m.refused = true;
+                    let high = m.high;
+                    drop(marks);
+                    let e = self.key_refused(key, high, Some((first, last)));
+                    tracing::error!(store = %self.name, key = key.as_str(), "{e}");
+                    return Err(e);
+                }
+                m.high = m.high.max(last);
+            }
+            None if full => {}
+            None => {
+                marks.insert(
+                    key.clone(),
+                    Mark {
+                        high: last,
+                        refused: false,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// After a key went back: checks the epoch at once, so that a store wiped whole is
+    /// refused whole before another key is served.
+    async fn went_back(&self, e: SeqError) -> SeqError {
+        if e.kind == ErrorKind::DataLoss {
+            self.check_epoch().await;
+        }
+        e
+    }
+
+    /// The start check: adds one to the store's epoch and compares it with `remembered` (the
+    /// ledger's); claims the node's key against `claim` (the saved tails' claim). See the
+    /// module docs.
+    ///
+    /// # Errors
+    /// The store's errors (it cannot be reached now), but not that it cannot keep the epoch
+    /// (then [`StartCheck::unguarded`] says why).
+    pub async fn start(
+        &self,
+        remembered: Option<i64>,
+        node_key: Option<Key>,
+        claim: Option<i64>,
+    ) -> Result<StartCheck, SeqError> {
+        let mut check = StartCheck::default();
+        let e = match self.inner.reserve(&epoch_key(), 1).await {
+            Ok(e) => e,
+            Err(err)
+                if matches!(
+                    err.kind,
+                    ErrorKind::UnknownKey | ErrorKind::Unsupported | ErrorKind::InvalidArgument
+                ) =>
+            {
+                check.unguarded = Some(format!(
+                    "store {}: it cannot keep floe's epoch ({err}): a wiped or restored store is noticed only on the keys this process serves, and saved WEAK tails are served unclaimed",
+                    self.name
+                ));
+                check.tails_claimed = claim.is_none();
+                return Ok(check);
+            }
+            Err(err) => return Err(err),
+        };
+        self.epoch_kept.store(true, Ordering::Release);
+        let seen = match remembered {
+            Some(r) if e <= r => {
+                let reason = self.epoch_reason(e - 1, r);
+                self.refuse(reason.clone());
+                check.went_back = Some(reason);
+                r
+            }
+            Some(r) => e.max(r),
+            None => e,
+        };
+        self.epoch.fetch_max(seen, Ordering::AcqRel);
+        check.epoch = Some(seen);
+        if let Some(node) = node_key {
+            let v = self.inner.reserve(&node, 1).await?;
+            check.tails_claimed = claim.is_none_or(|c| c.checked_add(1) == Some(v));
+            *locked(&self.node_key) = Some(node);
+        } else {
+            // No ledger (another process holds it): tails with a claim cannot be checked.
+            check.tails_claimed = claim.is_none();
+        }
+        Ok(check)
+    }
+
+    fn epoch_reason(&self, now: i64, seen: i64) -> String {
+        let name = &self.name;
+        format!(
+            "store {name} went back: its epoch ({EPOCH_KEY}) is {now}, below {seen} that this node saw. It lost writes (restarted without persistence, restored from an older backup, wiped, or another store now answers at its address); every key of it is refused so that no value is issued twice. Recover: raise each key above the highest value any node issued (`floe seq keys raise KEY --above N --store {name} --server ADDR`, or --store URL), then `floe seq keys raise {EPOCH_KEY} --above {seen} --store {name} --server ADDR`; every node is served again within a second of seeing the epoch back"
+        )
+    }
+
+    /// Reads the epoch: below what this node saw, the store is refused; at or above it, a
+    /// refusal is lifted. Nothing changes when the store cannot be reached.
+    pub async fn check_epoch(&self) {
+        if !self.epoch_kept.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(value) = self.inner.value(&epoch_key()).await else {
+            return;
+        };
+        self.saw_epoch(value.unwrap_or(0));
+    }
+
+    fn saw_epoch(&self, now: i64) {
+        let seen = self.epoch.load(Ordering::Acquire);
+        if now < seen {
+            self.refuse(self.epoch_reason(now, seen));
+        } else {
+            self.epoch.fetch_max(now, Ordering::AcqRel);
+            if self.refused.load(Ordering::Acquire) {
+                self.clear();
+            }
+        }
+    }
+
+    /// Adds one to the epoch; the epoch this node now remembers.
+    pub async fn bump_epoch(&self) -> Option<i64> {
+        if !self.epoch_kept.load(Ordering::Acquire) || self.refused.load(Ordering::Acquire) {
+            return None;
+        }
+        let e = self.inner.reserve(&epoch_key(), 1).await.ok()?;
+        // The value before the bump is `e - 1`.
+        self.saw_epoch(e - 1);
+        self.epoch.fetch_max(e, Ordering::AcqRel);
+        Some(self.epoch.load(Ordering::Acquire))
+    }
+
+    /// The epoch this node remembers (0: none).
+    pub fn epoch(&self) -> i64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Claims this node's saved tails at a graceful stop: the value its key now holds, which the
+    /// next start must find one below its own answer. `None` without a node key.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn claim(&self) -> Result<Option<i64>, SeqError> {
+        let node = locked(&self.node_key).clone();
+        match node {
+            Some(node) => self.inner.reserve(&node, 1).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Checks the epoch every `every`, adding one to it every [`BUMP_EVERY`] checks (then
+    /// `saved` is called with the epoch, to keep it in the ledger), for as long as the store
+    /// lives.
+    pub fn watch(
+        this: &Arc<Guarded>,
+        every: Duration,
+        saved: impl Fn(i64) + Send + 'static,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let weak: Weak<Guarded> = Arc::downgrade(this);
+        async move {
+            let mut n = 0u32;
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(g) = weak.upgrade() else { return };
+                n = n.wrapping_add(1);
+                if n.is_multiple_of(BUMP_EVERY) {
+                    if let Some(e) = g.bump_epoch().await {
+                        saved(e);
+                    }
+                } else {
+                    g.check_epoch().await;
+                }
+            }
+        }
+    }
+}
+
+fn range_of(last: i64, n: u32) -> Result<(i64, i64), SeqError> {
+    let first = last.checked_sub(i64::from(n.max(1)) - 1).ok_or_else(|| {
+        SeqError::new(
+            ErrorKind::Corrupt,
+            format!("a store answered {last} to an increment by {n}"),
+        )
+    })?;
+    Ok((first, last))
+}
+
+#[async_trait]
+impl Store for Guarded {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+        let before = self.admit(key).await?;
+        let v = self.inner.reserve(key, n).await?;
+        let (first, last) = range_of(v, n)?;
+        match self.answered(key, before, first, last) {
+            Ok(()) => Ok(v),
+            Err(e) => Err(self.went_back(e).await),
+        }
+    }
+
+    async fn segment(&self, key: &Key, size: u32) -> Result<Option<Segment>, SeqError> {
+        let before = self.admit(key).await?;
+        let Some(s) = self.inner.segment(key, size).await? else {
+            return Ok(None);
+        };
+        match self.answered(key, before, s.start, s.end) {
+            Ok(()) => Ok(Some(s)),
+            Err(e) => Err(self.went_back(e).await),
+        }
+    }
+
+    async fn next_id(&self, key: &Key) -> Result<i64, SeqError> {
+        let before = self.admit(key).await?;
+        let v = self.inner.next_id(key).await?;
+        match self.answered(key, before, v, v) {
+            Ok(()) => Ok(v),
+            Err(e) => Err(self.went_back(e).await),
+        }
+    }
+
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+        // Always let through: a raise only lifts, and it is how a refusal is repaired.
+        self.inner.raise(key, floor).await?;
+        if key.as_str() == EPOCH_KEY {
+            self.check_epoch().await;
+        }
+        Ok(())
+    }
+
+    async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
+        self.inner.init(bigger_than).await
+    }
+
+    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
+        let taken = self.inner.give_back(key, first, last).await?;
+        if taken {
+            // The store stands at `first - 1` again: its next answer starts at `first`.
+            if let Some(m) = locked(&self.marks).get_mut(key) {
+                m.high = m.high.min(first - 1);
+            }
+        }
+        Ok(taken)
+    }
+
+    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        self.inner.value(key).await
+    }
+
+    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
+        self.inner.keys(after, limit).await
+    }
+
+    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
+        self.inner.is_registered(key).await
+    }
+
+    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
+        self.inner.register(key).await
+    }
+
+    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
+        self.inner.unregister(key).await
+    }
+
+    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
+        self.inner.registered(after, limit).await
+    }
+
+    async fn ping(&self) -> Result<(), SeqError> {
+        self.inner.ping().await
+    }
+
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}
+
+const LEDGER: &str = "sequencer-ledger";
+const LEDGER_TMP: &str = "sequencer-ledger.tmp";
+const LEDGER_LOCK: &str = "sequencer-ledger.lock";
+const LEDGER_HEADER: &str = "floe-sequencer-ledger 1";
+
+/// What a node remembers of its stores, in its state directory: its own ID (for its key in
+/// each store) and, per store identity, the highest epoch it saw. Locked for the process's
+/// life; written atomically.
+#[derive(Debug)]
+pub struct Ledger {
+    dir: PathBuf,
+    _lock: File,
+    node: String,
+    epochs: BTreeMap<String, i64>,
+    /// Why the file on disk could not be read, when it could not (it is written anew).
+    pub damaged: Option<String>,
+}
+
+fn ledger_io(what: &str, path: &Path, e: std::io::Error) -> SeqError {
+    SeqError::new(
+        ErrorKind::Io,
+        format!("ledger: cannot {what} {}: {e}", path.display()),
+    )
+}
+
+/// A node ID: 16 hex digits from the process's random hash keys, the time and the pid.
+fn new_node_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+impl Ledger {
+    /// Locks and reads `{dir}/sequencer-ledger` (a new node ID when there is none): `None` when
+    /// another process holds it. Blocking file I/O.
+    ///
+    /// # Errors
+    /// `Io` naming the path when the directory or the lock cannot be made.
+    pub fn open(dir: &Path) -> Result<Option<Ledger>, SeqError> {
+        fs::create_dir_all(dir).map_err(|e| ledger_io("create", dir, e))?;
+        let lock_path = dir.join(LEDGER_LOCK);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| ledger_io("open", &lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(ledger_io("lock", &lock_path, e)),
+        }
+        let path = dir.join(LEDGER);
+        let mut ledger = Ledger {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            node: String::new(),
+            epochs: BTreeMap::new(),
+            damaged: None,
+        };
+        match fs::read(&path) {
+            Ok(bytes) => {
+                if let Err(why) = ledger.decode(&bytes) {
+                    ledger.damaged = Some(format!("{}: {why}", path.display()));
+                    ledger.epochs.clear();
+                }
+            }
+            Err(e) if e.kind() == IoKind::NotFound => {}
+            Err(e) => ledger.damaged = Some(format!("{}: {e}", path.display())),
+        }
+        if ledger.node.is_empty() {
+            ledger.node = new_node_id();
+        }
+        Ok(Some(ledger))
+    }
+
+    fn decode(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.first() != Some(&LEDGER_HEADER) {
+            return Err(format!("expected the header {LEDGER_HEADER:?}"));
+        }
+        let end = format!("end {}", lines.len().saturating_sub(2));
+        if lines.last() != Some(&end.as_str()) {
+            return Err("not whole (no matching end line)".to_string());
+        }
+        for line in &lines[1..lines.len() - 1] {
+            let f: Vec<&str> = line.split(' ').collect();
+            match f.as_slice() {
+                ["node", id] if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    self.node = (*id).to_string();
+                }
+                ["e", identity, epoch] => {
+                    let identity = crate::tails::unhex(identity)
+                        .ok_or_else(|| format!("a bad line {line:?}"))?;
+                    let epoch: i64 = epoch.parse().map_err(|_| format!("a bad line {line:?}"))?;
+                    self.epochs.insert(identity, epoch);
+                }
+                _ => return Err(format!("a bad line {line:?}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn encode(&self) -> String {
+        let mut out = format!("{LEDGER_HEADER}\nnode {}\n", self.node);
+        for (identity, epoch) in &self.epochs {
+            let _ = writeln!(out, "e {} {epoch}", crate::tails::hex(identity));
+        }
+        let _ = writeln!(out, "end {}", self.epochs.len() + 1);
+        out
+    }
+
+    /// This node's own key in every store.
+    pub fn node_key(&self) -> Key {
+        Key::new(format!("{NODE_KEY_PREFIX}{}", self.node)).expect("a valid key")
+    }
+
+    /// The highest epoch this node saw in the store of `identity`
+    /// ([`store_identity`](crate::store_identity)).
+    pub fn epoch(&self, identity: &str) -> Option<i64> {
+        self.epochs.get(identity).copied()
+    }
+
+    /// Remembers `epoch` for the store of `identity` (never lowers it).
+    pub fn set_epoch(&mut self, identity: &str, epoch: i64) {
+        let e = self.epochs.entry(identity.to_string()).or_insert(epoch);
+        *e = (*e).max(epoch);
+    }
+
+    /// Writes the ledger atomically (temporary file, fsync, rename, fsync of the directory).
+    /// Blocking file I/O.
+    ///
+    /// # Errors
+    /// `Io` naming the path.
+    pub fn save(&self) -> Result<(), SeqError> {
+        let tmp = self.dir.join(LEDGER_TMP);
+        let path = self.dir.join(LEDGER);
+        let text = self.encode();
+        let write = || -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            File::open(&self.dir)?.sync_all()
+        };
+        write().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            ledger_io("write", &path, e)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stores::memory::MemoryStore;
+    use crate::{ServeOptions, StoreHandle};
+    use floe_core::sequence::Mode;
+
+    /// A memory store that says it is durable and can forget everything (a Redis restarted
+    /// without AOF), or be set back to a copy (a restore).
+    #[derive(Debug)]
+    struct Forgetful {
+        now: Mutex<Arc<MemoryStore>>,
+    }
+
+    impl Forgetful {
+        fn new() -> Arc<Forgetful> {
+            Arc::new(Forgetful {
+                now: Mutex::new(Arc::new(MemoryStore::new())),
+            })
+        }
+        fn wipe(&self) {
+            *locked(&self.now) = Arc::new(MemoryStore::new());
+        }
+        fn inner(&self) -> Arc<MemoryStore> {
+            Arc::clone(&locked(&self.now))
+        }
+    }
+
+    #[async_trait]
+    impl Store for Forgetful {
+        fn kind(&self) -> &'static str {
+            "forgetful"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                segments: true,
+                strong: true,
+                durable: true,
+                shared: true,
+            }
+        }
+        async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+            self.inner().reserve(key, n).await
+        }
+        async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
+            self.inner().raise(key, floor).await
+        }
+        async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+            self.inner().value(key).await
+        }
+    }
+
+    fn key(k: &str) -> Key {
+        Key::new(k).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_store_that_forgets_is_refused_on_the_keys_it_served_then_raised_back() {
+        let store = Forgetful::new();
+        let h = StoreHandle::new("s", store.clone(), ServeOptions::default());
+        for want in 1..=5 {
+            assert_eq!(h.next_id("k", Mode::Strong).await.unwrap(), want);
+        }
+        store.wipe();
+        let e = h.next_id("k", Mode::Strong).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DataLoss, "{e}");
+        assert!(e.message.contains("floe seq keys raise k --above 5"), "{e}");
+        // Refused again (the store is not asked to give more meanwhile past the mark).
+        let e = h.next_id("k", Mode::Strong).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DataLoss, "{e}");
+        // The operator's raise repairs it; the next value is above every one issued.
+        h.raise_floor(&key("k"), 5).await.unwrap();
+        let next = h.next_id("k", Mode::Strong).await.unwrap();
+        assert!(next > 5, "{next}");
+        // Another key is not refused by the key's loss alone (no epoch kept here).
+        assert_eq!(h.next_id("other", Mode::Strong).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn weak_segments_that_go_back_are_refused_before_an_id_is_served_twice() {
+        let store = Forgetful::new();
+        let h = StoreHandle::new("s", store.clone(), ServeOptions::default());
+        let mut seen = std::collections::HashSet::new();
+        let mut refused = 0;
+        for i in 0..20_000 {
+            if i == 7_000 {
+                store.wipe();
+            }
+            match h.next_id("w", Mode::Weak).await {
+                Ok(id) => assert!(seen.insert(id), "{id} issued twice"),
+                Err(e) => {
+                    assert_eq!(e.kind, ErrorKind::DataLoss, "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused > 0, "the loss was never noticed");
+    }
+
+    #[tokio::test]
+    async fn the_epoch_refuses_every_key_of_a_store_that_went_back_until_it_is_raised() {
+        let store = Forgetful::new();
+        let h = StoreHandle::new("s", store.clone(), ServeOptions::default());
+        let g = Arc::clone(h.guard().unwrap());
+        let first = g.start(None, None, None).await.unwrap();
+        assert_eq!((first.epoch, first.went_back), (Some(1), None));
+        g.bump_epoch().await.unwrap();
+        assert_eq!(g.epoch(), 2);
+        store.wipe();
+        g.check_epoch().await;
+        // A key this process never served is refused too.
+        let e = h.next_id("never", Mode::Strong).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DataLoss);
+        assert!(
+            e.message
+                .contains("floe seq keys raise floe.epoch --above 2"),
+            "{e}"
+        );
+        h.raise_floor(&key(EPOCH_KEY), 2).await.unwrap();
+        assert_eq!(h.next_id("never", Mode::Strong).await.unwrap(), 1);
+
+        // A start that finds the epoch below the ledger's is refused from the start.
+        let h2 = StoreHandle::new("s", Forgetful::new(), ServeOptions::default());
+        let g2 = h2.guard().unwrap();
+        let check = g2.start(Some(9), None, None).await.unwrap();
+        assert!(check.went_back.is_some());
+        assert_eq!(check.epoch, Some(9));
+        let e = h2.next_id("k", Mode::Weak).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DataLoss);
+    }
+
+    #[tokio::test]
+    async fn tails_are_served_by_the_first_copy_that_claims_them_only() {
+        let store = Forgetful::new();
+        let node = key("floe.node.0123456789abcdef");
+        let a = Guarded::new("s", store.clone());
+        a.start(None, Some(node.clone()), None).await.unwrap();
+        let claim = a.claim().await.unwrap().unwrap();
+        // Two copies of the state directory start with the same claim: one serves the tails.
+        let b = Guarded::new("s", store.clone());
+        let c = Guarded::new("s", store.clone());
+        let b = b
+            .start(Some(1), Some(node.clone()), Some(claim))
+            .await
+            .unwrap();
+        let c = c
+            .start(Some(1), Some(node.clone()), Some(claim))
+            .await
+            .unwrap();
+        assert!(b.tails_claimed);
+        assert!(!c.tails_claimed);
+        // An older copy (restored) never does.
+        let d = Guarded::new("s", store.clone());
+        let d = d.start(Some(1), Some(node), Some(claim)).await.unwrap();
+        assert!(!d.tails_claimed);
+    }
+
+    #[tokio::test]
+    async fn concurrent_calls_of_one_key_never_look_like_a_loss() {
+        let h = Arc::new(StoreHandle::new(
+            "s",
+            Forgetful::new(),
+            ServeOptions::default(),
+        ));
+        let k = key("k");
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let h = Arc::clone(&h);
+            let k = k.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..200 {
+                    if i % 2 == 0 {
+                        h.segment(k.as_str(), 7).await.unwrap();
+                    } else {
+                        h.next_id(k.as_str(), Mode::Strong).await.unwrap();
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+
+    #[test]
+    fn the_ledger_is_read_back_and_a_damaged_one_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = {
+            let mut l = Ledger::open(dir.path()).unwrap().unwrap();
+            // A second process does not get it.
+            assert!(Ledger::open(dir.path()).unwrap().is_none());
+            l.set_epoch("redis://h:1/0", 7);
+            l.set_epoch("redis://h:1/0", 3);
+            l.save().unwrap();
+            l.node_key()
+        };
+        let l = Ledger::open(dir.path()).unwrap().unwrap();
+        assert_eq!(l.epoch("redis://h:1/0"), Some(7));
+        assert_eq!(l.node_key(), node);
+        assert!(l.damaged.is_none());
+        drop(l);
+        fs::write(dir.path().join(LEDGER), b"\0\0\0").unwrap();
+        let l = Ledger::open(dir.path()).unwrap().unwrap();
+        assert!(l.damaged.is_some());
+        assert_eq!(l.epoch("redis://h:1/0"), None);
+    }
+}
