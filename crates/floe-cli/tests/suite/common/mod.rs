@@ -1,6 +1,7 @@
 //! Helpers shared by the tests that run the real `floe` binary.
 #![allow(dead_code)] // each test binary uses a part of them
 
+pub mod below;
 pub mod faults;
 
 use std::process::{Command, Output, Stdio};

@@ -1,0 +1,351 @@
+//! What lies under floe, going backwards (issue 31): a store restarted empty, its file
+//! truncated, a state directory copied. Each scenario returns a fault-table [`Row`]: floe must
+//! refuse (HTTP 500 `data_loss`) rather than issue a value twice, and serve again once the
+//! operator's raise says it is repaired.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use floe_testkit::free_port;
+use floe_testkit::http::http;
+
+use super::faults::{client, client_with, floe, serve, wait_listening, Row, Tally};
+use super::nanos;
+
+/// A Redis of this scenario's own, with no persistence at all (no AOF, no snapshots): what a
+/// cache-configured Redis is, and what the issue's probe restarted.
+struct Volatile {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Volatile {
+    fn start() -> Volatile {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = Volatile::spawn(port, dir.path());
+        Volatile { port, dir, child }
+    }
+
+    fn spawn(port: u16, dir: &Path) -> Child {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--appendonly", "no", "--save", ""])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/test.sh installs it)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, then started again on the same port: empty.
+    fn restart_empty(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Volatile::spawn(self.port, self.dir.path());
+    }
+}
+
+impl Drop for Volatile {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `floe seq keys raise KEY --above N --store URL` on the store itself (the recovery the
+/// refusal names).
+fn raise(url: &str, key: &str, above: u128) {
+    let out = floe(
+        &[
+            "seq".into(),
+            "keys".into(),
+            "raise".into(),
+            key.into(),
+            "--above".into(),
+            above.to_string(),
+            "--store".into(),
+            url.into(),
+        ],
+        None,
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "raise {key}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The answer to one request: status and body.
+fn ask(port: u16, path: &str) -> (u16, String) {
+    http(&format!("127.0.0.1:{port}"), "GET", path).unwrap_or((0, String::new()))
+}
+
+/// Redis without persistence killed and started again (empty) under one `floe serve` with
+/// WEAK and STRONG clients on one key; then the raises the refusal names.
+pub fn redis_restarted_empty() -> Row {
+    let mut redis = Volatile::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let port = free_port();
+    let store = format!("s={}", redis.url());
+    let server = serve(
+        &["--store", &store, "--state-dir", &state, "--timeout-ms", "500"],
+        port,
+        None,
+    );
+    wait_listening(&server, port);
+    let key = format!("below-{}", nanos());
+    let stop = Arc::new(AtomicBool::new(false));
+    let strong_ok = Arc::new(Mutex::new(None));
+    let strong = client_with(
+        port,
+        format!("/v1/sequencer/s/{key}?increment=strong"),
+        stop.clone(),
+        strong_ok.clone(),
+    );
+    let weak = client(
+        port,
+        format!("/v1/sequencer/s/{key}?increment=weak"),
+        stop.clone(),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    redis.restart_empty();
+    // Refused from here on (bounded wait for the first refusal, then a while of them).
+    let restarted = Instant::now();
+    let mut refusal = String::new();
+    while restarted.elapsed() < Duration::from_secs(10) {
+        let (status, body) = ask(port, &format!("/v1/sequencer/s/{key}?increment=strong"));
+        if status == 500 && body.contains("data_loss") {
+            refusal = body;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let refused_for = restarted.elapsed();
+    // What a new key gets while the store is refused: refused too (the epoch).
+    let (new_key_status, _) = ask(port, &format!("/v1/sequencer/s/{key}-new?increment=strong"));
+    // The recovery: the key above every ID issued, then the epoch above what the node saw.
+    stop.store(true, Ordering::Relaxed);
+    let (strong, weak) = (strong.join().unwrap(), weak.join().unwrap());
+    let issued_top = strong.ids.iter().chain(&weak.ids).max().copied().unwrap_or(0);
+    raise(&redis.url(), &key, issued_top);
+    let epoch = refusal
+        .split("floe.epoch --above ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse::<u128>().ok());
+    if let Some(e) = epoch {
+        raise(&redis.url(), "floe.epoch", e);
+    }
+    // Served again (bounded), above every ID issued.
+    let raised = Instant::now();
+    let mut after = Vec::new();
+    // STRONG answers after the raise: above every ID issued (WEAK may still serve the rest of
+    // a segment reserved before the loss: never issued, so no repeat, but below the top).
+    let mut below = 0;
+    while raised.elapsed() < Duration::from_secs(10) && after.len() < 50 {
+        for mode in ["strong", "weak"] {
+            let (status, body) = ask(port, &format!("/v1/sequencer/s/{key}?increment={mode}"));
+            if status == 200 {
+                if let Some(id) = body.split('"').nth(3).and_then(|s| s.parse::<u128>().ok()) {
+                    after.push(id);
+                    below += usize::from(mode == "strong" && id <= issued_top);
+                }
+            }
+        }
+        if after.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let served_again = raised.elapsed();
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(60));
+    let mut tally = Tally::default();
+    tally.row.scenario =
+        "Redis without persistence killed and restarted empty under one `floe serve` (WEAK + STRONG), then the raises the refusal names".into();
+    tally.client(&strong.ids);
+    tally.client(&weak.ids);
+    tally.unordered(&after);
+    tally.row.outcome = format!(
+        "{} STRONG / {} WEAK requests refused (500 data_loss: \"{}…\"); a key never served: {}; refused {:.1} s until raised; served again {} ms after the raises{}",
+        strong.errors,
+        weak.errors,
+        refusal
+            .split("\"message\":\"")
+            .nth(1)
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect::<String>(),
+        new_key_status,
+        refused_for.as_secs_f64(),
+        served_again.as_millis(),
+        if refusal.is_empty() || after.is_empty() || below > 0 || new_key_status != 500 {
+            " FAILED"
+        } else {
+            ""
+        }
+    );
+    tally.row
+}
+
+/// `sequences.redb` (the embedded store) emptied while floe was stopped: truncated to 0
+/// bytes, or overwritten with zeros; floe started again on the state directory.
+pub fn embedded_file_damaged(zeros: bool) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let args = ["--store", "main=embedded", "--state-dir", &state];
+    let path = "/v1/sequencer/main/orders?increment=strong";
+    let mut tally = Tally::default();
+    let port = free_port();
+    let server = serve(&args, port, None);
+    wait_listening(&server, port);
+    let stop = Arc::new(AtomicBool::new(false));
+    let first = client(port, path.into(), stop.clone());
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let first = first.join().unwrap();
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(60));
+    tally.run(&first.ids);
+    let file = dir.path().join("sequences.redb");
+    let len = std::fs::metadata(&file).unwrap().len();
+    if zeros {
+        std::fs::write(&file, vec![0u8; usize::try_from(len).unwrap()]).unwrap();
+    } else {
+        std::fs::File::create(&file).unwrap();
+    }
+    let port = free_port();
+    let server = serve(&args, port, None);
+    let started = server
+        .wait_listening(&format!("127.0.0.1:{port}"), Duration::from_secs(20))
+        .is_ok();
+    let mut refused = 0;
+    let mut statuses = std::collections::BTreeSet::new();
+    let mut second = Vec::new();
+    if started {
+        for _ in 0..200 {
+            let (status, body) = ask(port, path);
+            statuses.insert(status);
+            if status == 200 {
+                if let Some(id) = body.split('"').nth(3).and_then(|s| s.parse::<u128>().ok()) {
+                    second.push(id);
+                }
+            } else if body.contains("data_loss") {
+                refused += 1;
+            }
+        }
+    }
+    server.term();
+    let status = server.wait_timeout(Duration::from_secs(60));
+    tally.run(&second);
+    tally.row.scenario = format!(
+        "`sequences.redb` {} while floe was stopped, then `floe serve` again (STRONG)",
+        if zeros {
+            "overwritten with zeros"
+        } else {
+            "truncated to 0 bytes"
+        }
+    );
+    tally.row.outcome = if started {
+        format!(
+            "started; {refused} of 200 requests refused (500 data_loss), answers {statuses:?}{}",
+            if refused == 200 { "" } else { " FAILED" }
+        )
+    } else {
+        format!(
+            "refused to start ({status:?}): {}",
+            server
+                .stderr()
+                .lines()
+                .last()
+                .unwrap_or("")
+                .chars()
+                .take(120)
+                .collect::<String>()
+        )
+    };
+    tally.row
+}
+
+/// A node's state directory copied after a graceful stop (its saved WEAK tails in it), both
+/// copies started on one shared store, WEAK clients on the same key on each.
+pub fn state_dir_copied(url: &str) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    let store = format!("s={url}");
+    let key = format!("copied-{}", nanos());
+    let path = format!("/v1/sequencer/s/{key}?increment=weak");
+    let mut tally = Tally::default();
+    // A serves a few WEAK IDs (a segment fetched, most of it unused), then stops gracefully.
+    let port = free_port();
+    let a_state = a.display().to_string();
+    let server = serve(&["--store", &store, "--state-dir", &a_state], port, None);
+    wait_listening(&server, port);
+    let mut first = Vec::new();
+    for _ in 0..5 {
+        let (status, body) = ask(port, &path);
+        assert_eq!(status, 200, "{body}");
+        first.push(body.split('"').nth(3).unwrap().parse::<u128>().unwrap());
+    }
+    server.term();
+    assert!(server.wait_timeout(Duration::from_secs(60)).is_some());
+    tally.unordered(&first);
+    // The copy: `cp -a`.
+    let cp = Command::new("cp").arg("-a").arg(&a).arg(&b).status().unwrap();
+    assert!(cp.success());
+    let b_state = b.display().to_string();
+    let (pa, pb) = (free_port(), free_port());
+    let sa = serve(&["--store", &store, "--state-dir", &a_state], pa, None);
+    let sb = serve(&["--store", &store, "--state-dir", &b_state], pb, None);
+    wait_listening(&sa, pa);
+    wait_listening(&sb, pb);
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        for port in [pa, pb] {
+            let (status, body) = ask(port, &path);
+            if status == 200 {
+                ids.push(body.split('"').nth(3).unwrap().parse::<u128>().unwrap());
+            }
+        }
+    }
+    sa.term();
+    sb.term();
+    let _ = sa.wait_timeout(Duration::from_secs(60));
+    let _ = sb.wait_timeout(Duration::from_secs(60));
+    let notes = format!("{}{}", sa.stderr(), sb.stderr());
+    tally.unordered(&ids);
+    tally.row.scenario =
+        "a state directory copied (`cp -a`) after a graceful stop, both copies serving WEAK on one shared store".into();
+    let dropped = notes.contains("claimed by another copy");
+    tally.row.outcome = format!(
+        "one copy served the saved tails; the other dropped them ({}){}",
+        if dropped {
+            "said at its start"
+        } else {
+            "not said"
+        },
+        if dropped { "" } else { " FAILED" }
+    );
+    tally.row
+}
