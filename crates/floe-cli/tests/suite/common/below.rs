@@ -43,7 +43,10 @@ impl Volatile {
             .expect("redis-server (scripts/test.sh installs it)");
         let started = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(20), "redis-server did not start");
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "redis-server did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         child
@@ -107,7 +110,14 @@ pub fn redis_restarted_empty() -> Row {
     let port = free_port();
     let store = format!("s={}", redis.url());
     let server = serve(
-        &["--store", &store, "--state-dir", &state, "--timeout-ms", "500"],
+        &[
+            "--store",
+            &store,
+            "--state-dir",
+            &state,
+            "--timeout-ms",
+            "500",
+        ],
         port,
         None,
     );
@@ -146,7 +156,13 @@ pub fn redis_restarted_empty() -> Row {
     // The recovery: the key above every ID issued, then the epoch above what the node saw.
     stop.store(true, Ordering::Relaxed);
     let (strong, weak) = (strong.join().unwrap(), weak.join().unwrap());
-    let issued_top = strong.ids.iter().chain(&weak.ids).max().copied().unwrap_or(0);
+    let issued_top = strong
+        .ids
+        .iter()
+        .chain(&weak.ids)
+        .max()
+        .copied()
+        .unwrap_or(0);
     raise(&redis.url(), &key, issued_top);
     let epoch = refusal
         .split("floe.epoch --above ")
@@ -312,7 +328,12 @@ pub fn state_dir_copied(url: &str) -> Row {
     assert!(server.wait_timeout(Duration::from_secs(60)).is_some());
     tally.unordered(&first);
     // The copy: `cp -a`.
-    let cp = Command::new("cp").arg("-a").arg(&a).arg(&b).status().unwrap();
+    let cp = Command::new("cp")
+        .arg("-a")
+        .arg(&a)
+        .arg(&b)
+        .status()
+        .unwrap();
     assert!(cp.success());
     let b_state = b.display().to_string();
     let (pa, pb) = (free_port(), free_port());
