@@ -529,15 +529,12 @@ fn ledger_io(what: &str, path: &Path, e: std::io::Error) -> SeqError {
     )
 }
 
-/// A node ID: 16 hex digits from the process's random hash keys, the time and the pid.
+/// A node ID: 16 hex digits from the process's random hash keys (seeded by the operating
+/// system's randomness) and the pid. Not a secret: two nodes drawing the same one only share a
+/// key for their tails' claims, which then drop tails (gaps), never serve them twice.
 fn new_node_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
     h.write_u32(std::process::id());
     format!("{:016x}", h.finish())
 }

@@ -61,11 +61,16 @@ pub(super) async fn open(
     // What this node remembers of its stores (crate floe-sequencer's guard): read before any
     // store is served, written once they are checked and whenever an epoch moves.
     let dir = plan.state_dir.clone();
-    let mut ledger = tokio::task::spawn_blocking(move || Ledger::open(&dir))
-        .await
-        .map_err(|e| format!("sequencer: ledger: {e}"))?
-        .map_err(|e| StartError::store("sequencer: ledger", &e))?;
+    let mut ledger = if plan.stores.is_empty() {
+        None
+    } else {
+        tokio::task::spawn_blocking(move || Ledger::open(&dir))
+            .await
+            .map_err(|e| format!("sequencer: ledger: {e}"))?
+            .map_err(|e| StartError::store("sequencer: ledger", &e))?
+    };
     match &ledger {
+        None if plan.stores.is_empty() => {}
         None => notes.push(Note::Warning(format!(
             "sequencer: another process holds {}'s ledger: this one remembers nothing of its stores across restarts (a store that went back while it was stopped is not noticed)",
             plan.state_dir.display()
