@@ -13,8 +13,10 @@
 //!    of that key, until the store's value of the key is at or above the mark again (an
 //!    operator's raise). Calls under way at once are told apart: only answers that completed
 //!    before a call began bound it, so two reservations racing never look like a loss. A give
-//!    back the store took lowers the mark to where the store now stands. At most
-//!    [`MAX_MARKS`] keys are remembered; keys beyond are guarded by the epoch alone.
+//!    back the store took lowers the mark to where the store now stands. At most twice the
+//!    handle's `max_keys` keys are remembered ([`KeyLimits`](crate::KeyLimits)): when full, the
+//!    marks of keys not refused are forgotten and gathered anew (memory stays bounded), and
+//!    the epoch guards every key meanwhile.
 //! 2. **The store's epoch** ([`EPOCH_KEY`], a counter in the store itself). Each node adds one
 //!    at start and every [`BUMP_EVERY`] checks, reads it every check (a second by default), and
 //!    remembers the highest value it saw, in memory and in the state directory's ledger
@@ -61,8 +63,10 @@ pub const EPOCH_KEY: &str = "floe.epoch";
 /// The prefix of a node's own key in a store (for the claims of its saved tails).
 pub const NODE_KEY_PREFIX: &str = "floe.node.";
 
-/// How many keys' high marks a store remembers at most.
-pub const MAX_MARKS: usize = 1 << 20;
+/// How many keys' high marks a store remembers at most, until
+/// [`StoreHandle::key_limits`](crate::StoreHandle::key_limits) says otherwise (twice its
+/// `max_keys`).
+pub const MAX_MARKS: usize = 200_000;
 
 /// How often a node checks a store's epoch, by default.
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -89,6 +93,7 @@ pub struct Guarded {
     /// Whether the store keeps floe's epoch (set by the start check).
     epoch_kept: AtomicBool,
     marks: Mutex<HashMap<Key, Mark>>,
+    max_marks: std::sync::atomic::AtomicUsize,
     /// This node's own key in the store, once the start check claimed it.
     node_key: Mutex<Option<Key>>,
 }
@@ -128,6 +133,7 @@ impl Guarded {
             epoch: AtomicI64::new(0),
             epoch_kept: AtomicBool::new(false),
             marks: Mutex::new(HashMap::new()),
+            max_marks: std::sync::atomic::AtomicUsize::new(MAX_MARKS),
             node_key: Mutex::new(None),
         }
     }
@@ -136,6 +142,11 @@ impl Guarded {
     /// `memory` store lives and dies with the process; a Snowflake store has no counters).
     pub fn applies(caps: Capabilities) -> bool {
         caps.durable && (caps.segments || caps.strong)
+    }
+
+    /// Remembers the marks of at most `n` keys (at least 16).
+    pub fn set_max_marks(&self, n: usize) {
+        self.max_marks.store(n.max(16), Ordering::Relaxed);
     }
 
     /// Why every key is refused, if it is.
@@ -217,7 +228,11 @@ impl Guarded {
         last: i64,
     ) -> Result<(), SeqError> {
         let mut marks = locked(&self.marks);
-        let full = marks.len() >= MAX_MARKS;
+        if marks.len() >= self.max_marks.load(Ordering::Relaxed) && !marks.contains_key(key) {
+            // Full: forget the marks of keys not refused (bounded memory; the epoch guards
+            // every key meanwhile).
+            marks.retain(|_, m| m.refused);
+        }
         match marks.get_mut(key) {
             Some(m) => {
                 let bound = before.map_or(m.high, |b| b.min(m.high));
@@ -231,7 +246,6 @@ impl Guarded {
                 }
                 m.high = m.high.max(last);
             }
-            None if full => {}
             None => {
                 marks.insert(
                     key.clone(),

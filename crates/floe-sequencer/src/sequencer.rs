@@ -258,6 +258,9 @@ impl StoreHandle {
         }
         keys.trim_parked(None);
         self.keys = Arc::new(keys);
+        if let Some(g) = &self.guard {
+            g.set_max_marks(limits.max_keys.saturating_mul(2));
+        }
         Ok(self)
     }
 
