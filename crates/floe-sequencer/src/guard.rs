@@ -3,8 +3,9 @@
 //!
 //! A store can forget what it handed out without floe being told: Redis restarted without
 //! AOF, a database restored from last night's backup, a file truncated, a value set lower by
-//! hand. Every durable store with ranges (not `memory`, not a Snowflake store) is wrapped in a
-//! [`Guarded`] store, which watches it in three ways:
+//! hand. Every durable store with ranges (not `memory`, not a Snowflake store) has a [`Guard`],
+//! which the layer every store call passes through ([`crate::measured`]) consults; it watches
+//! the store in three ways:
 //!
 //! 1. **High marks, per key, in memory.** The highest value the store gave this process for a
 //!    key (by [`reserve`](Store::reserve), [`segment`](Store::segment) or
@@ -44,15 +45,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{ErrorKind as IoKind, Write as _};
+use std::fs::{self, File};
+use std::io::ErrorKind as IoKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use floe_core::sequence::{Key, Segment};
+use floe_core::sequence::Key;
 
 use crate::{Capabilities, ErrorKind, SeqError, Store};
 
@@ -80,9 +80,11 @@ struct Mark {
     refused: bool,
 }
 
-/// A store that is refused when it goes backwards (see the module docs).
+/// What a store is watched by, so that it is refused when it goes backwards (see the module
+/// docs). The layer every call of a [`StoreHandle`](crate::StoreHandle) passes through
+/// ([`crate::measured`]) calls it around each reservation.
 #[derive(Debug)]
-pub struct Guarded {
+pub struct Guard {
     inner: Arc<dyn Store>,
     name: String,
     /// Set while every key is refused (the epoch went back); the reason in `reason`.
@@ -106,7 +108,7 @@ fn epoch_key() -> Key {
     Key::new(EPOCH_KEY).expect("a valid key")
 }
 
-/// What the start check found ([`Guarded::start`]).
+/// What the start check found ([`Guard::start`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct StartCheck {
     /// Why the store is refused from the start (its epoch went back), if it is.
@@ -122,10 +124,10 @@ pub struct StartCheck {
     pub tails_dropped: u64,
 }
 
-impl Guarded {
+impl Guard {
     /// `inner`, guarded, under the store name `name`.
-    pub fn new(name: &str, inner: Arc<dyn Store>) -> Guarded {
-        Guarded {
+    pub fn new(name: &str, inner: Arc<dyn Store>) -> Guard {
+        Guard {
             inner,
             name: name.to_string(),
             refused: AtomicBool::new(false),
@@ -388,11 +390,11 @@ impl Guarded {
     /// `saved` is called with the epoch, to keep it in the ledger), for as long as the store
     /// lives.
     pub fn watch(
-        this: &Arc<Guarded>,
+        this: &Arc<Guard>,
         every: Duration,
         saved: impl Fn(i64) + Send + 'static,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let weak: Weak<Guarded> = Arc::downgrade(this);
+        let weak: Weak<Guard> = Arc::downgrade(this);
         async move {
             let mut n = 0u32;
             loop {
@@ -411,7 +413,7 @@ impl Guarded {
     }
 }
 
-fn range_of(last: i64, n: u32) -> Result<(i64, i64), SeqError> {
+pub(crate) fn range_of(last: i64, n: u32) -> Result<(i64, i64), SeqError> {
     let first = last.checked_sub(i64::from(n.max(1)) - 1).ok_or_else(|| {
         SeqError::new(
             ErrorKind::Corrupt,
@@ -421,100 +423,40 @@ fn range_of(last: i64, n: u32) -> Result<(i64, i64), SeqError> {
     Ok((first, last))
 }
 
-#[async_trait]
-impl Store for Guarded {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
+impl Guard {
+    /// Runs `call`, a reservation of `key` whose answer `range` reads as `first ..= last`,
+    /// under the guard: refused before it is made when the store or the key is refused; its
+    /// answer refused when it went back (see the module docs).
+    pub(crate) async fn reserving<T>(
+        &self,
+        key: &Key,
+        range: impl FnOnce(&T) -> Result<Option<(i64, i64)>, SeqError>,
+        call: impl std::future::Future<Output = Result<T, SeqError>>,
+    ) -> Result<T, SeqError> {
         let before = self.admit(key).await?;
-        let v = self.inner.reserve(key, n).await?;
-        let (first, last) = range_of(v, n)?;
-        match self.answered(key, before, first, last) {
-            Ok(()) => Ok(v),
-            Err(e) => Err(self.went_back(e).await),
+        let answer = call.await?;
+        if let Some((first, last)) = range(&answer)? {
+            if let Err(e) = self.answered(key, before, first, last) {
+                return Err(self.went_back(e).await);
+            }
         }
+        Ok(answer)
     }
 
-    async fn segment(&self, key: &Key, size: u32) -> Result<Option<Segment>, SeqError> {
-        let before = self.admit(key).await?;
-        let Some(s) = self.inner.segment(key, size).await? else {
-            return Ok(None);
-        };
-        match self.answered(key, before, s.start, s.end) {
-            Ok(()) => Ok(Some(s)),
-            Err(e) => Err(self.went_back(e).await),
-        }
-    }
-
-    async fn next_id(&self, key: &Key) -> Result<i64, SeqError> {
-        let before = self.admit(key).await?;
-        let v = self.inner.next_id(key).await?;
-        match self.answered(key, before, v, v) {
-            Ok(()) => Ok(v),
-            Err(e) => Err(self.went_back(e).await),
-        }
-    }
-
-    async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
-        // Always let through: a raise only lifts, and it is how a refusal is repaired.
-        self.inner.raise(key, floor).await?;
+    /// After a raise of `key` (always let through: a raise only lifts, and it is how a
+    /// refusal is repaired): a raised epoch is read at once.
+    pub(crate) async fn raised(&self, key: &Key) {
         if key.as_str() == EPOCH_KEY {
             self.check_epoch().await;
         }
-        Ok(())
     }
 
-    async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
-        self.inner.init(bigger_than).await
-    }
-
-    async fn give_back(&self, key: &Key, first: i64, last: i64) -> Result<bool, SeqError> {
-        let taken = self.inner.give_back(key, first, last).await?;
-        if taken {
-            // The store stands at `first - 1` again: its next answer starts at `first`.
-            if let Some(m) = locked(&self.marks).get_mut(key) {
-                m.high = m.high.min(first - 1);
-            }
+    /// After the store took back `first ..= last` of `key`: it stands at `first - 1` again, so
+    /// its next answer starts at `first`.
+    pub(crate) fn gave_back(&self, key: &Key, first: i64) {
+        if let Some(m) = locked(&self.marks).get_mut(key) {
+            m.high = m.high.min(first - 1);
         }
-        Ok(taken)
-    }
-
-    async fn value(&self, key: &Key) -> Result<Option<i64>, SeqError> {
-        self.inner.value(key).await
-    }
-
-    async fn keys(&self, after: Option<&Key>, limit: usize) -> Result<Vec<(Key, i64)>, SeqError> {
-        self.inner.keys(after, limit).await
-    }
-
-    async fn is_registered(&self, key: &Key) -> Result<bool, SeqError> {
-        self.inner.is_registered(key).await
-    }
-
-    async fn register(&self, key: &Key) -> Result<bool, SeqError> {
-        self.inner.register(key).await
-    }
-
-    async fn unregister(&self, key: &Key) -> Result<bool, SeqError> {
-        self.inner.unregister(key).await
-    }
-
-    async fn registered(&self, after: Option<&Key>, limit: usize) -> Result<Vec<Key>, SeqError> {
-        self.inner.registered(after, limit).await
-    }
-
-    async fn ping(&self) -> Result<(), SeqError> {
-        self.inner.ping().await
-    }
-
-    async fn close(&self) {
-        self.inner.close().await;
     }
 }
 
@@ -562,17 +504,11 @@ impl Ledger {
     pub fn open(dir: &Path) -> Result<Option<Ledger>, SeqError> {
         fs::create_dir_all(dir).map_err(|e| ledger_io("create", dir, e))?;
         let lock_path = dir.join(LEDGER_LOCK);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| ledger_io("open", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Ok(None),
-            Err(TryLockError::Error(e)) => return Err(ledger_io("lock", &lock_path, e)),
-        }
+        let lock = match crate::statefile::lock(dir, LEDGER_LOCK) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => return Ok(None),
+            Err((what, e)) => return Err(ledger_io(what, &lock_path, e)),
+        };
         let path = dir.join(LEDGER);
         let mut ledger = Ledger {
             dir: dir.to_path_buf(),
@@ -657,20 +593,8 @@ impl Ledger {
     /// # Errors
     /// `Io` naming the path.
     pub fn save(&self) -> Result<(), SeqError> {
-        let tmp = self.dir.join(LEDGER_TMP);
-        let path = self.dir.join(LEDGER);
-        let text = self.encode();
-        let write = || -> std::io::Result<()> {
-            let mut f = File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()
-        };
-        write().map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            ledger_io("write", &path, e)
-        })
+        crate::statefile::write_atomically(&self.dir, LEDGER_TMP, LEDGER, &self.encode())
+            .map_err(|e| ledger_io("write", &self.dir.join(LEDGER), e))
     }
 }
 
@@ -679,6 +603,7 @@ mod tests {
     use super::*;
     use crate::stores::memory::MemoryStore;
     use crate::{ServeOptions, StoreHandle};
+    use async_trait::async_trait;
     use floe_core::sequence::Mode;
 
     /// A memory store that says it is durable and can forget everything (a Redis restarted
@@ -809,12 +734,12 @@ mod tests {
     async fn tails_are_served_by_the_first_copy_that_claims_them_only() {
         let store = Forgetful::new();
         let node = key("floe.node.0123456789abcdef");
-        let a = Guarded::new("s", store.clone());
+        let a = Guard::new("s", store.clone());
         a.start(None, Some(node.clone()), None).await.unwrap();
         let claim = a.claim().await.unwrap().unwrap();
         // Two copies of the state directory start with the same claim: one serves the tails.
-        let b = Guarded::new("s", store.clone());
-        let c = Guarded::new("s", store.clone());
+        let b = Guard::new("s", store.clone());
+        let c = Guard::new("s", store.clone());
         let b = b
             .start(Some(1), Some(node.clone()), Some(claim))
             .await
@@ -826,7 +751,7 @@ mod tests {
         assert!(b.tails_claimed);
         assert!(!c.tails_claimed);
         // An older copy (restored) never does.
-        let d = Guarded::new("s", store.clone());
+        let d = Guard::new("s", store.clone());
         let d = d.start(Some(1), Some(node), Some(claim)).await.unwrap();
         assert!(!d.tails_claimed);
     }

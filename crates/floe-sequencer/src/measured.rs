@@ -1,6 +1,9 @@
-//! A store as the server measures it: every call's latency, its errors, WEAK segment fetches
-//! and STRONG increment sizes, through the `metrics` facade (nothing is recorded unless the
-//! program installed a recorder, as `floe serve` does).
+//! The layer every call of a [`StoreHandle`](crate::StoreHandle) passes through: a store as
+//! the server measures it (every call's latency, its errors, WEAK segment fetches and STRONG
+//! increment sizes, through the `metrics` facade: nothing is recorded unless the program
+//! installed a recorder, as `floe serve` does), and, for a durable store with ranges, guarded
+//! against going backwards ([`crate::guard`]: refusals are counted as errors of kind
+//! `DataLoss`).
 //!
 //! Labels are the store's configured name, the call (`reserve`, `segment`, `raise`,
 //! `next_id`, `give_back`) and an error's kind: all bounded by the configuration and this
@@ -15,6 +18,7 @@ use async_trait::async_trait;
 use floe_core::sequence::{Key, Segment};
 use metrics::{counter, histogram, Counter, Histogram};
 
+use crate::guard::{range_of, Guard};
 use crate::{Capabilities, SeqError, Store};
 
 /// The calls a store is measured by.
@@ -51,12 +55,14 @@ pub struct Measured {
     /// IDs of parked tails the store took back (`floe_weak_given_back_ids_total`).
     given_back: Counter,
     increment_size: Histogram,
+    guard: Option<Arc<Guard>>,
 }
 
 impl Measured {
-    /// `inner`, measured under the store name `store`.
-    pub fn new(store: &str, inner: Arc<dyn Store>) -> Measured {
+    /// `inner`, measured under the store name `store`, and guarded by `guard` when given.
+    pub fn new(store: &str, inner: Arc<dyn Store>, guard: Option<Arc<Guard>>) -> Measured {
         Measured {
+            guard,
             reserve: Call::new(store, "reserve"),
             segment: Call::new(store, "segment"),
             raise: Call::new(store, "raise"),
@@ -78,6 +84,19 @@ impl Measured {
             "kind" => kind
         )
         .increment(1);
+    }
+
+    /// `call`, a reservation of `key` answered as `range` reads it, through the guard if any.
+    async fn reserving<T>(
+        &self,
+        key: &Key,
+        range: impl FnOnce(&T) -> Result<Option<(i64, i64)>, SeqError>,
+        call: impl std::future::Future<Output = Result<T, SeqError>>,
+    ) -> Result<T, SeqError> {
+        match &self.guard {
+            Some(g) => g.reserving(key, range, call).await,
+            None => call.await,
+        }
     }
 
     /// Times a call until [`Timing::done`], or until it is dropped unfinished (the caller's
@@ -131,7 +150,10 @@ impl Store for Measured {
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
         let timing = self.start(&self.reserve);
-        let result = self.inner.reserve(key, n).await;
+        let call = self.inner.reserve(key, n);
+        let result = self
+            .reserving(key, |v| range_of(*v, n).map(Some), call)
+            .await;
         timing.done(&result);
         if result.is_ok() {
             self.increment_size.record(f64::from(n));
@@ -143,6 +165,9 @@ impl Store for Measured {
         let timing = self.start(&self.raise);
         let result = self.inner.raise(key, floor).await;
         timing.done(&result);
+        if let (Ok(()), Some(g)) = (&result, &self.guard) {
+            g.raised(key).await;
+        }
         result
     }
 
@@ -155,14 +180,18 @@ impl Store for Measured {
 
     async fn next_id(&self, key: &Key) -> Result<i64, SeqError> {
         let timing = self.start(&self.next_id);
-        let result = self.inner.next_id(key).await;
+        let call = self.inner.next_id(key);
+        let result = self.reserving(key, |v| Ok(Some((*v, *v))), call).await;
         timing.done(&result);
         result
     }
 
     async fn segment(&self, key: &Key, size: u32) -> Result<Option<Segment>, SeqError> {
         let timing = self.start(&self.segment);
-        let result = self.inner.segment(key, size).await;
+        let call = self.inner.segment(key, size);
+        let result = self
+            .reserving(key, |s| Ok(s.map(|s: Segment| (s.start, s.end))), call)
+            .await;
         timing.done(&result);
         if matches!(result, Ok(Some(_))) {
             self.fetches.increment(1);
@@ -175,6 +204,9 @@ impl Store for Measured {
         let result = self.inner.give_back(key, first, last).await;
         timing.done(&result);
         if matches!(result, Ok(true)) {
+            if let Some(g) = &self.guard {
+                g.gave_back(key, first);
+            }
             // Taken back: the store checked that `first <= last`.
             let ids = crate::tails::ids_in(Segment {
                 start: first,

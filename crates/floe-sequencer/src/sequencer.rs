@@ -9,7 +9,7 @@ use std::time::Duration;
 use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
 
 use crate::batch::{check_count, Batch};
-use crate::guard::{Guarded, Ledger, StartCheck, EPOCH_KEY};
+use crate::guard::{Guard, Ledger, StartCheck, EPOCH_KEY};
 use crate::keys::{GiveBack, KeyLimits, Keys};
 use crate::strong::StrongKey;
 use crate::tails::{above, store_identity, SavedTails, TailDir};
@@ -61,7 +61,7 @@ pub struct StoreHandle {
     /// IDs issued, WEAK and STRONG.
     issued: [AtomicU64; 2],
     /// The guard of a durable store with ranges ([`crate::guard`]).
-    guard: Option<Arc<Guarded>>,
+    guard: Option<Arc<Guard>>,
 }
 
 /// The sums of a store's WEAK buffers ([`StoreHandle::weak_totals`]).
@@ -92,13 +92,10 @@ impl StoreHandle {
     /// against going backwards ([`crate::guard`]).
     pub fn new(name: impl Into<String>, store: Arc<dyn Store>, options: ServeOptions) -> Self {
         let name = name.into();
-        let guard = Guarded::applies(store.capabilities())
-            .then(|| Arc::new(Guarded::new(&name, store.clone())));
-        let store: Arc<dyn Store> = match &guard {
-            Some(g) => Arc::clone(g) as Arc<dyn Store>,
-            None => store,
-        };
-        let store: Arc<dyn Store> = Arc::new(crate::measured::Measured::new(&name, store));
+        let guard = Guard::applies(store.capabilities())
+            .then(|| Arc::new(Guard::new(&name, Arc::clone(&store))));
+        let store: Arc<dyn Store> =
+            Arc::new(crate::measured::Measured::new(&name, store, guard.clone()));
         StoreHandle {
             guard,
             issued: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -145,7 +142,7 @@ impl StoreHandle {
     }
 
     /// The guard of a durable store with ranges ([`crate::guard`]).
-    pub fn guard(&self) -> Option<&Arc<Guarded>> {
+    pub fn guard(&self) -> Option<&Arc<Guard>> {
         self.guard.as_ref()
     }
 

@@ -42,8 +42,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{ErrorKind as IoKind, Write as _};
+use std::fs::{self, File};
+use std::io::ErrorKind as IoKind;
 use std::path::{Path, PathBuf};
 
 use floe_core::sequence::{Key, Segment};
@@ -307,25 +307,18 @@ impl TailDir {
             )
         })?;
         let path = dir.join(LOCK);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| {
-                SeqError::new(
-                    ErrorKind::Io,
-                    format!("tails: cannot open {}: {e}", path.display()),
-                )
-            })?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(TailDir {
+        match crate::statefile::lock(dir, LOCK) {
+            Ok(Some(file)) => Ok(Some(TailDir {
                 dir: dir.to_path_buf(),
                 _lock: file,
             })),
-            Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => Err(SeqError::config(format!(
-                "tails: cannot lock {}: {e}",
+            Ok(None) => Ok(None),
+            Err(("open", e)) => Err(SeqError::new(
+                ErrorKind::Io,
+                format!("tails: cannot open {}: {e}", path.display()),
+            )),
+            Err((what, e)) => Err(SeqError::config(format!(
+                "tails: cannot {what} {}: {e}",
                 path.display()
             ))),
         }
@@ -375,20 +368,8 @@ impl TailDir {
 
 /// [`TailDir::save`] in `dir`, which the caller holds locked.
 pub(crate) fn save(dir: &Path, tails: &SavedTails) -> Result<(), SeqError> {
-    let tmp = dir.join(TMP);
-    let path = dir.join(FILE);
-    let text = tails.encode();
-    let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)
-    };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&tmp);
-        return Err(io_error("write", &path, e));
-    }
-    sync_dir(dir)
+    crate::statefile::write_atomically(dir, TMP, FILE, &tails.encode())
+        .map_err(|e| io_error("write", &dir.join(FILE), e))
 }
 
 /// `tail` cut to the IDs above `floor` (a `bigger_than`): what is at or below it is dropped.

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use floe_sequencer::guard::{Guarded, CHECK_EVERY};
+use floe_sequencer::guard::{Guard, CHECK_EVERY};
 use floe_sequencer::stores::snowflake::SnowflakeStore;
 use floe_sequencer::{Ledger, SavedTails, SeqError, Sequencer, Store, StoreHandle, TailDir};
 
@@ -83,7 +83,7 @@ pub(super) async fn open(
             }
         }
     }
-    let mut watched: Vec<(Arc<Guarded>, String)> = Vec::new();
+    let mut watched: Vec<(Arc<Guard>, String)> = Vec::new();
     let mut sequencer = Sequencer::new();
     for (name, url) in &plan.stores {
         let key = format!("stores.{}", crate::echo(name, crate::MAX_ECHO));
@@ -161,7 +161,7 @@ pub(super) async fn open(
             .map_err(|e| StartError::store("sequencer: ledger", &e))?;
         for (guard, identity) in watched {
             let ledger = Arc::clone(&ledger);
-            tokio::spawn(Guarded::watch(&guard, CHECK_EVERY, move |epoch| {
+            tokio::spawn(Guard::watch(&guard, CHECK_EVERY, move |epoch| {
                 let ledger = Arc::clone(&ledger);
                 let identity = identity.clone();
                 tokio::task::spawn_blocking(move || {
@@ -175,7 +175,7 @@ pub(super) async fn open(
         }
     } else {
         for (guard, _) in watched {
-            tokio::spawn(Guarded::watch(&guard, CHECK_EVERY, |_| {}));
+            tokio::spawn(Guard::watch(&guard, CHECK_EVERY, |_| {}));
         }
     }
     Ok(sequencer)
