@@ -67,8 +67,8 @@ fn kill9_loops_on_every_durable_store() {
 }
 
 /// What lies under floe going backwards (issue 31): a Redis without persistence restarted
-/// empty under load, the embedded store's file emptied while stopped, a state directory copied
-/// after a graceful stop. floe refuses (500 data_loss) rather than issue a value twice.
+/// empty, or restored from an older snapshot, under load; the embedded store's file emptied
+/// while stopped; a state directory copied after a graceful stop. floe refuses (500 data_loss) rather than issue a value twice.
 #[test]
 fn nothing_below_floe_makes_it_repeat() {
     let _one = one_at_a_time();
@@ -76,6 +76,7 @@ fn nothing_below_floe_makes_it_repeat() {
     let mut rows = Vec::new();
     for _ in 0..runs {
         rows.push(common::below::redis_restarted_empty());
+        rows.push(common::below::redis_restored_from_backup());
         rows.push(common::below::embedded_file_damaged(false));
         rows.push(common::below::embedded_file_damaged(true));
         rows.push(common::below::state_dir_copied(&env("FLOE_TEST_REDIS")));

@@ -221,18 +221,22 @@ impl StoreHandle {
         self.bounded("raise the floor of", key, self.store.raise(key, floor))
             .await?;
         // One more ID: the value moves, so no tail given back elsewhere lowers it again.
-        match self
+        let value = match self
             .bounded("raise the floor of", key, self.store.reserve(key, 1))
             .await
         {
-            // A store refused for going back (crate::guard): the raise is how it is repaired,
-            // and it was made; the next request says whether the store is served again.
-            Err(e) if e.kind == ErrorKind::DataLoss => Ok(self
+            // A store refused for going back (crate::guard): raising its keys is how it is
+            // repaired, and the raise was made; the repair key (never refused) lifts it.
+            Err(e) if e.kind == ErrorKind::DataLoss => self
                 .bounded("read the value of", key, self.store.value(key))
                 .await?
-                .unwrap_or(floor)),
-            other => other,
+                .unwrap_or(floor),
+            other => other?,
+        };
+        if let (Some(g), crate::REPAIR_KEY) = (self.guard(), key.as_str()) {
+            g.check_repair().await;
         }
+        Ok(value)
     }
 
     /// Registers `key` (for registered-keys mode); whether it was not registered already.

@@ -11,8 +11,7 @@
 //!    key (by [`reserve`](Store::reserve), [`segment`](Store::segment) or
 //!    [`next_id`](Store::next_id)). An answer that starts at or below the mark a call saw when
 //!    it began went back: it is refused with [`ErrorKind::DataLoss`] and so is every later call
-//!    of that key, until the store's value of the key is at or above the mark again (an
-//!    operator's raise). Calls under way at once are told apart: only answers that completed
+//!    of that key (without asking the store), until an operator says it is repaired (below). Calls under way at once are told apart: only answers that completed
 //!    before a call began bound it, so two reservations racing never look like a loss. A give
 //!    back the store took lowers the mark to where the store now stands. At most twice the
 //!    handle's `max_keys` keys are remembered ([`KeyLimits`](crate::KeyLimits)): when full, the
@@ -23,8 +22,7 @@
 //!    remembers the highest value it saw, in memory and in the state directory's ledger
 //!    ([`Ledger`]). A store whose epoch is below what a node saw lost writes (wiped, restarted
 //!    empty, restored from a backup older than the node's last bump): every key of it is
-//!    refused until the epoch is raised back (the message names the command), including keys
-//!    this node never served, which its high marks cannot know.
+//!    refused, including keys this node never served, which its high marks cannot know.
 //! 3. **Claims of saved WEAK tails.** A graceful stop keeps its unused WEAK ranges in the
 //!    state directory ([`crate::tails`]); a copy of that directory (a cloned VM, a restored
 //!    volume snapshot) would serve them again. Each node has a key of its own in the store
@@ -33,6 +31,12 @@
 //!    only if the store answers exactly `c + 1`. Two copies starting from one directory get
 //!    `c + 1` and `c + 2`: one serves the tails, the other drops them (a gap). An older copy
 //!    restored gets more than `c + 1` and drops them.
+//!
+//! **Repair.** A refusal is lifted only by an operator, never by the store moving on by itself:
+//! a key's value passing this node's mark, or the epoch climbing back with other nodes' bumps,
+//! says nothing of what other nodes issued. Having raised each key above the highest value any
+//! node issued, the operator raises [`REPAIR_KEY`] above the value the refusal names; every
+//! node reads it every check and serves again, the epoch it remembers reset to the store's.
 //!
 //! The refusal takes only that store's keys out of service (gRPC `DATA_LOSS`, HTTP 500 with
 //! the reason); the calls are counted in `floe_store_call_errors_total{kind="DataLoss"}`.
@@ -59,6 +63,11 @@ use crate::{Capabilities, ErrorKind, SeqError, Store};
 /// The key of a store's epoch (see the module docs). Raising it is how an operator tells the
 /// nodes that a store which went back was repaired.
 pub const EPOCH_KEY: &str = "floe.epoch";
+
+/// The key an operator raises to say that a store which went back was repaired (every key
+/// raised above what any node issued): every refusal of the store on every node is lifted
+/// once it is above its value when the refusal began. No node changes it by itself.
+pub const REPAIR_KEY: &str = "floe.repair";
 
 /// The prefix of a node's own key in a store (for the claims of its saved tails).
 pub const NODE_KEY_PREFIX: &str = "floe.node.";
@@ -96,6 +105,8 @@ pub struct Guard {
     epoch_kept: AtomicBool,
     marks: Mutex<HashMap<Key, Mark>>,
     max_marks: std::sync::atomic::AtomicUsize,
+    /// [`REPAIR_KEY`]'s value when the last refusal began.
+    repair_seen: AtomicI64,
     /// This node's own key in the store, once the start check claimed it.
     node_key: Mutex<Option<Key>>,
 }
@@ -106,6 +117,10 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn epoch_key() -> Key {
     Key::new(EPOCH_KEY).expect("a valid key")
+}
+
+fn repair_key() -> Key {
+    Key::new(REPAIR_KEY).expect("a valid key")
 }
 
 /// What the start check found ([`Guard::start`]).
@@ -136,6 +151,7 @@ impl Guard {
             epoch_kept: AtomicBool::new(false),
             marks: Mutex::new(HashMap::new()),
             max_marks: std::sync::atomic::AtomicUsize::new(MAX_MARKS),
+            repair_seen: AtomicI64::new(0),
             node_key: Mutex::new(None),
         }
     }
@@ -159,11 +175,17 @@ impl Guard {
         locked(&self.reason).clone()
     }
 
-    fn check_store(&self) -> Result<(), SeqError> {
-        match self.refusal() {
-            None => Ok(()),
-            Some(reason) => Err(SeqError::new(ErrorKind::DataLoss, reason)),
-        }
+    /// The value of [`REPAIR_KEY`] when the store, or a key of it, was last refused: the
+    /// operator's raise above it lifts every refusal.
+    fn repair_needed(&self) -> i64 {
+        self.repair_seen.load(Ordering::Acquire)
+    }
+
+    /// Reads [`REPAIR_KEY`] as a refusal begins, so that only a raise after it lifts it (0
+    /// when it cannot be read: a store wiped has none).
+    async fn note_repair(&self) {
+        let v = self.inner.value(&repair_key()).await.ok().flatten();
+        self.repair_seen.fetch_max(v.unwrap_or(0), Ordering::AcqRel);
     }
 
     fn refuse(&self, reason: String) {
@@ -175,33 +197,22 @@ impl Guard {
         self.refused.store(true, Ordering::Release);
     }
 
-    fn clear(&self) {
-        let mut r = locked(&self.reason);
-        if r.take().is_some() {
-            tracing::warn!(store = %self.name, "store {}: its epoch is back at or above what this node saw: served again", self.name);
-        }
-        self.refused.store(false, Ordering::Release);
-    }
-
     /// The mark a call of `key` starts from (`None`: none yet), or the refusal of the store or
-    /// of the key. A refused key is checked again against the store's value: raised at or
-    /// above its mark, it is served again.
-    async fn admit(&self, key: &Key) -> Result<Option<i64>, SeqError> {
-        self.check_store()?;
+    /// of the key (no store call is made for a refused one).
+    fn admit(&self, key: &Key) -> Result<Option<i64>, SeqError> {
+        if key.as_str() == REPAIR_KEY {
+            // The operator's own key: how a refusal is lifted, never refused itself.
+            return Ok(None);
+        }
+        if let Some(reason) = self.refusal() {
+            return Err(SeqError::new(ErrorKind::DataLoss, reason));
+        }
         let mark = locked(&self.marks).get(key).copied();
-        let Some(mark) = mark else { return Ok(None) };
-        if !mark.refused {
-            return Ok(Some(mark.high));
+        match mark {
+            Some(m) if m.refused => Err(self.key_refused(key, m.high, None)),
+            Some(m) => Ok(Some(m.high)),
+            None => Ok(None),
         }
-        let value = self.inner.value(key).await.ok().flatten();
-        if value.is_some_and(|v| v >= mark.high) {
-            if let Some(m) = locked(&self.marks).get_mut(key) {
-                m.refused = false;
-            }
-            tracing::warn!(store = %self.name, key = key.as_str(), "store {}: key {:?} was raised to {} or above: served again", self.name, key.as_str(), mark.high);
-            return Ok(Some(mark.high));
-        }
-        Err(self.key_refused(key, mark.high, None))
     }
 
     fn key_refused(&self, key: &Key, high: i64, answer: Option<(i64, i64)>) -> SeqError {
@@ -214,21 +225,25 @@ impl Guard {
         SeqError::new(
             ErrorKind::DataLoss,
             format!(
-                "store {name} went back on key {k:?}:{answered} this node already had values up to {high} from it. The store lost writes (restarted without persistence, restored from a backup, wiped, or the value was set lower by hand); the key is refused so that no value is issued twice. Recover: raise it above the highest value any node issued, at least `floe seq keys raise {k} --above {high} --store {name} --server ADDR` (or --store URL); it is served again once the store holds {high} or more"
+                "store {name} went back on key {k:?}:{answered} this node already had values up to {high} from it. The store lost writes (restarted without persistence, restored from a backup, wiped, or the value was set lower by hand); the key is refused so that no value is issued twice. {}",
+                self.recover()
             ),
         )
     }
 
-    /// Records an answer `first ..= last` to a call that began at `before`: refused when it
-    /// starts at or below what the store had given before (or below a mark lowered since by a
-    /// give back).
-    fn answered(
-        &self,
-        key: &Key,
-        before: Option<i64>,
-        first: i64,
-        last: i64,
-    ) -> Result<(), SeqError> {
+    /// The recovery, as every refusal words it.
+    fn recover(&self) -> String {
+        let name = &self.name;
+        format!(
+            "Recover: raise each key above the highest value any node issued (`floe seq keys raise KEY --above N --store {name} --server ADDR`, or --store URL), then say it is repaired: `floe seq keys raise {REPAIR_KEY} --above {} --store {name} --server ADDR`; every node serves again within a second",
+            self.repair_needed()
+        )
+    }
+
+    /// Records an answer `first ..= last` to a call that began at `before`: `Err` with the
+    /// key's mark when it starts at or below what the store had given before (or below a mark
+    /// lowered since by a give back); the key is then refused.
+    fn answered(&self, key: &Key, before: Option<i64>, first: i64, last: i64) -> Result<(), i64> {
         let mut marks = locked(&self.marks);
         if marks.len() >= self.max_marks.load(Ordering::Relaxed) && !marks.contains_key(key) {
             // Full: forget the marks of keys not refused (bounded memory; the epoch guards
@@ -240,11 +255,7 @@ impl Guard {
                 let bound = before.map_or(m.high, |b| b.min(m.high));
                 if before.is_some() && first <= bound {
                     m.refused = true;
-                    let high = m.high;
-                    drop(marks);
-                    let e = self.key_refused(key, high, Some((first, last)));
-                    tracing::error!(store = %self.name, key = key.as_str(), "{e}");
-                    return Err(e);
+                    return Err(m.high);
                 }
                 m.high = m.high.max(last);
             }
@@ -261,13 +272,44 @@ impl Guard {
         Ok(())
     }
 
-    /// After a key went back: checks the epoch at once, so that a store wiped whole is
-    /// refused whole before another key is served.
-    async fn went_back(&self, e: SeqError) -> SeqError {
-        if e.kind == ErrorKind::DataLoss {
-            self.check_epoch().await;
-        }
+    /// After `key` went back (its answer `first ..= last`, its mark `high`): notes the repair
+    /// counter, checks the epoch at once (a store wiped whole is refused whole before another
+    /// key is served), and words the refusal.
+    async fn went_back(&self, key: &Key, high: i64, first: i64, last: i64) -> SeqError {
+        self.note_repair().await;
+        self.check_epoch().await;
+        let e = self.key_refused(key, high, Some((first, last)));
+        tracing::error!(store = %self.name, key = key.as_str(), "{e}");
         e
+    }
+
+    /// Lifts every refusal when [`REPAIR_KEY`] was raised above its value when the last one
+    /// began; the epoch this node remembers is then the store's. Nothing is refused, or the
+    /// store cannot be reached: nothing changes.
+    pub async fn check_repair(&self) {
+        let any_key = || locked(&self.marks).values().any(|m| m.refused);
+        if !self.refused.load(Ordering::Acquire) && !any_key() {
+            return;
+        }
+        let Ok(v) = self.inner.value(&repair_key()).await else {
+            return;
+        };
+        if v.unwrap_or(0) <= self.repair_needed() {
+            return;
+        }
+        if self.epoch_kept.load(Ordering::Acquire) {
+            let Ok(epoch) = self.inner.value(&epoch_key()).await else {
+                return;
+            };
+            self.epoch.store(epoch.unwrap_or(0), Ordering::Release);
+        }
+        for m in locked(&self.marks).values_mut() {
+            m.refused = false;
+        }
+        self.repair_seen.fetch_max(v.unwrap_or(0), Ordering::AcqRel);
+        *locked(&self.reason) = None;
+        self.refused.store(false, Ordering::Release);
+        tracing::warn!(store = %self.name, "store {}: {REPAIR_KEY} was raised: served again", self.name);
     }
 
     /// The start check: adds one to the store's epoch and compares it with `remembered` (the
@@ -304,6 +346,7 @@ impl Guard {
         self.epoch_kept.store(true, Ordering::Release);
         let seen = match remembered {
             Some(r) if e <= r => {
+                self.note_repair().await;
                 let reason = self.epoch_reason(e - 1, r);
                 self.refuse(reason.clone());
                 check.went_back = Some(reason);
@@ -326,33 +369,33 @@ impl Guard {
     }
 
     fn epoch_reason(&self, now: i64, seen: i64) -> String {
-        let name = &self.name;
         format!(
-            "store {name} went back: its epoch ({EPOCH_KEY}) is {now}, below {seen} that this node saw. It lost writes (restarted without persistence, restored from an older backup, wiped, or another store now answers at its address); every key of it is refused so that no value is issued twice. Recover: raise each key above the highest value any node issued (`floe seq keys raise KEY --above N --store {name} --server ADDR`, or --store URL), then `floe seq keys raise {EPOCH_KEY} --above {seen} --store {name} --server ADDR`; every node is served again within a second of seeing the epoch back"
+            "store {} went back: its epoch ({EPOCH_KEY}) is {now}, below {seen} that this node saw. It lost writes (restarted without persistence, restored from an older backup, wiped, or another store now answers at its address); every key of it is refused so that no value is issued twice. {}",
+            self.name,
+            self.recover()
         )
     }
 
-    /// Reads the epoch: below what this node saw, the store is refused; at or above it, a
-    /// refusal is lifted. Nothing changes when the store cannot be reached.
+    /// Reads the epoch: below what this node saw, the store is refused (until it is
+    /// repaired: [`check_repair`](Self::check_repair)). Nothing changes when the store cannot
+    /// be reached or is refused already.
     pub async fn check_epoch(&self) {
-        if !self.epoch_kept.load(Ordering::Acquire) {
+        if !self.epoch_kept.load(Ordering::Acquire) || self.refused.load(Ordering::Acquire) {
             return;
         }
         let Ok(value) = self.inner.value(&epoch_key()).await else {
             return;
         };
-        self.saw_epoch(value.unwrap_or(0));
+        self.saw_epoch(value.unwrap_or(0)).await;
     }
 
-    fn saw_epoch(&self, now: i64) {
+    async fn saw_epoch(&self, now: i64) {
         let seen = self.epoch.load(Ordering::Acquire);
         if now < seen {
+            self.note_repair().await;
             self.refuse(self.epoch_reason(now, seen));
         } else {
             self.epoch.fetch_max(now, Ordering::AcqRel);
-            if self.refused.load(Ordering::Acquire) {
-                self.clear();
-            }
         }
     }
 
@@ -363,7 +406,10 @@ impl Guard {
         }
         let e = self.inner.reserve(&epoch_key(), 1).await.ok()?;
         // The value before the bump is `e - 1`.
-        self.saw_epoch(e - 1);
+        self.saw_epoch(e - 1).await;
+        if self.refused.load(Ordering::Acquire) {
+            return None;
+        }
         self.epoch.fetch_max(e, Ordering::AcqRel);
         Some(self.epoch.load(Ordering::Acquire))
     }
@@ -400,6 +446,7 @@ impl Guard {
             loop {
                 tokio::time::sleep(every).await;
                 let Some(g) = weak.upgrade() else { return };
+                g.check_repair().await;
                 n = n.wrapping_add(1);
                 if n.is_multiple_of(BUMP_EVERY) {
                     if let Some(e) = g.bump_epoch().await {
@@ -433,22 +480,14 @@ impl Guard {
         range: impl FnOnce(&T) -> Result<Option<(i64, i64)>, SeqError>,
         call: impl std::future::Future<Output = Result<T, SeqError>>,
     ) -> Result<T, SeqError> {
-        let before = self.admit(key).await?;
+        let before = self.admit(key)?;
         let answer = call.await?;
         if let Some((first, last)) = range(&answer)? {
-            if let Err(e) = self.answered(key, before, first, last) {
-                return Err(self.went_back(e).await);
+            if let Err(high) = self.answered(key, before, first, last) {
+                return Err(self.went_back(key, high, first, last).await);
             }
         }
         Ok(answer)
-    }
-
-    /// After a raise of `key` (always let through: a raise only lifts, and it is how a
-    /// refusal is repaired): a raised epoch is read at once.
-    pub(crate) async fn raised(&self, key: &Key) {
-        if key.as_str() == EPOCH_KEY {
-            self.check_epoch().await;
-        }
     }
 
     /// After the store took back `first ..= last` of `key`: it stands at `first - 1` again, so
@@ -665,12 +704,21 @@ mod tests {
         store.wipe();
         let e = h.next_id("k", Mode::Strong).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::DataLoss, "{e}");
-        assert!(e.message.contains("floe seq keys raise k --above 5"), "{e}");
+        assert!(e.message.contains("had values up to 5"), "{e}");
+        assert!(
+            e.message
+                .contains("floe seq keys raise floe.repair --above 0"),
+            "{e}"
+        );
         // Refused again (the store is not asked to give more meanwhile past the mark).
         let e = h.next_id("k", Mode::Strong).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::DataLoss, "{e}");
-        // The operator's raise repairs it; the next value is above every one issued.
+        // The key raised: still refused, until the operator says it is repaired (the store
+        // passing this node's mark says nothing of what other nodes issued).
         h.raise_floor(&key("k"), 5).await.unwrap();
+        let e = h.next_id("k", Mode::Strong).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::DataLoss, "{e}");
+        h.raise_floor(&key(REPAIR_KEY), 0).await.unwrap();
         let next = h.next_id("k", Mode::Strong).await.unwrap();
         assert!(next > 5, "{next}");
         // Another key is not refused by the key's loss alone (no epoch kept here).
@@ -713,12 +761,27 @@ mod tests {
         let e = h.next_id("never", Mode::Strong).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::DataLoss);
         assert!(
-            e.message
-                .contains("floe seq keys raise floe.epoch --above 2"),
+            e.message.contains("epoch (floe.epoch) is 0, below 2"),
             "{e}"
         );
-        h.raise_floor(&key(EPOCH_KEY), 2).await.unwrap();
+        assert!(
+            e.message
+                .contains("floe seq keys raise floe.repair --above 0"),
+            "{e}"
+        );
+        // Other nodes bumping the epoch back up does not lift it: only the repair does.
+        h.raise_floor(&key(EPOCH_KEY), 5).await.unwrap();
+        g.check_epoch().await;
+        g.check_repair().await;
+        assert_eq!(
+            h.next_id("never", Mode::Strong).await.unwrap_err().kind,
+            ErrorKind::DataLoss
+        );
+        h.raise_floor(&key(REPAIR_KEY), 0).await.unwrap();
         assert_eq!(h.next_id("never", Mode::Strong).await.unwrap(), 1);
+        // The epoch remembered is the store's now: the next checks do not refuse again.
+        g.check_epoch().await;
+        assert!(g.refusal().is_none());
 
         // A start that finds the epoch below the ledger's is refused from the start.
         let h2 = StoreHandle::new("s", Forgetful::new(), ServeOptions::default());

@@ -62,7 +62,7 @@ pub mod weak;
 pub use admin::{KeyState, MAX_FLOOR, MAX_PAGE};
 pub use batch::{Batch, MAX_BATCH};
 pub use error::{ErrorKind, SeqError};
-pub use guard::{Guard, Ledger, StartCheck, EPOCH_KEY};
+pub use guard::{Guard, Ledger, StartCheck, EPOCH_KEY, REPAIR_KEY};
 pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle, WeakTotals};
 pub(crate) use store::within;

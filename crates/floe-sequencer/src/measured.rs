@@ -165,9 +165,6 @@ impl Store for Measured {
         let timing = self.start(&self.raise);
         let result = self.inner.raise(key, floor).await;
         timing.done(&result);
-        if let (Ok(()), Some(g)) = (&result, &self.guard) {
-            g.raised(key).await;
-        }
         result
     }
 
