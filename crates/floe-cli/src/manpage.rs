@@ -126,7 +126,8 @@ fn files(page: &str) -> Vec<(&'static str, &'static str)> {
         "The state directory, kept across restarts: sequences.redb (the embedded store) and \
          its .lock, registry.json (the file registry), cache-*.json (the worker IDs' local \
          cache), horizon-*.json (the durable time bounds) and held-*.lock (the worker IDs in \
-         use), sequencer-tails (the unused WEAK IDs a graceful stop keeps).",
+         use), sequencer-tails (the unused WEAK IDs a graceful stop keeps), sequencer-ledger \
+         (the node's ID and each store's epoch: a store that went back is refused).",
     );
     let registry = (
         "file:///DIR (--registry)",
