@@ -115,6 +115,23 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Refuses a request for one of floe's own keys ([`EPOCH_KEY`], [`REPAIR_KEY`], a node's
+/// key): a client's increment of `floe.repair` would lift every refusal. An operator raises
+/// them through the admin API (`floe seq keys raise`), which this does not stand in front of.
+pub(crate) fn not_floes_own(key: &str) -> Result<(), SeqError> {
+    let own = key.starts_with("floe.")
+        && (key == EPOCH_KEY || key == REPAIR_KEY || key.starts_with(NODE_KEY_PREFIX));
+    if own {
+        return Err(SeqError::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "key {key:?} is floe's own (it watches the store with it): choose another name"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn epoch_key() -> Key {
     Key::new(EPOCH_KEY).expect("a valid key")
 }
@@ -844,6 +861,26 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn a_client_cannot_take_ids_of_floes_own_keys() {
+        let h = StoreHandle::new("s", Forgetful::new(), ServeOptions::default());
+        for k in [EPOCH_KEY, REPAIR_KEY, "floe.node.0123456789abcdef"] {
+            for mode in [Mode::Weak, Mode::Strong] {
+                let e = h.next_id(k, mode).await.unwrap_err();
+                assert_eq!(e.kind, ErrorKind::InvalidArgument, "{k}: {e}");
+                let e = h.next_ids(k, mode, 3).await.unwrap_err();
+                assert_eq!(e.kind, ErrorKind::InvalidArgument, "{k}: {e}");
+            }
+            let e = h.segment(k, 10).await.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{k}: {e}");
+        }
+        // Near names are anyone's; the operator's raise of the repair key goes through.
+        for k in ["floe.epochs", "floe", "floe.repair2", "x.floe.repair"] {
+            h.next_id(k, Mode::Strong).await.unwrap();
+        }
+        h.raise_floor(&key(REPAIR_KEY), 3).await.unwrap();
     }
 
     #[test]

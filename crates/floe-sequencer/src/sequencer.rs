@@ -372,6 +372,7 @@ impl StoreHandle {
 
     async fn next_id_unmeasured(&self, key: &str, mode: Mode) -> Result<i64, SeqError> {
         Key::check(key)?;
+        crate::guard::not_floes_own(key)?;
         self.check_registered(key).await?;
         let caps = self.store.capabilities();
         match mode {
@@ -406,6 +407,7 @@ impl StoreHandle {
         count: u32,
     ) -> Result<Batch, SeqError> {
         Key::check(key)?;
+        crate::guard::not_floes_own(key)?;
         check_count(count)?;
         self.check_registered(key).await?;
         let caps = self.store.capabilities();
@@ -445,6 +447,7 @@ impl StoreHandle {
     /// `size` IDs straight from the store (Layotto's `GetSegment`), for callers that cache.
     pub async fn segment(&self, key: &str, size: u32) -> Result<Segment, SeqError> {
         let key = Key::new(key)?;
+        crate::guard::not_floes_own(key.as_str())?;
         if size == 0 || size > self.options.step.max {
             return Err(SeqError::new(
                 ErrorKind::InvalidArgument,
