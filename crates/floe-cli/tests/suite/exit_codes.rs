@@ -139,6 +139,28 @@ fn floe_serve_exits_by_kind_when_it_cannot_start() {
     }
 }
 
+/// A mistyped option in a store URL stops the start (2), naming it and the option meant: the
+/// drivers would pass over it (`?layoto=` served floe's keys, not Layotto's).
+#[test]
+fn a_mistyped_store_url_option_is_a_configuration_error() {
+    for (url, near) in [
+        ("redis://127.0.0.1:1/?layoto=myapp", "layotto"),
+        ("mysql://u@127.0.0.1:1/db?from_layoto=myapp", "from_layotto"),
+        ("postgres://u@127.0.0.1:1/db?tabel=t", "table"),
+        ("leaf-mysql://u@127.0.0.1:1/db?tabel=leaf_alloc", "table"),
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let out = common::serve_output(state.path(), &["--store", &format!("main={url}")]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert!(err.contains("unknown option"), "{url}: {err}");
+        assert!(
+            err.contains(&format!("did you mean {near}?")),
+            "{url}: {err}"
+        );
+    }
+}
+
 /// A listen address without a port from 0 to 65535 is a configuration error (2), naming its
 /// key, found before anything is leased or written (it was 1, from the bind).
 #[test]
