@@ -77,6 +77,7 @@ fn nothing_below_floe_makes_it_repeat() {
     for _ in 0..runs {
         rows.push(common::below::redis_restarted_empty());
         rows.push(common::below::redis_restored_from_backup());
+        rows.push(common::below::redis_restored_while_stopped());
         rows.push(common::below::embedded_file_damaged(false));
         rows.push(common::below::embedded_file_damaged(true));
         rows.push(common::below::state_dir_copied(&env("FLOE_TEST_REDIS")));

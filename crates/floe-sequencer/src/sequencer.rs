@@ -62,6 +62,8 @@ pub struct StoreHandle {
     issued: [AtomicU64; 2],
     /// The guard of a durable store with ranges ([`crate::guard`]).
     guard: Option<Arc<Guard>>,
+    /// The store's identity in the ledger, once [`check_start`](Self::check_start) ran.
+    identity: Option<String>,
 }
 
 /// The sums of a store's WEAK buffers ([`StoreHandle::weak_totals`]).
@@ -98,6 +100,7 @@ impl StoreHandle {
             Arc::new(crate::measured::Measured::new(&name, store, guard.clone()));
         StoreHandle {
             guard,
+            identity: None,
             issued: [AtomicU64::new(0), AtomicU64::new(0)],
             keys: Arc::new(Keys::new(
                 KeyLimits::default(),
@@ -155,7 +158,7 @@ impl StoreHandle {
     /// # Errors
     /// The store's, within the call timeout (it cannot be reached now).
     pub async fn check_start(
-        &self,
+        &mut self,
         url: &str,
         state_dir: &Path,
         ledger: Option<&mut Ledger>,
@@ -182,6 +185,7 @@ impl StoreHandle {
         if let (Some(ledger), Some(e)) = (ledger, check.epoch) {
             ledger.set_epoch(&identity, e);
         }
+        self.identity = Some(identity.clone());
         if !check.tails_claimed && saved.holds(&self.name, &identity) {
             check.tails_dropped = saved.drop_store(&self.name, &identity);
         }
@@ -506,6 +510,8 @@ impl StoreHandle {
 #[derive(Debug, Default)]
 pub struct Sequencer {
     stores: BTreeMap<String, Arc<StoreHandle>>,
+    /// The state directory's ledger ([`keep_ledger`](Self::keep_ledger)).
+    ledger: Option<Arc<Mutex<Ledger>>>,
 }
 
 impl Sequencer {
@@ -565,6 +571,44 @@ impl Sequencer {
         self.store(store)?.next_ids(key, mode, count).await
     }
 
+    /// Keeps the epochs of the stores in `ledger` at close ([`crate::guard`]): each guarded
+    /// store's epoch gets one more, written to the ledger, so that a store restored while this
+    /// node is stopped from a backup taken while it served is refused at its next start.
+    pub fn keep_ledger(&mut self, ledger: Arc<Mutex<Ledger>>) {
+        self.ledger = Some(ledger);
+    }
+
+    /// One more to each guarded store's epoch, kept in the ledger (nothing without one).
+    async fn bump_epochs(&self) {
+        let Some(ledger) = &self.ledger else { return };
+        let Ok(key) = Key::new(EPOCH_KEY) else { return };
+        let mut bumped = Vec::new();
+        for handle in self.stores.values() {
+            let Some((g, identity)) = handle.guard.as_ref().zip(handle.identity.as_ref()) else {
+                continue;
+            };
+            let call = async { Ok(g.bump_epoch().await) };
+            if let Ok(Some(e)) = handle.bounded("add one to the epoch of", &key, call).await {
+                bumped.push((identity.clone(), e));
+            }
+        }
+        if bumped.is_empty() {
+            return;
+        }
+        let ledger = Arc::clone(ledger);
+        let saved = tokio::task::spawn_blocking(move || {
+            let mut l = locked(&ledger);
+            for (identity, e) in &bumped {
+                l.set_epoch(identity, *e);
+            }
+            l.save()
+        })
+        .await;
+        if let Ok(Err(e)) = saved {
+            tracing::warn!("sequencer: {e}");
+        }
+    }
+
     /// Closes every store after keeping the unused tails of their WEAK segments in `dir`
     /// (see [`crate::tails`]): every key's buffer is emptied (none of its IDs is served
     /// afterwards), the tails of the stores given [`StoreHandle::with_tails`] are written
@@ -575,6 +619,7 @@ impl Sequencer {
     /// `Unavailable` naming the path when the file cannot be written (the tails are then gaps;
     /// the stores are closed all the same).
     pub async fn close_keeping(&self, dir: &TailDir) -> Result<u64, SeqError> {
+        self.bump_epochs().await;
         let mut saved = SavedTails::new();
         for handle in self.stores.values() {
             handle.drain_tails(&mut saved);
@@ -596,6 +641,7 @@ impl Sequencer {
 
     /// Closes every store.
     pub async fn close(&self) {
+        self.bump_epochs().await;
         for handle in self.stores.values() {
             handle.store.close().await;
         }

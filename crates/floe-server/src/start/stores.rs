@@ -108,6 +108,7 @@ pub(super) async fn open(
             .key_limits(plan.key_limits)
             .map_err(|e| StartError::config(format!("sequencer.max_keys: {e}")))?
             .registered_only(plan.config.sequencer.registered_only.contains(name));
+        let mut handle = handle;
         let check = handle
             .check_start(url, state_dir, ledger.as_mut(), saved)
             .await
@@ -154,6 +155,7 @@ pub(super) async fn open(
     }
     if let Some(ledger) = ledger {
         let ledger = Arc::new(Mutex::new(ledger));
+        sequencer.keep_ledger(Arc::clone(&ledger));
         let saving = Arc::clone(&ledger);
         tokio::task::spawn_blocking(move || lock(&saving).save())
             .await

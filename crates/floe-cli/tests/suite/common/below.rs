@@ -309,6 +309,63 @@ pub fn redis_restored_from_backup() -> Row {
     tally.row
 }
 
+/// Redis restored, while `floe serve` was stopped (SIGTERM), from a snapshot taken while it
+/// served; then `floe serve` started again on the same state directory (STRONG on one key).
+/// The epoch the stop added and wrote to the ledger is above the snapshot's.
+pub fn redis_restored_while_stopped() -> Row {
+    let mut redis = Volatile::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let store = format!("s={}", redis.url());
+    let args = [
+        "--store",
+        &store,
+        "--state-dir",
+        &state,
+        "--timeout-ms",
+        "500",
+    ];
+    let key = format!("stopped-{}", nanos());
+    let path = format!("/v1/sequencer/s/{key}?increment=strong");
+    let mut tally = Tally::default();
+    let port = free_port();
+    let server = serve(&args, port, None);
+    wait_listening(&server, port);
+    let stop = Arc::new(AtomicBool::new(false));
+    let first = client(port, path.clone(), stop.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    let backup = redis.backup();
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let first = first.join().unwrap();
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(60));
+    tally.run(&first.ids);
+    redis.restore(&backup);
+    let port = free_port();
+    let server = serve(&args, port, None);
+    wait_listening(&server, port);
+    let mut second = Vec::new();
+    let mut refused = 0;
+    for _ in 0..200 {
+        let (status, body) = ask(port, &path);
+        match id_in(&body) {
+            Some(id) if status == 200 => second.push(id),
+            _ if body.contains("data_loss") => refused += 1,
+            _ => {}
+        }
+    }
+    server.term();
+    let _ = server.wait_timeout(Duration::from_secs(60));
+    tally.run(&second);
+    tally.row.scenario = "Redis restored, while `floe serve` was stopped, from a snapshot taken while it served; `floe serve` started again (STRONG)".into();
+    tally.row.outcome = format!(
+        "{refused} of 200 requests refused (500 data_loss) after the start{}",
+        if refused == 200 { "" } else { " FAILED" }
+    );
+    tally.row
+}
+
 /// `sequences.redb` (the embedded store) emptied while floe was stopped: truncated to 0
 /// bytes, or overwritten with zeros; floe started again on the state directory.
 pub fn embedded_file_damaged(zeros: bool) -> Row {
