@@ -105,6 +105,8 @@ pub struct Guard {
     epoch_kept: AtomicBool,
     marks: Mutex<HashMap<Key, Mark>>,
     max_marks: std::sync::atomic::AtomicUsize,
+    /// Whether a key is refused (so that the checks need not scan the marks).
+    keys_refused: AtomicBool,
     /// [`REPAIR_KEY`]'s value when the last refusal began.
     repair_seen: AtomicI64,
     /// This node's own key in the store, once the start check claimed it.
@@ -169,6 +171,7 @@ impl Guard {
             marks: Mutex::new(HashMap::new()),
             max_marks: std::sync::atomic::AtomicUsize::new(MAX_MARKS),
             repair_seen: AtomicI64::new(0),
+            keys_refused: AtomicBool::new(false),
             node_key: Mutex::new(None),
         }
     }
@@ -272,6 +275,7 @@ impl Guard {
                 let bound = before.map_or(m.high, |b| b.min(m.high));
                 if before.is_some() && first <= bound {
                     m.refused = true;
+                    self.keys_refused.store(true, Ordering::Release);
                     return Err(m.high);
                 }
                 m.high = m.high.max(last);
@@ -304,8 +308,7 @@ impl Guard {
     /// began; the epoch this node remembers is then the store's. Nothing is refused, or the
     /// store cannot be reached: nothing changes.
     pub async fn check_repair(&self) {
-        let any_key = || locked(&self.marks).values().any(|m| m.refused);
-        if !self.refused.load(Ordering::Acquire) && !any_key() {
+        if !self.refused.load(Ordering::Acquire) && !self.keys_refused.load(Ordering::Acquire) {
             return;
         }
         let Ok(v) = self.inner.value(&repair_key()).await else {
@@ -323,6 +326,7 @@ impl Guard {
         for m in locked(&self.marks).values_mut() {
             m.refused = false;
         }
+        self.keys_refused.store(false, Ordering::Release);
         self.repair_seen.fetch_max(v.unwrap_or(0), Ordering::AcqRel);
         *locked(&self.reason) = None;
         self.refused.store(false, Ordering::Release);
