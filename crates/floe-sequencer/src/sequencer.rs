@@ -574,8 +574,42 @@ impl Sequencer {
     /// Keeps the epochs of the stores in `ledger` at close ([`crate::guard`]): each guarded
     /// store's epoch gets one more, written to the ledger, so that a store restored while this
     /// node is stopped from a backup taken while it served is refused at its next start.
-    pub fn keep_ledger(&mut self, ledger: Arc<Mutex<Ledger>>) {
+    ///
+    /// # Errors
+    /// `Io` naming the path when the ledger cannot be written now.
+    pub async fn keep_ledger(&mut self, ledger: Ledger) -> Result<(), SeqError> {
+        let ledger = Arc::new(Mutex::new(ledger));
+        let saving = Arc::clone(&ledger);
+        tokio::task::spawn_blocking(move || locked(&saving).save())
+            .await
+            .map_err(|e| {
+                SeqError::new(ErrorKind::Io, format!("ledger: the write stopped: {e}"))
+            })??;
         self.ledger = Some(ledger);
+        Ok(())
+    }
+
+    /// Watches every guarded store for as long as it lives ([`Guard::watch`]): its epoch read
+    /// every `every`, one added to it now and then (kept in the ledger, if any), a refusal
+    /// lifted once the operator's repair is seen. Call it once the stores are added, on the
+    /// runtime that serves them.
+    pub fn watch(&self, every: Duration) {
+        for handle in self.stores.values() {
+            let Some(guard) = &handle.guard else { continue };
+            let kept = self.ledger.clone().zip(handle.identity.clone());
+            tokio::spawn(Guard::watch(guard, every, move |epoch| {
+                let Some((ledger, identity)) = kept.clone() else {
+                    return;
+                };
+                tokio::task::spawn_blocking(move || {
+                    let mut l = locked(&ledger);
+                    l.set_epoch(&identity, epoch);
+                    if let Err(e) = l.save() {
+                        tracing::warn!("sequencer: {e}");
+                    }
+                });
+            }));
+        }
     }
 
     /// One more to each guarded store's epoch, kept in the ledger (nothing without one).

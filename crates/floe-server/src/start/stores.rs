@@ -1,9 +1,9 @@
 //! The stores a server serves: opened as the plan names them, their WEAK tails given back, their
 //! `bigger_than` floors applied.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use floe_sequencer::guard::{Guard, CHECK_EVERY};
+use floe_sequencer::guard::CHECK_EVERY;
 use floe_sequencer::stores::snowflake::SnowflakeStore;
 use floe_sequencer::{Ledger, SavedTails, SeqError, Sequencer, Store, StoreHandle, TailDir};
 
@@ -83,7 +83,6 @@ pub(super) async fn open(
             }
         }
     }
-    let mut watched: Vec<(Arc<Guard>, String)> = Vec::new();
     let mut sequencer = Sequencer::new();
     for (name, url) in &plan.stores {
         let key = format!("stores.{}", crate::echo(name, crate::MAX_ECHO));
@@ -125,12 +124,6 @@ pub(super) async fn open(
                 check.tails_dropped
             )));
         }
-        if let (Some(g), Some(_)) = (handle.guard(), check.epoch) {
-            watched.push((
-                Arc::clone(g),
-                floe_sequencer::store_identity(url, state_dir),
-            ));
-        }
         let handle = handle.with_tails(url, state_dir, saved);
         if handle.tails_pending() > 0 {
             notes.push(Note::Info(format!(
@@ -154,35 +147,11 @@ pub(super) async fn open(
         sequencer.add(handle);
     }
     if let Some(ledger) = ledger {
-        let ledger = Arc::new(Mutex::new(ledger));
-        sequencer.keep_ledger(Arc::clone(&ledger));
-        let saving = Arc::clone(&ledger);
-        tokio::task::spawn_blocking(move || lock(&saving).save())
+        sequencer
+            .keep_ledger(ledger)
             .await
-            .map_err(|e| format!("sequencer: ledger: {e}"))?
             .map_err(|e| StartError::store("sequencer: ledger", &e))?;
-        for (guard, identity) in watched {
-            let ledger = Arc::clone(&ledger);
-            tokio::spawn(Guard::watch(&guard, CHECK_EVERY, move |epoch| {
-                let ledger = Arc::clone(&ledger);
-                let identity = identity.clone();
-                tokio::task::spawn_blocking(move || {
-                    let mut l = lock(&ledger);
-                    l.set_epoch(&identity, epoch);
-                    if let Err(e) = l.save() {
-                        tracing::warn!("sequencer: {e}");
-                    }
-                });
-            }));
-        }
-    } else {
-        for (guard, _) in watched {
-            tokio::spawn(Guard::watch(&guard, CHECK_EVERY, |_| {}));
-        }
     }
+    sequencer.watch(CHECK_EVERY);
     Ok(sequencer)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
