@@ -1,6 +1,8 @@
 //! The sequencer: WEAK from a warm buffer beside a bare `AtomicU64::fetch_add` (1 and 2
 //! threads), STRONG on each store beside the raw store operation issued by the same client
-//! library at the same concurrency, and each store's segment fetch latency (p50, p99).
+//! library at the same concurrency, and each store's segment fetch latency (p50, p99); and the
+//! guard's price alone (floe_sequencer::guard): STRONG on a memory store beside the same store
+//! declaring itself durable (so guarded), one caller.
 //!
 //! Server stores are benchmarked when their URL is in the environment (FLOE_TEST_REDIS,
 //! FLOE_TEST_POSTGRES, FLOE_TEST_MARIADB, FLOE_TEST_ETCD, FLOE_TEST_ZOOKEEPER, as
@@ -350,5 +352,55 @@ fn strong(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, weak_warm, strong);
+/// The memory store behind one more layer, declaring itself durable or not: [`StoreHandle`]
+/// guards it when durable (high marks per key around each reservation). Both sides of the
+/// comparison pay for the layer.
+#[derive(Debug)]
+struct DurableMemory(Arc<dyn Store>, bool);
+
+#[async_trait::async_trait]
+impl Store for DurableMemory {
+    fn kind(&self) -> &'static str {
+        "durable-memory"
+    }
+    fn capabilities(&self) -> floe_sequencer::Capabilities {
+        floe_sequencer::Capabilities {
+            durable: self.1,
+            ..self.0.capabilities()
+        }
+    }
+    async fn reserve(&self, key: &Key, n: u32) -> Result<i64, floe_sequencer::SeqError> {
+        self.0.reserve(key, n).await
+    }
+    async fn raise(&self, key: &Key, floor: i64) -> Result<(), floe_sequencer::SeqError> {
+        self.0.raise(key, floor).await
+    }
+}
+
+/// What the guard costs a store call: STRONG (one reservation each) on a memory store, and on
+/// the same store guarded, in one run.
+fn guard_cost(c: &mut Criterion) {
+    let rt = runtime();
+    let mut g = c.benchmark_group("guard_cost");
+    g.throughput(Throughput::Elements(1));
+    for (name, guarded) in [("memory_unguarded", false), ("memory_guarded", true)] {
+        let rt2 = rt.handle().clone();
+        let store = rt
+            .block_on(floe_sequencer::open("memory", "".as_ref()))
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(DurableMemory(store, guarded));
+        let h = StoreHandle::new(name, store, ServeOptions::default());
+        assert_eq!(h.guard().is_some(), guarded);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                rt2.block_on(async {
+                    black_box(h.next_id("guard-bench", Mode::Strong).await.unwrap());
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, weak_warm, strong, guard_cost);
 criterion_main!(benches);
