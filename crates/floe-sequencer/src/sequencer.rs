@@ -596,9 +596,18 @@ impl Sequencer {
     pub fn watch(&self, every: Duration) {
         for handle in self.stores.values() {
             let Some(guard) = &handle.guard else { continue };
-            let kept = self.ledger.clone().zip(handle.identity.clone());
+            // Weak: the ledger's lock goes with the Sequencer, not with its watches (a new
+            // Sequencer on the same directory in this process takes it at once).
+            let kept = self
+                .ledger
+                .as_ref()
+                .map(Arc::downgrade)
+                .zip(handle.identity.clone());
             tokio::spawn(Guard::watch(guard, every, move |epoch| {
                 let Some((ledger, identity)) = kept.clone() else {
+                    return;
+                };
+                let Some(ledger) = ledger.upgrade() else {
                     return;
                 };
                 tokio::task::spawn_blocking(move || {
