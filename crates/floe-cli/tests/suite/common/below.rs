@@ -6,13 +6,13 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use floe_testkit::free_port;
 use floe_testkit::http::http;
 
-use super::faults::{client, client_with, dec, floe, serve, wait_listening, Row, Tally};
+use super::faults::{client, dec, floe, serve, wait_listening, Row, Tally};
 use super::nanos;
 
 /// A Redis of this scenario's own, with no persistence at all (no AOF, no snapshots): what a
@@ -125,42 +125,61 @@ fn ask(port: u16, path: &str) -> (u16, String) {
     http(&format!("127.0.0.1:{port}"), "GET", path).unwrap_or((0, String::new()))
 }
 
+/// One `floe serve` on `redis` (its own state directory), a STRONG and a WEAK client on one
+/// new key until `stop`.
+struct Loaded {
+    _dir: tempfile::TempDir,
+    server: floe_testkit::process::Floe,
+    port: u16,
+    key: String,
+    stop: Arc<AtomicBool>,
+    strong: std::thread::JoinHandle<super::faults::ClientLog>,
+    weak: std::thread::JoinHandle<super::faults::ClientLog>,
+}
+
+fn under_load(redis: &Volatile, prefix: &str) -> Loaded {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let port = free_port();
+    let store = format!("s={}", redis.url());
+    let args = [
+        "--store",
+        &store,
+        "--state-dir",
+        &state,
+        "--timeout-ms",
+        "500",
+    ];
+    let server = serve(&args, port, None);
+    wait_listening(&server, port);
+    let key = format!("{prefix}-{}", nanos());
+    let stop = Arc::new(AtomicBool::new(false));
+    let path = |mode: &str| format!("/v1/sequencer/s/{key}?increment={mode}");
+    Loaded {
+        strong: client(port, path("strong"), stop.clone()),
+        weak: client(port, path("weak"), stop.clone()),
+        _dir: dir,
+        server,
+        port,
+        key,
+        stop,
+    }
+}
+
 /// Redis without persistence killed and started again (empty) under one `floe serve` with
 /// WEAK and STRONG clients on one key; then the raises the refusal names (the key above every
 /// ID issued, then `floe.repair`), made on the store by another process.
 pub fn redis_restarted_empty() -> Row {
     let mut redis = Volatile::start();
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().display().to_string();
-    let port = free_port();
-    let store = format!("s={}", redis.url());
-    let server = serve(
-        &[
-            "--store",
-            &store,
-            "--state-dir",
-            &state,
-            "--timeout-ms",
-            "500",
-        ],
+    let Loaded {
+        _dir,
+        server,
         port,
-        None,
-    );
-    wait_listening(&server, port);
-    let key = format!("below-{}", nanos());
-    let stop = Arc::new(AtomicBool::new(false));
-    let strong_ok = Arc::new(Mutex::new(None));
-    let strong = client_with(
-        port,
-        format!("/v1/sequencer/s/{key}?increment=strong"),
-        stop.clone(),
-        strong_ok.clone(),
-    );
-    let weak = client(
-        port,
-        format!("/v1/sequencer/s/{key}?increment=weak"),
-        stop.clone(),
-    );
+        key,
+        stop,
+        strong,
+        weak,
+    } = under_load(&redis, "below");
     std::thread::sleep(Duration::from_millis(700));
     redis.restart_empty();
     // Refused from here on (bounded wait for the first refusal, then a while of them).
@@ -255,35 +274,15 @@ pub fn redis_restarted_empty() -> Row {
 /// high marks of the keys this node served see it, which is what docs/reliability.md states.
 pub fn redis_restored_from_backup() -> Row {
     let mut redis = Volatile::start();
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().display().to_string();
-    let port = free_port();
-    let store = format!("s={}", redis.url());
-    let server = serve(
-        &[
-            "--store",
-            &store,
-            "--state-dir",
-            &state,
-            "--timeout-ms",
-            "500",
-        ],
+    let Loaded {
+        _dir,
+        server,
         port,
-        None,
-    );
-    wait_listening(&server, port);
-    let key = format!("restored-{}", nanos());
-    let stop = Arc::new(AtomicBool::new(false));
-    let strong = client(
-        port,
-        format!("/v1/sequencer/s/{key}?increment=strong"),
-        stop.clone(),
-    );
-    let weak = client(
-        port,
-        format!("/v1/sequencer/s/{key}?increment=weak"),
-        stop.clone(),
-    );
+        key,
+        stop,
+        strong,
+        weak,
+    } = under_load(&redis, "restored");
     std::thread::sleep(Duration::from_millis(300));
     let backup = redis.backup();
     std::thread::sleep(Duration::from_millis(500));
