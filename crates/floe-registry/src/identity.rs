@@ -68,18 +68,35 @@ impl fmt::Display for Identity {
 pub struct IdSpace {
     /// IDs run from 0 to `size - 1`.
     pub size: u32,
+    /// The Snowflake layout the IDs are worker numbers of, if they are. A registry that keeps
+    /// records of its own writes it into each record, and refuses a registration whose layout
+    /// differs from one already recorded in the service: two layouts on one service issue
+    /// the same IDs (worker 4 of `41/10/12` and worker 1 of `41/8/14` share their bits).
+    pub layout: Option<floe_core::snowflake::Layout>,
 }
 
 impl IdSpace {
+    /// `size` IDs of no particular layout.
+    pub const fn new(size: u32) -> Self {
+        IdSpace { size, layout: None }
+    }
+
     /// The worker IDs of a Snowflake layout (datacenter and worker bits together).
     pub fn snowflake(layout: &floe_core::snowflake::Layout) -> Self {
         IdSpace {
             size: (layout.max_node() + 1).min(u64::from(u32::MAX)) as u32,
+            layout: Some(*layout),
         }
     }
 
     /// sno partitions (16 bits).
-    pub const SNO_PARTITIONS: IdSpace = IdSpace { size: 1 << 16 };
+    pub const SNO_PARTITIONS: IdSpace = IdSpace::new(1 << 16);
+
+    /// How a record names this space's layout ([`WorkerRecord::layout`]); `None` when it has
+    /// none.
+    pub fn layout_text(&self) -> Option<String> {
+        self.layout.map(|l| format!("snowflake {l}"))
+    }
 }
 
 /// One allocated ID, as a registry records it.
@@ -109,6 +126,12 @@ pub struct WorkerRecord {
     /// kept one, and in the file registry (whose OS lock is the holder).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub holder: u64,
+    /// The Snowflake layout its holder issues IDs of ([`IdSpace::layout_text`]), so that a
+    /// node of another layout on the same service is refused rather than issuing the same
+    /// IDs. `None` in records written before floe kept it, in sno's and LexicalUUID's, and in
+    /// Leaf's nodes (whose format has no room for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -130,6 +153,7 @@ impl WorkerRecord {
             window_ms: 0,
             closed: false,
             holder: 0,
+            layout: None,
         }
     }
 
@@ -138,6 +162,7 @@ impl WorkerRecord {
     pub(crate) fn taken_over_by(
         self,
         identity: &Identity,
+        space: IdSpace,
         window_ms: u64,
         holder: u64,
     ) -> WorkerRecord {
@@ -146,6 +171,7 @@ impl WorkerRecord {
             window_ms,
             closed: false,
             holder,
+            layout: space.layout_text().or(self.layout.clone()),
             ..self
         }
     }

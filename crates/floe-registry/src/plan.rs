@@ -25,7 +25,13 @@ pub(crate) fn plan<'a>(
 ) -> Result<Plan, RegistryError> {
     let mut used = std::collections::HashSet::new();
     let mut own: Option<&WorkerRecord> = None;
+    let ours = space.layout_text();
     for record in records {
+        if let (Some(ours), Some(theirs)) = (&ours, &record.layout) {
+            if ours != theirs {
+                return Err(other_layout(identity, record, ours, theirs, store));
+            }
+        }
         if &record.identity == identity {
             if let Some(first) = own {
                 return Err(RegistryError::new(
@@ -55,6 +61,21 @@ pub(crate) fn plan<'a>(
         return Err(space_full(identity, space, store));
     }
     Ok(Plan::Free(free))
+}
+
+/// The error for a registration whose layout (`ours`) differs from the one `record` was
+/// written with (`theirs`).
+fn other_layout(
+    identity: &Identity,
+    record: &WorkerRecord,
+    ours: &str,
+    theirs: &str,
+    store: &str,
+) -> RegistryError {
+    RegistryError::config(format!(
+        "layout: service {:?} in {store} issues {theirs} (worker ID {} held by {}), this node {ours}: two layouts on one service issue the same IDs (a worker's bits of one are another worker's bits of the other). Keep the service's layout, or give the new layout its own service (--service) starting above the old IDs (--snowflake-above), and release the old records with `floe worker release` once their nodes are gone for good",
+        identity.service, record.id, record.identity
+    ))
 }
 
 /// The error for a space with no free ID.

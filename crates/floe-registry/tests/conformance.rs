@@ -80,7 +80,7 @@ fn leaf_zk_backend() -> ServerBackend {
     }
 }
 
-const SPACE: IdSpace = IdSpace { size: 1024 };
+const SPACE: IdSpace = IdSpace::new(1024);
 
 fn who(port: u16) -> Identity {
     Identity::new("orders", "10.0.0.1", port)
@@ -153,7 +153,7 @@ async fn concurrent_registrations_get_distinct_ids(b: &impl Backend) {
 
 async fn a_full_space_fails_clearly(b: &impl Backend) {
     let r = b.handle().await;
-    let small = IdSpace { size: 4 };
+    let small = IdSpace::new(4);
     let mut held = Vec::new();
     for port in 1..=4 {
         held.push(r.register(&who(port), small).await.unwrap());
@@ -180,7 +180,7 @@ async fn heartbeats_never_move_back_and_list_shows_them(b: &impl Backend) {
 
 async fn release_frees_the_id(b: &impl Backend) {
     let r = b.handle().await;
-    let small = IdSpace { size: 1 };
+    let small = IdSpace::new(1);
     let held = r.register(&who(1), small).await.unwrap();
     assert_eq!(
         r.register(&who(2), small).await.unwrap_err().kind,
@@ -198,7 +198,7 @@ async fn release_frees_the_id(b: &impl Backend) {
 }
 
 async fn an_idle_id_is_taken_over_with_its_last_time(b: &impl Backend) {
-    let small = IdSpace { size: 1 };
+    let small = IdSpace::new(1);
     let holder = b.handle().await;
     let first = holder.register(&who(1), small).await.unwrap();
     holder.heartbeat(&who(1), 0, 1_000).await.unwrap();
@@ -221,6 +221,46 @@ async fn an_idle_id_is_taken_over_with_its_last_time(b: &impl Backend) {
     drop(taken);
     let e = b.handle().await.register(&who(1), small).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::SpaceFull);
+}
+
+/// Two layouts on one service issue the same IDs (worker 4 of 41/10/12 has the bits of worker
+/// 1 of 41/8/14): the layout is written in each record and another one is refused, naming
+/// both; the same layout, on another identity or a restart, is not.
+async fn another_layout_on_the_service_is_refused(b: &impl Backend) {
+    use floe_core::snowflake::Layout;
+    let leaf = IdSpace::snowflake(&Layout::LEAF);
+    let other = Layout::new(41, 0, 8, 14)
+        .unwrap()
+        .with_epoch_ms(Layout::LEAF.epoch_ms());
+    let r = b.handle().await;
+    let first = r.register(&who(1), leaf).await.unwrap();
+    assert_eq!(
+        r.list("orders").await.unwrap()[0].layout.as_deref(),
+        Some("snowflake 41/10/12 epoch=1672531200000ms unit=1ms")
+    );
+    let e = b
+        .handle()
+        .await
+        .register(&who(2), IdSpace::snowflake(&other))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Config, "{e}");
+    assert!(
+        e.message.starts_with("layout:")
+            && e.message.contains("41/10/12 epoch=1672531200000ms")
+            && e.message.contains("41/8/14 epoch=1672531200000ms"),
+        "{e}"
+    );
+    // Nothing was written for the refused node.
+    assert_eq!(r.list("orders").await.unwrap().len(), 1);
+    // The same layout is welcome, and so is a restart of the first node.
+    let second = b.handle().await.register(&who(2), leaf).await.unwrap();
+    assert_ne!(second.record.id, first.record.id);
+    r.close(&who(1), first.record.id).await.unwrap();
+    drop(first);
+    drop(r);
+    let again = b.handle().await.register(&who(1), leaf).await.unwrap();
+    assert!(again.existing);
 }
 
 async fn bad_identities_are_config_errors(b: &impl Backend) {
@@ -263,6 +303,7 @@ macro_rules! all_cases {
             release_frees_the_id,
             an_idle_id_is_taken_over_with_its_last_time,
             bad_identities_are_config_errors,
+            another_layout_on_the_service_is_refused,
         );
     };
 }
@@ -288,4 +329,5 @@ suite!(leaf_zk_backend:
     a_full_space_fails_clearly,
     heartbeats_never_move_back_and_list_shows_them,
     bad_identities_are_config_errors,
+    another_layout_on_the_service_is_refused,
 );

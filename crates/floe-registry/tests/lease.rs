@@ -304,7 +304,7 @@ async fn a_full_space_fails_at_start_up() {
     let e = env();
     let clock = ManualClock::from_millis(T0);
     let config = LeaseConfig {
-        space: IdSpace { size: 1 },
+        space: IdSpace::new(1),
         ..e.config.clone()
     };
     let _first = acquire(&e.registry, &e.cache, &config, &clock)
@@ -404,7 +404,7 @@ async fn an_id_whose_record_goes_under_a_live_holder_fences_its_generator() {
 async fn a_taken_over_id_starts_after_its_previous_holders_last_time() {
     let e = env();
     let clock = ManualClock::from_millis(T0);
-    let small = IdSpace { size: 1 };
+    let small = IdSpace::new(1);
     let config = LeaseConfig {
         space: small,
         ..e.config.clone()
@@ -536,7 +536,7 @@ async fn with_a_time_bound_a_crash_then_a_clock_behind_never_repeats() {
 #[tokio::test]
 async fn a_takeover_by_a_clock_behind_waits_for_or_refuses_the_previous_holders_reach() {
     let e = env();
-    let small = IdSpace { size: 1 };
+    let small = IdSpace::new(1);
     let config = LeaseConfig {
         space: small,
         horizon_kind: Some("snowflake".into()),

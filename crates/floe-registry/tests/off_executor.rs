@@ -77,7 +77,7 @@ fn file_registry_calls_wait_for_its_lock_off_the_executor() {
     on_one_thread(move || async move {
         let registry = FileRegistry::new(&path).unwrap();
         let who = Identity::new("orders", "h1", 1);
-        let space = IdSpace { size: 8 };
+        let space = IdSpace::new(8);
         let reg = waits_for_the_lock_off_the_executor(&path, registry.register(&who, space))
             .await
             .unwrap();

@@ -67,7 +67,7 @@ mod leaf {
     use floe_testkit::env;
 
     /// Leaf's worker IDs (its 10 bits).
-    const SPACE: IdSpace = IdSpace { size: 1024 };
+    const SPACE: IdSpace = IdSpace::new(1024);
 
     fn now_ms() -> u64 {
         SystemClock.now_nanos() / NANOS_PER_MILLI
@@ -266,7 +266,7 @@ mod leaf {
         assert_eq!(leaf_id, 4);
 
         // A layout of 6 IDs: the next number (5) fits, the one after (6) does not.
-        let small = IdSpace { size: 6 };
+        let small = IdSpace::new(6);
         let fits = registry
             .register(&at("10.0.0.11", 8080), small)
             .await

@@ -380,3 +380,40 @@ fn cache_file(state: &std::path::Path) -> std::path::PathBuf {
     assert_eq!(found.len(), 1, "{found:?}");
     found.pop().unwrap()
 }
+
+/// Two layouts on one service issue the same IDs (worker 4 of 41/10/12 and worker 1 of
+/// 41/8/14 share their bits): the layout is written in the service's records, and a `floe gen`
+/// or `floe serve` of another layout stops with exit 2 naming both, before any ID.
+#[test]
+fn another_layout_on_the_service_stops_with_exit_2_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(register(dir.path(), 1));
+    let out = gen_with(dir.path(), "state", &["--layout", "41/8/14"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("layout:")
+            && err.contains("snowflake 41/10/12 epoch=1672531200000ms")
+            && err.contains("snowflake 41/8/14 epoch=0ms")
+            && err.contains("orders/h1:1"),
+        "{err}"
+    );
+    let state = dir.path().join("serve");
+    let out = common::serve_output(
+        &state,
+        &[
+            "--registry",
+            &url(dir.path()),
+            "--service",
+            "orders",
+            "--layout",
+            "twitter",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("41/5/5/12 epoch=1288834974657ms"), "{err}");
+    // The same layout is served.
+    ok(gen_with(dir.path(), "state", &[]));
+}

@@ -109,18 +109,31 @@ impl FileRegistry {
         self.with_table(|table| {
             let records = table.services.entry(identity.service.clone()).or_default();
             let store = self.table_path().display().to_string();
-            let (record, existing) = match plan(records.values(), identity, space, &store)? {
-                Plan::Own(record) => (record, true),
-                Plan::Free(free) => {
-                    let record = WorkerRecord::new(free[0], identity.clone(), 0);
+            let (record, existing, changed) = match plan(records.values(), identity, space, &store)?
+            {
+                // A record written before floe kept the layout gets it now.
+                Plan::Own(record) if record.layout.is_none() && space.layout.is_some() => {
+                    let record = WorkerRecord {
+                        layout: space.layout_text(),
+                        ..record
+                    };
                     records.insert(record.id, record.clone());
-                    (record, false)
+                    (record, true, true)
+                }
+                Plan::Own(record) => (record, true, false),
+                Plan::Free(free) => {
+                    let record = WorkerRecord {
+                        layout: space.layout_text(),
+                        ..WorkerRecord::new(free[0], identity.clone(), 0)
+                    };
+                    records.insert(record.id, record.clone());
+                    (record, false, true)
                 }
             };
             let hold = self.hold(&identity.service, record.id, identity)?;
             Ok((
                 Registration::new(record, existing, Some(Hold::new(hold))),
-                !existing,
+                changed,
             ))
         })
     }
@@ -200,7 +213,7 @@ impl FileRegistry {
                     continue;
                 };
                 // The OS lock is the claim: no window to wait out (the holder is gone).
-                let record = previous.clone().taken_over_by(identity, 0, 0);
+                let record = previous.clone().taken_over_by(identity, space, 0, 0);
                 records.insert(record.id, record.clone());
                 let mut registration = Registration::new(record, false, Some(Hold::new(hold)));
                 // Its holder is gone (the lock was free), but its last IDs may share this very

@@ -214,6 +214,7 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
                     window_ms,
                     closed: false,
                     holder,
+                    layout: space.layout_text().or(own.layout.clone()),
                     ..own.clone()
                 };
                 if !store.replace(&record, version).await? {
@@ -230,6 +231,7 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
         let template = WorkerRecord {
             window_ms,
             holder,
+            layout: space.layout_text(),
             ..WorkerRecord::new(0, identity.clone(), 0)
         };
         return match store.create_new(&template, space, &free).await? {
@@ -390,7 +392,9 @@ pub(crate) async fn take_over_idle<S: VersionedRecords + ?Sized>(
     let records = list(store, &identity.service).await?;
     for (previous, version) in idle_first(records, |(r, _)| r, identity, space, idle_before_ms) {
         let previous_holder = previous.identity.clone();
-        let record = previous.clone().taken_over_by(identity, window_ms, holder);
+        let record = previous
+            .clone()
+            .taken_over_by(identity, space, window_ms, holder);
         // Compare-and-set on the version read: two reclaimers cannot both win.
         if store.take_over(&record, version, &previous_holder).await? {
             return Ok(Some(Allocation {
@@ -773,7 +777,7 @@ mod tests {
     #[tokio::test]
     async fn a_registration_again_is_seen_by_the_earlier_one_and_only_its_holder_closes() {
         let store = Memory::default();
-        let space = IdSpace { size: 4 };
+        let space = IdSpace::new(4);
         let first = allocate(&store, &who(1), space, 4_000, 21).await.unwrap();
         heartbeat(&store, &who(1), first.record.id, 1_000, Some(21))
             .await
@@ -835,7 +839,7 @@ mod tests {
         let store = Memory::default();
         store.put(record(3, 1, 1_000));
         store.put(record(7, 1, 2_000));
-        let e = allocate(&store, &who(1), IdSpace { size: 16 }, 4_000, 11)
+        let e = allocate(&store, &who(1), IdSpace::new(16), 4_000, 11)
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Corrupt, "{e}");
@@ -848,7 +852,7 @@ mod tests {
     #[tokio::test]
     async fn allocation_skips_an_id_taken_meanwhile_and_fails_clearly_when_full() {
         let store = Memory::default();
-        let space = IdSpace { size: 4 };
+        let space = IdSpace::new(4);
         store.put(record(0, 9, 0));
         // Another process creates ID 1 between our read and our create: we get 2.
         store.before_write.lock().unwrap().push(Box::new(|r| {

@@ -253,7 +253,7 @@ mod tests {
     #[tokio::test]
     async fn an_ordinal_out_of_the_layouts_range_is_refused() {
         let registry = StaticRegistry::of(StaticId::Ordinal { offset: 1000 });
-        let space = IdSpace { size: 1024 };
+        let space = IdSpace::new(1024);
         let got = registry
             .register(&Identity::new("floe", "floe-23", 1), space)
             .await

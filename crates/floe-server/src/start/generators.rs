@@ -19,7 +19,7 @@ use crate::ids::{Generators, IdKind, Snowflake, DEFAULT_GENERATOR};
 use crate::ServerClock;
 
 /// The LexicalUUID worker IDs a registry leases (as many as sno partitions).
-const LEXICAL_WORKERS: IdSpace = IdSpace { size: 1 << 16 };
+const LEXICAL_WORKERS: IdSpace = IdSpace::new(1 << 16);
 
 /// A worker lease a generator needs: the generator (`snowflake default`, `sno`, `lexical`),
 /// the slot of its durable time bound, its identity and its space.

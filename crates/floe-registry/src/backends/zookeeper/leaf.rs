@@ -257,6 +257,9 @@ struct Side {
     window_ms: u64,
     /// [`WorkerRecord::closed`].
     closed: bool,
+    /// [`WorkerRecord::layout`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    layout: Option<String>,
 }
 
 impl Side {
@@ -266,6 +269,7 @@ impl Side {
             holder: record.holder,
             window_ms: record.window_ms,
             closed: record.closed,
+            layout: record.layout.clone(),
         })
         .map_err(|e| RegistryError::new(ErrorKind::Corrupt, format!("cannot encode a record: {e}")))
     }
@@ -346,14 +350,18 @@ fn record_of(
             window_ms: side.window_ms,
             closed: side.closed,
             holder: side.holder,
+            layout: side.layout.clone(),
         },
-        // A Leaf server's: no holder, no window, not closed; its timestamp, or the last time
-        // floe recorded before it if that is later.
-        None => WorkerRecord::new(
-            id,
-            identity.clone(),
-            timestamp.max(side.as_ref().map_or(0, |(s, _)| s.last_time_ms)),
-        ),
+        // A Leaf server's: no holder, no window, not closed, Meituan Leaf's layout; its
+        // timestamp, or the last time floe recorded before it if that is later.
+        None => WorkerRecord {
+            layout: IdSpace::snowflake(&floe_core::snowflake::Layout::MEITUAN_LEAF).layout_text(),
+            ..WorkerRecord::new(
+                id,
+                identity.clone(),
+                timestamp.max(side.as_ref().map_or(0, |(s, _)| s.last_time_ms)),
+            )
+        },
     };
     let version = NodeVersion {
         node: stat.version,
