@@ -48,7 +48,8 @@ enum Action {
         /// The key.
         key: String,
     },
-    /// Every ID issued afterwards is above N (WEAK buffers of other servers run out first).
+    /// Every ID issued afterwards is above N: by this server at once, by every other server of
+    /// the store within 5 s.
     Raise {
         /// The key.
         key: String,

@@ -7,14 +7,14 @@
 //! least the floor, then reserves one more ID (a gap of one), so that a parked tail given back
 //! elsewhere ([`Store::give_back`](crate::Store::give_back)) can no longer lower the value below
 //! the floor; this process's WEAK buffer and parked tail of the key drop their IDs at or below
-//! it. Every STRONG ID and every segment reserved afterwards is above the floor. **WEAK buffers
-//! of other processes** still serve what they hold (at most two segments per key) until they run
-//! out: raise the floor on each server, or wait a segment's life.
+//! it. Every STRONG ID and every segment reserved afterwards is above the floor. **Other
+//! processes** of the store hear of it through the store within
+//! [`REACH`](crate::changes::REACH) (5 s) and drop what they hold ([`crate::changes`]).
 //!
 //! **Registrations** are kept apart from the values ([`Store::register`](crate::Store::register)):
-//! a key unregistered and registered again goes on above every ID it issued. Unregistering a
-//! key lets it go from this process's memory (when no request holds it), so this server refuses
-//! it at once; other servers refuse it once it leaves their memory (`key_idle_secs`).
+//! a key unregistered and registered again goes on above every ID it issued. An unregistered
+//! key is refused by this process at its next request, held in memory or not, and by every
+//! other process of the store within the same bound.
 
 use floe_core::sequence::Key;
 
@@ -183,8 +183,9 @@ impl StoreHandle {
     }
 
     /// Raises `key`'s floor while serving: every ID issued afterwards by this process, and
-    /// every STRONG ID and new segment by any, is above `floor` (see the module docs for the
-    /// WEAK buffers of other processes). Never lowers anything. The key's value after it.
+    /// every STRONG ID and new segment by any, is above `floor`; every other process of the
+    /// store drops what it holds within [`REACH`](crate::changes::REACH) of the return
+    /// ([`crate::changes`]). Never lowers anything. The key's value after it.
     ///
     /// # Errors
     /// `InvalidArgument` for a floor of `i64::MAX` (nothing changed); `Unsupported` on a store
@@ -236,6 +237,8 @@ impl StoreHandle {
         if let (Some(g), crate::REPAIR_KEY) = (self.guard(), key.as_str()) {
             g.check_repair().await;
         }
+        // Every other node of the store drops what it holds below (crate::changes).
+        self.announce_change().await?;
         Ok(value)
     }
 
@@ -258,7 +261,11 @@ impl StoreHandle {
         let was = self
             .bounded("unregister", key, self.store.unregister(key))
             .await?;
+        // Refused here at its next request, and on every other node within
+        // crate::changes::REACH.
+        self.changes.recheck_registrations();
         self.keys.let_go(key);
+        self.announce_change().await?;
         Ok(was)
     }
 

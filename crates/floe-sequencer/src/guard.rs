@@ -122,7 +122,10 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// them through the admin API (`floe seq keys raise`), which this does not stand in front of.
 pub(crate) fn not_floes_own(key: &str) -> Result<(), SeqError> {
     let own = key.starts_with("floe.")
-        && (key == EPOCH_KEY || key == REPAIR_KEY || key.starts_with(NODE_KEY_PREFIX));
+        && (key == EPOCH_KEY
+            || key == REPAIR_KEY
+            || key == crate::changes::CHANGES_KEY
+            || key.starts_with(NODE_KEY_PREFIX));
     if own {
         return Err(SeqError::new(
             ErrorKind::InvalidArgument,

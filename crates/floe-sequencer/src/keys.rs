@@ -129,6 +129,9 @@ pub(crate) struct Entry {
     strong: OnceLock<Arc<StrongKey>>,
     /// When it was last used: milliseconds since the map was made.
     used: AtomicU64,
+    /// The generation of registrations ([`crate::changes`]) at which the key was last found
+    /// registered (registered-keys mode); 0: not yet.
+    checked: AtomicU64,
 }
 
 impl Entry {
@@ -137,6 +140,7 @@ impl Entry {
             weak: OnceLock::new(),
             strong: OnceLock::new(),
             used: AtomicU64::new(now),
+            checked: AtomicU64::new(0),
         }
     }
 
@@ -249,9 +253,18 @@ impl Keys {
         }
     }
 
-    /// Whether `key` is held now.
-    pub(crate) fn holds(&self, key: &str) -> bool {
-        self.read().contains_key(key)
+    /// Whether `key` is held and was found registered at generation `gen` or later.
+    pub(crate) fn checked_at(&self, key: &str, gen: u64) -> bool {
+        self.read()
+            .get(key)
+            .is_some_and(|e| e.checked.load(Ordering::Acquire) >= gen)
+    }
+
+    /// Records that `key` (if held) was found registered at generation `gen`.
+    pub(crate) fn mark_checked(&self, key: &str, gen: u64) {
+        if let Some(e) = self.read().get(key) {
+            e.checked.fetch_max(gen, Ordering::AcqRel);
+        }
     }
 
     /// Lets `key` go if nothing but the map holds it (its WEAK tail parked as usual).

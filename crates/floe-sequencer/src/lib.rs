@@ -47,6 +47,7 @@
 
 mod admin;
 pub mod batch;
+pub mod changes;
 mod error;
 pub mod guard;
 mod keys;
@@ -61,6 +62,7 @@ pub mod weak;
 
 pub use admin::{KeyState, MAX_FLOOR, MAX_PAGE};
 pub use batch::{Batch, MAX_BATCH};
+pub use changes::CHANGES_KEY;
 pub use error::{ErrorKind, SeqError};
 pub use guard::{Guard, Ledger, StartCheck, EPOCH_KEY, REPAIR_KEY};
 pub use keys::KeyLimits;

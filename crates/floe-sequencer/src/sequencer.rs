@@ -64,6 +64,8 @@ pub struct StoreHandle {
     guard: Option<Arc<Guard>>,
     /// The store's identity in the ledger, once [`check_start`](Self::check_start) ran.
     identity: Option<String>,
+    /// Changes of floors and registrations, as this handle knows them ([`crate::changes`]).
+    pub(crate) changes: crate::changes::Changes,
 }
 
 /// The sums of a store's WEAK buffers ([`StoreHandle::weak_totals`]).
@@ -112,6 +114,7 @@ impl StoreHandle {
             registered_only: false,
             tails: None,
             floors: Mutex::new(HashMap::new()),
+            changes: Default::default(),
         }
     }
 
@@ -306,7 +309,9 @@ impl StoreHandle {
     }
 
     /// Applies `bigger_than` (Layotto's `Init`), bounded by the call timeout per key. Saved
-    /// tails ([`with_tails`](Self::with_tails), before or after this) are cut above the floors.
+    /// tails ([`with_tails`](Self::with_tails), before or after this) are cut above the floors;
+    /// every other node of the store drops what it holds within
+    /// [`REACH`](crate::changes::REACH).
     pub async fn init(&self, bigger_than: &BTreeMap<Key, i64>) -> Result<(), SeqError> {
         for (key, floor) in bigger_than {
             self.bounded("apply bigger_than to", key, self.store.raise(key, *floor))
@@ -315,6 +320,10 @@ impl StoreHandle {
             let kept = floors.entry(key.clone()).or_insert(*floor);
             *kept = (*kept).max(*floor);
             self.keys.cut_parked(key, *kept);
+        }
+        if !bigger_than.is_empty() {
+            // Other nodes may hold IDs below a floor new to them (crate::changes).
+            self.announce_change().await?;
         }
         Ok(())
     }
@@ -476,14 +485,21 @@ impl StoreHandle {
     }
 
     /// In registered-keys mode, refuses a key the store does not have registered with
-    /// `UnknownKey`; a key held in memory was checked when it came in.
+    /// `UnknownKey`; a key held in memory was checked once since the registrations last
+    /// changed ([`crate::changes`]: an unregistration on any node).
     async fn check_registered(&self, key: &str) -> Result<(), SeqError> {
-        if !self.registered_only || self.keys.holds(key) {
+        if !self.registered_only {
+            return Ok(());
+        }
+        let gen = self.changes.registrations();
+        if self.keys.checked_at(key, gen) {
             return Ok(());
         }
         let k = Key::new(key)?;
         let call = self.store.is_registered(&k);
         if self.bounded("check the registration of", &k, call).await? {
+            // Marked if held now; a key held from this request on is checked at its next.
+            self.keys.mark_checked(key, gen);
             Ok(())
         } else {
             Err(SeqError::new(
@@ -596,6 +612,7 @@ impl Sequencer {
     pub fn watch(&self, every: Duration) {
         for handle in self.stores.values() {
             let Some(guard) = &handle.guard else { continue };
+            tokio::spawn(crate::changes::watch(handle));
             // Weak: the ledger's lock goes with the Sequencer, not with its watches (a new
             // Sequencer on the same directory in this process takes it at once).
             let kept = self

@@ -97,6 +97,8 @@ struct State {
     /// No ID at or below this is served ([`WeakKey::cut_above`]): a floor raised at run time,
     /// applied to what the buffer holds and to every segment a fetch under way brings.
     floor: Option<i64>,
+    /// The segment the fetch under way brings is dropped ([`WeakKey::invalidate`]).
+    discard_fetch: bool,
     /// Fetches finished so far; a waiter knows the fetch it waited for has ended.
     rounds: u64,
     /// The last fetch's error, with its round.
@@ -233,6 +235,7 @@ impl WeakKey {
                 step: policy.min,
                 last_fetch: None,
                 floor: None,
+                discard_fetch: false,
                 rounds: 0,
                 failed: None,
                 retry_at: None,
@@ -462,6 +465,18 @@ impl WeakKey {
         self.gen.fetch_add(1, Ordering::Release);
     }
 
+    /// Drops every ID the buffer holds (gaps), threads' blocks and the segment of a fetch
+    /// under way too: a floor may have been raised elsewhere below them
+    /// ([`crate::changes`]). The next call fetches a segment reserved from now on.
+    pub(crate) fn invalidate(&self) {
+        let mut st = self.state();
+        st.set_current(None);
+        st.cur_len = 0;
+        st.next = None;
+        st.discard_fetch = st.fetching;
+        self.gen.fetch_add(1, Ordering::Release);
+    }
+
     /// Makes `segment` the current one; threads' blocks of the one before are dropped.
     fn install(&self, st: &mut State, segment: Segment) {
         st.cur = (segment.start, segment.len());
@@ -516,6 +531,11 @@ impl WeakKey {
                 st.fetching = false;
                 st.rounds += 1;
                 match result {
+                    // Reserved before the buffer was invalidated: dropped.
+                    Ok(_) if std::mem::take(&mut st.discard_fetch) => {
+                        st.failed = None;
+                        st.retry_at = None;
+                    }
                     Ok(segment) => {
                         st.failed = None;
                         st.retry_at = None;
@@ -530,6 +550,7 @@ impl WeakKey {
                         }
                     }
                     Err(error) => {
+                        st.discard_fetch = false;
                         st.retry_at = Some(Instant::now() + PREFETCH_RETRY);
                         st.failed = Some((st.rounds, error));
                     }

@@ -69,8 +69,9 @@ impl App {
             .map_err(|e| public(e, h, after.as_ref().map_or("", Key::as_str), Asked::Admin))
     }
 
-    /// Raises `key`'s floor: every ID issued afterwards is above `above` (see the sequencer's
-    /// admin docs for other servers' WEAK buffers); the key's state after it.
+    /// Raises `key`'s floor: every ID issued afterwards is above `above`, by this server at once
+    /// and by every other server of the store within 5 s (`floe_sequencer::changes`); the
+    /// key's state after it.
     ///
     /// # Errors
     /// As [`admin_key_state`](Self::admin_key_state).

@@ -6,7 +6,7 @@
 //!   `{"key":..,"value":"41","next_strong":"42","next_weak":"17","registered":true}` (numbers as
 //!   strings; `null` where the store holds none or keeps no registrations).
 //! - `POST /v1/admin/stores/{store}/keys/{key}/raise?above=N`: every ID issued afterwards is
-//!   above N; the key's STATE after it.
+//!   above N (by this server at once, by every other within 5 s); the key's STATE after it.
 //! - `PUT` / `DELETE /v1/admin/stores/{store}/keys/{key}`: registers / unregisters the key
 //!   (registered-keys mode), `{"changed":true}` when it was not / was registered.
 //! - `GET /v1/admin/stores/{store}/registered[?after=KEY&limit=N]`: `{"keys":[...]}`.
