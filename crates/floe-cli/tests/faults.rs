@@ -89,6 +89,34 @@ fn nothing_below_floe_makes_it_repeat() {
     }
 }
 
+/// A floor raised, or a key unregistered, through one node of a shared store while another
+/// serves the key WEAK (issue 31, case 3): honoured by the node that made it at once, by the
+/// other within 5 s, on each server store.
+#[test]
+fn floors_and_unregistrations_reach_every_node() {
+    let _one = one_at_a_time();
+    let runs = if faults::full() { 10 } else { 1 };
+    let stores = [
+        ("Redis", env("FLOE_TEST_REDIS")),
+        ("PostgreSQL", env("FLOE_TEST_POSTGRES")),
+        ("MariaDB", env("FLOE_TEST_MARIADB")),
+        ("etcd", format!("etcd://{}", env("FLOE_TEST_ETCD"))),
+        ("ZooKeeper", format!("zk://{}", env("FLOE_TEST_ZOOKEEPER"))),
+    ];
+    let mut rows = Vec::new();
+    for _ in 0..runs {
+        for (name, url) in &stores {
+            rows.push(common::floors::floor_reaches_every_node(name, url));
+            rows.push(common::floors::unregister_reaches_every_node(name, url));
+        }
+    }
+    print(&rows);
+    for row in &rows {
+        assert_eq!(row.repeats, 0, "{}", row.markdown());
+        assert!(!row.outcome.contains("FAILED"), "{}", row.markdown());
+    }
+}
+
 /// Each server store's server killed with SIGKILL and started again while `floe serve` is
 /// under load (the servers scripts/test.sh starts for this test alone).
 #[test]

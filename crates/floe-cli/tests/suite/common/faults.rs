@@ -374,6 +374,8 @@ pub struct ClientLog {
     pub first_error: Option<Instant>,
     /// The first success after the first error.
     pub recovered: Option<Instant>,
+    /// When the request of each of `ids` was sent.
+    pub sent: Vec<Instant>,
 }
 
 /// Takes IDs from `path` on `port` until `stop`, reconnecting when the connection drops.
@@ -405,10 +407,12 @@ pub fn client_with(
             while !stop.load(Ordering::Relaxed) {
                 // "{n}" in the path: a new key each request.
                 let path = path.replace("{n}", &log.ids.len().to_string());
+                let sent = Instant::now();
                 match get(&mut writer, &mut reader, &path) {
                     Some((200, body)) => {
                         if let Some(id) = body.split('"').nth(3).and_then(dec) {
                             log.ids.push(id);
+                            log.sent.push(sent);
                             *last_ok.lock().unwrap() = Some(Instant::now());
                             if log.first_error.is_some() && log.recovered.is_none() {
                                 log.recovered = Some(Instant::now());

@@ -3,6 +3,7 @@
 
 pub mod below;
 pub mod faults;
+pub mod floors;
 
 use std::process::{Command, Output, Stdio};
 
