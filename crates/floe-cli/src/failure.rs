@@ -233,7 +233,9 @@ impl From<LexicalError> for Failure {
     fn from(e: LexicalError) -> Self {
         let m = e.to_string();
         match e {
-            LexicalError::HorizonStalled(_) => Failure::TempFail(m),
+            LexicalError::HorizonStalled(_) | LexicalError::ClockBehind { .. } => {
+                Failure::TempFail(m)
+            }
             LexicalError::TimestampOverflow => Failure::Other(m),
             // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
             _ => Failure::Other(m),

@@ -238,6 +238,16 @@ pub enum LexicalError {
     /// The generator's fence is closed: its worker ID lease is lost, or was not confirmed by
     /// the registry within its window ([`crate::fence`]). No ID is issued until it opens.
     LeaseLost,
+    /// The clock is behind the last timestamp issued (stepped forward, then back; or over a
+    /// million IDs a second) by more than the lease's window lets timestamps run ahead of
+    /// it: the lease is held, but no ID is issued until the clock comes within the window of
+    /// the last timestamp.
+    ClockBehind {
+        /// The last timestamp issued, microseconds since the Unix epoch.
+        last_micros: i64,
+        /// The clock's reading, microseconds since the Unix epoch.
+        now_micros: i64,
+    },
 }
 
 impl fmt::Display for LexicalError {
@@ -249,6 +259,14 @@ impl fmt::Display for LexicalError {
             LexicalError::HorizonStalled(e) => e.fmt(f),
             LexicalError::LeaseLost => f.write_str(
                 "the worker ID lease is lost or not confirmed by the registry in time (fenced): no LexicalUUID until it is",
+            ),
+            LexicalError::ClockBehind {
+                last_micros,
+                now_micros,
+            } => write!(
+                f,
+                "the clock is {:.3} s behind the last LexicalUUID timestamp issued (stepped back after a step forward, or over a million IDs a second): timestamps may run ahead of the clock only within the worker lease's window, so none is issued until the clock catches up (the lease is held)",
+                last_micros.saturating_sub(*now_micros) as f64 / 1e6
             ),
         }
     }
@@ -353,6 +371,15 @@ impl<C: Clock> LexicalGenerator<C> {
             if let Some(fence) = &self.fence {
                 let at = (next as u64).saturating_mul(1_000);
                 if !fence.admits(at, || self.clock.monotonic_nanos()) {
+                    // Held now, but not as far ahead as the last timestamp: the clock is
+                    // behind it, not the lease lost.
+                    let clock_now = (now.max(0) as u64).saturating_mul(1_000);
+                    if next > now && fence.admits(clock_now, || self.clock.monotonic_nanos()) {
+                        return Err(LexicalError::ClockBehind {
+                            last_micros: last,
+                            now_micros: now,
+                        });
+                    }
                     return Err(LexicalError::LeaseLost);
                 }
             }
@@ -405,6 +432,34 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_stepped_forward_then_back_is_behind_not_fenced() {
+        use crate::fence::{Fence, Sent};
+        let clock = ManualClock::from_millis(1_000_000);
+        let fence = Arc::new(Fence::new());
+        let g = LexicalGenerator::new(clock.clone(), 7).fence(fence.clone());
+        fence.confirm(Sent::now(&clock), Duration::from_secs(2));
+        // A step forward of 60 s: issued, and the lease confirmed at the new time.
+        clock.advance(Duration::from_secs(60));
+        fence.confirm(Sent::now(&clock), Duration::from_secs(2));
+        let ahead = g.next_timestamp().unwrap();
+        // Back by 60 s, confirmed again: the lease is held, the clock is behind.
+        clock.rewind(Duration::from_secs(60));
+        fence.confirm(Sent::now(&clock), Duration::from_secs(2));
+        let e = g.next_id().unwrap_err();
+        assert_eq!(
+            e,
+            LexicalError::ClockBehind {
+                last_micros: ahead,
+                now_micros: 1_000_000_000
+            }
+        );
+        assert!(e.to_string().contains("60.000 s behind"), "{e}");
+        // A lost lease is still said to be one.
+        fence.raise();
+        assert_eq!(g.next_id().unwrap_err(), LexicalError::LeaseLost);
+    }
+
+    #[test]
     fn a_closed_fence_stops_it_before_the_timestamp_moves() {
         use crate::fence::{Fence, Sent};
         let clock = ManualClock::from_millis(1_000);
@@ -437,7 +492,14 @@ mod tests {
         }
         assert_eq!(issued, 2_000);
         assert_eq!(g.last_timestamp_micros(), 1_001_999);
-        assert_eq!(g.next_id().unwrap_err(), LexicalError::LeaseLost);
+        // The lease is held: the timestamps ran ahead of the clock.
+        assert_eq!(
+            g.next_id().unwrap_err(),
+            LexicalError::ClockBehind {
+                last_micros: 1_001_999,
+                now_micros: 1_000_000
+            }
+        );
     }
 
     #[test]

@@ -517,6 +517,10 @@ fn lexical_error(e: LexicalError) -> ServerError {
         LexicalError::LeaseLost => ServerError::unavailable(
             "lexical: this server's worker lease is lost or not confirmed by the registry in time (fenced): retry on another server",
         ),
+        LexicalError::ClockBehind { .. } => {
+            crate::warn(crate::Topic::Clock, format_args!("lexical: {e}"));
+            ServerError::unavailable(format!("lexical: {e}: retry on another server"))
+        }
         other => {
             crate::warn(
                 crate::Topic::Internal,
