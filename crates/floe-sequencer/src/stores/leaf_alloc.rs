@@ -6,10 +6,13 @@
 //!   int, description, update_time)`, one row per tag. floe never creates it, nor a row in it:
 //!   at start-up a table that is missing, or lacks `biz_tag` (the key), a signed `bigint`
 //!   `max_id` or an integer `step`, is refused with a `Config` error naming it.
-//! - **Allocation, as Leaf's `IDAllocDao` does it:** in one transaction, `UPDATE leaf_alloc SET
-//!   max_id = max_id + ? WHERE biz_tag = ?` (Leaf's custom-step statement) then `SELECT biz_tag,
-//!   max_id, step FROM leaf_alloc WHERE biz_tag = ?`, then commit. The row stays locked from the
-//!   update to the commit, so every reservation, Leaf's or floe's, gets its own range. A
+//! - **Allocation, Leaf's custom-step update in one statement:** `UPDATE leaf_alloc SET max_id
+//!   = LAST_INSERT_ID(max_id + ?) WHERE biz_tag = ? AND` (the tag byte for byte) `AND max_id
+//!   BETWEEN 1 AND ?`, its own transaction; the `max_id` written comes back in the answer
+//!   (`LAST_INSERT_ID(expr)` sets the OK packet's insert ID). The row is locked only while the
+//!   statement runs, so every reservation, Leaf's or floe's, gets its own range, and a floe
+//!   node paused or cut off between two statements holds no lock that stalls the others
+//!   (Leaf's `IDAllocDao` holds it from its update to its commit, two round trips later). A
 //!   reservation of `n` owns Leaf's segment `[max_id - n, max_id)` of the `max_id` it wrote:
 //!   it starts at the old `max_id` (a fresh row, `max_id` 1, starts at 1). So the last ID a
 //!   tag can give is `i64::MAX - 1` (the `max_id` after it is `i64::MAX`); a reservation past
@@ -19,13 +22,13 @@
 //! - **Registered tags only:** a tag with no row is refused with
 //!   [`ErrorKind::UnknownKey`] (HTTP 404 `unknown_key`, gRPC `NOT_FOUND`) and nothing is
 //!   inserted. Tags are matched byte for byte, as Leaf's tag cache does: under the table's
-//!   case-insensitive collation `ORDERS` finds the row of `orders`, and the transaction is then
-//!   rolled back and the tag refused. Unlike Leaf (which re-reads the tags every 60 s), each
-//!   reservation reads the row: a row inserted is served at once; a row deleted is refused once
+//!   case-insensitive collation `ORDERS` would find the row of `orders`, so every statement
+//!   also compares the tag's bytes, and the tag is refused. Unlike Leaf (which re-reads the tags every 60 s), each
+//!   reservation finds the row anew: a row inserted is served at once; a row deleted is refused once
 //!   the segments already taken are used up.
-//! - **`bigger_than` (raise):** `UPDATE ... SET max_id = GREATEST(max_id, floor + 1)`, in a
-//!   transaction checked the same way: the next ID is above the floor, and `max_id` is never
-//!   lowered. A floor of `i64::MAX` leaves the tag exhausted.
+//! - **`bigger_than` (raise):** `UPDATE ... SET max_id = GREATEST(max_id, floor + 1)`, one
+//!   statement with the tag matched the same way: the next ID is above the floor, and `max_id`
+//!   is never lowered. A floor of `i64::MAX` leaves the tag exhausted.
 //! - **Segment sizes:** floe's step policy sizes every fetch, as on every store (`--step-min`,
 //!   `--step-max`, `--step-target-secs`): the first fetch of a tag reserves `--step-min`, and
 //!   the size doubles while a segment lasts less than the target, up to `--step-max` (default
@@ -40,8 +43,8 @@
 //!   above every segment reserved (by Leaf or floe) before it was asked for. Leaf serves from
 //!   segments cached in its memory, so an ID a Leaf server returns *after* a floe STRONG ID may
 //!   be smaller (it comes from a segment reserved earlier): across Leaf and floe, IDs are
-//!   unique and trend upwards, never in one real-time order. Each STRONG increment costs four
-//!   round trips (`BEGIN`, `UPDATE`, `SELECT`, `COMMIT`); waiting requests share one.
+//!   unique and trend upwards, never in one real-time order. Each STRONG increment costs one
+//!   round trip; waiting requests share one.
 //! - **Durable** with InnoDB's defaults; **TLS** and the pool as the `mysql://` store
 //!   ([`super::mysql`]): `?ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/ca.pem`, `?pool=16`.
 //! - **Give back:** a tag's value is `max_id - 1` (the last ID reserved), so giving back
@@ -127,14 +130,17 @@ impl LeafAllocStore {
         let t = &opts.table;
         check_table(&pool, t).await?;
         Ok(LeafAllocStore {
+            // One statement, its own transaction: the row is locked only while it runs, never
+            // across a round trip to floe (a paused or cut-off floe node then stalls no
+            // other). The new max_id comes back in the OK packet (LAST_INSERT_ID(expr)).
             update: sql(format!(
-                "UPDATE {t} SET max_id = max_id + ? WHERE biz_tag = ? AND max_id BETWEEN 1 AND ?"
+                "UPDATE {t} SET max_id = LAST_INSERT_ID(max_id + ?) WHERE biz_tag = ? AND {TAG_BYTES} = ? AND max_id BETWEEN 1 AND ?"
             )),
             select: sql(format!(
                 "SELECT biz_tag, max_id, step FROM {t} WHERE biz_tag = ?"
             )),
             raise: sql(format!(
-                "UPDATE {t} SET max_id = GREATEST(max_id, ?) WHERE biz_tag = ?"
+                "UPDATE {t} SET max_id = GREATEST(max_id, ?) WHERE biz_tag = ? AND {TAG_BYTES} = ?"
             )),
             // The tag matched byte for byte (of its UTF-8), the index found by `biz_tag = ?`.
             give_back: sql(format!(
@@ -188,8 +194,7 @@ impl LeafAllocStore {
         )
     }
 
-    /// The key's `max_id` read through `ex` (in a transaction, after its update): `None` when
-    /// no row is the key's, byte for byte.
+    /// The key's `max_id` read through `ex`: `None` when no row is the key's, byte for byte.
     async fn row<'e>(
         &self,
         ex: impl sqlx::Executor<'e, Database = MySql>,
@@ -387,21 +392,39 @@ impl Store for LeafAllocStore {
     }
 
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
-        let mut tx = self.pool.begin().await.map_err(self.err("begin on", key))?;
-        let updated = sqlx::query(q(&self.update))
+        let done = sqlx::query(q(&self.update))
             .bind(i64::from(n))
             .bind(key.as_str())
+            .bind(key.as_str().as_bytes())
             .bind(i64::MAX - i64::from(n))
-            .execute(&mut *tx)
+            .execute(&self.pool)
             .await
-            .map_err(self.err("reserve on", key))?
-            .rows_affected();
-        let Some(max_id) = self.row(&mut *tx, key).await? else {
-            // Dropped, the transaction rolls back (a case variant's update with it).
+            .map_err(self.err("reserve on", key))?;
+        if done.rows_affected() == 1 {
+            // The max_id the update wrote: the segment is [max_id - n, max_id), its last ID
+            // max_id - 1 (max_id >= 1 + n).
+            return i64::try_from(done.last_insert_id())
+                .ok()
+                .filter(|m| *m > i64::from(n))
+                .map(|m| m - 1)
+                .ok_or_else(|| {
+                    SeqError::new(
+                        ErrorKind::Corrupt,
+                        format!(
+                            "leaf-mysql: the server answered max_id {} to a reservation of {n} of tag {:?}",
+                            done.last_insert_id(),
+                            key.as_str()
+                        ),
+                    )
+                });
+        }
+        // Nothing changed: why, read after (no row of the tag byte for byte, a max_id below
+        // 1, or too high to add `n`).
+        let Some(max_id) = self.max_id(key).await? else {
             return Err(self.unknown(key));
         };
-        if updated == 0 {
-            return Err(if max_id < 1 {
+        {
+            Err(if max_id < 1 {
                 SeqError::new(
                     ErrorKind::Corrupt,
                     format!(
@@ -412,25 +435,24 @@ impl Store for LeafAllocStore {
                 )
             } else {
                 SeqError::exhausted("leaf-mysql", key.as_str())
-            });
+            })
         }
-        tx.commit().await.map_err(self.err("commit on", key))?;
-        // The segment is [max_id - n, max_id): its last ID is max_id - 1 (max_id >= 1 + n).
-        Ok(max_id - 1)
     }
 
     async fn raise(&self, key: &Key, floor: i64) -> Result<(), SeqError> {
-        let mut tx = self.pool.begin().await.map_err(self.err("begin on", key))?;
-        sqlx::query(q(&self.raise))
+        // One statement, as a reservation: no row lock across a round trip.
+        let done = sqlx::query(q(&self.raise))
             .bind(floor.saturating_add(1))
             .bind(key.as_str())
-            .execute(&mut *tx)
+            .bind(key.as_str().as_bytes())
+            .execute(&self.pool)
             .await
             .map_err(self.err("raise", key))?;
-        if self.row(&mut *tx, key).await?.is_none() {
+        // Rows matched (sqlx asks for found rows): none, no row is the tag's.
+        if done.rows_affected() == 0 {
             return Err(self.unknown(key));
         }
-        tx.commit().await.map_err(self.err("commit on", key))
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), SeqError> {
