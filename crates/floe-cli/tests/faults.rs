@@ -300,8 +300,9 @@ fn etcd_pauses_and_partitions() {
     assert_rows(&rows);
 }
 
-/// Three nodes on one PostgreSQL store, one paused or cut off from it: STRONG and WEAK never
-/// repeat, STRONG keeps real-time order.
+/// Three nodes on one PostgreSQL store, and on Leaf's table through `leaf-mysql://`, one
+/// paused or cut off from it: STRONG and WEAK never repeat, STRONG keeps real-time order, and
+/// the other nodes serve throughout (no row lock held across the faulty node's round trips).
 #[test]
 fn a_shared_store_with_one_node_paused_or_cut_off() {
     let _one = one_at_a_time();
@@ -315,20 +316,23 @@ fn a_shared_store_with_one_node_paused_or_cut_off() {
     } else {
         vec![std::time::Duration::from_secs(3)]
     };
-    let rows: Vec<Row> = [
-        pauses::StoreFault::Pause,
-        pauses::StoreFault::Cut(Cut::Refuse),
-        pauses::StoreFault::Cut(Cut::Blackhole),
-    ]
-    .into_iter()
-    .map(|fault| {
-        pauses::SharedStore {
-            fault,
-            holds: holds.clone(),
+    let mut rows = Vec::new();
+    for store in [pauses::Shared::Postgres, pauses::Shared::LeafMysql] {
+        for fault in [
+            pauses::StoreFault::Pause,
+            pauses::StoreFault::Cut(Cut::Refuse),
+            pauses::StoreFault::Cut(Cut::Blackhole),
+        ] {
+            rows.push(
+                pauses::SharedStore {
+                    store,
+                    fault,
+                    holds: holds.clone(),
+                }
+                .row(runs),
+            );
         }
-        .row(runs)
-    })
-    .collect();
+    }
     assert_rows(&rows);
 }
 

@@ -952,11 +952,91 @@ pub enum StoreFault {
     Cut(Cut),
 }
 
-/// A row: three `floe serve` nodes on one PostgreSQL store (FLOE_TEST_POSTGRES), each through
-/// a proxy of its own; STRONG and WEAK calls on every node; node 2 paused or cut off from the
-/// store for each of `holds` in turn. No value twice, STRONG in real-time order.
+/// Which shared store the nodes serve on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shared {
+    /// floe's own table on PostgreSQL (FLOE_TEST_POSTGRES).
+    Postgres,
+    /// Meituan Leaf's `leaf_alloc` table on MariaDB (FLOE_TEST_MARIADB), `leaf-mysql://`: a
+    /// node paused or cut off between two statements of a reservation must hold no row lock
+    /// that stalls the others (issue 31, case 7).
+    LeafMysql,
+}
+
+impl Shared {
+    fn name(self) -> &'static str {
+        match self {
+            Shared::Postgres => "PostgreSQL",
+            Shared::LeafMysql => "leaf-mysql (Leaf's table on MariaDB)",
+        }
+    }
+
+    /// The store URL through `proxy` (host:port), and the store's address without it.
+    fn url(self, proxy: &str, table: &str) -> String {
+        let env_url = match self {
+            Shared::Postgres => env("FLOE_TEST_POSTGRES"),
+            Shared::LeafMysql => env("FLOE_TEST_MARIADB"),
+        };
+        let (prefix, rest) = env_url.split_once('@').expect("SCHEME://user@host:port/db");
+        let (_, db) = rest.split_once('/').expect("SCHEME://user@host:port/db");
+        match self {
+            Shared::Postgres => format!("{prefix}@{proxy}/{db}"),
+            Shared::LeafMysql => {
+                let user = prefix.trim_start_matches("mysql://");
+                format!("leaf-mysql://{user}@{proxy}/{db}?table={table}")
+            }
+        }
+    }
+
+    /// The server's host:port.
+    fn server(self) -> String {
+        let env_url = match self {
+            Shared::Postgres => env("FLOE_TEST_POSTGRES"),
+            Shared::LeafMysql => env("FLOE_TEST_MARIADB"),
+        };
+        let rest = env_url
+            .split_once('@')
+            .expect("SCHEME://user@host:port/db")
+            .1;
+        rest.split_once('/').map_or(rest, |(s, _)| s).to_string()
+    }
+
+    /// Makes what the store needs before floe serves `key` on it (Leaf's table with the key's
+    /// row, as Leaf's README makes it); the table's name.
+    fn prepare(self, key: &str) -> String {
+        let table = format!("leaf_alloc_{}", key.replace('-', "_"));
+        if self == Shared::LeafMysql {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async {
+                let pool = sqlx::mysql::MySqlPoolOptions::new()
+                    .connect(&env("FLOE_TEST_MARIADB"))
+                    .await
+                    .unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "CREATE TABLE {table} (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB"
+                )))
+                .execute(&pool)
+                .await
+                .unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO {table} (biz_tag, max_id, step) VALUES ('{key}', 1, 1000)"
+                )))
+                .execute(&pool)
+                .await
+                .unwrap();
+            });
+        }
+        table
+    }
+}
+
+/// A row: three `floe serve` nodes on one shared store, each through a proxy of its own;
+/// STRONG and WEAK calls on every node; node 2 paused or cut off from the store for each of
+/// `holds` in turn. No value twice, STRONG in real-time order, the other nodes serving
+/// throughout.
 #[derive(Debug, Clone)]
 pub struct SharedStore {
+    pub store: Shared,
     pub fault: StoreFault,
     pub holds: Vec<Duration>,
 }
@@ -964,9 +1044,9 @@ pub struct SharedStore {
 impl SharedStore {
     pub fn scenario(&self) -> String {
         let fault = match self.fault {
-            StoreFault::Pause => "paused (SIGSTOP)",
-            StoreFault::Cut(Cut::Refuse) => "cut from PostgreSQL (connections refused)",
-            StoreFault::Cut(Cut::Blackhole) => "cut from PostgreSQL (blackhole)",
+            StoreFault::Pause => "paused (SIGSTOP)".to_string(),
+            StoreFault::Cut(Cut::Refuse) => "cut from the store (connections refused)".into(),
+            StoreFault::Cut(Cut::Blackhole) => "cut from the store (blackhole)".into(),
         };
         let holds: Vec<String> = self
             .holds
@@ -974,7 +1054,8 @@ impl SharedStore {
             .map(|d| format!("{:.1} s", d.as_secs_f64()))
             .collect();
         format!(
-            "STRONG and WEAK on PostgreSQL, 3 `floe serve` nodes, one {fault} for {} under load",
+            "STRONG and WEAK on {}, 3 `floe serve` nodes, one {fault} for {} under load",
+            self.store.name(),
             holds.join(" / ")
         )
     }
@@ -1007,6 +1088,22 @@ impl SharedStore {
                     problems.push(format!("{node}: {n} calls failed otherwise than 503"));
                 }
             }
+            // The faulty node must not stall the others (a row lock held across its pause:
+            // Leaf's two-statement reservation did).
+            for node in ["N1", "N3"] {
+                let out = report.longest_outage.get(node).copied().unwrap_or_default();
+                if out > Duration::from_secs(2) {
+                    problems.push(format!(
+                        "{node} answered 503 for {:.1} s while N2 was {}",
+                        out.as_secs_f64(),
+                        if matches!(self.fault, StoreFault::Pause) {
+                            "paused"
+                        } else {
+                            "cut off"
+                        }
+                    ));
+                }
+            }
         }
         row.outcome = format!(
             "{runs} runs, {strong} STRONG calls checked for real-time order; the faulty node answered 503 (or nothing, while stopped) for {}; the others served throughout",
@@ -1019,10 +1116,9 @@ impl SharedStore {
     }
 
     fn run(&self, hold: Duration) -> (Report, usize, Vec<String>) {
-        let pg = env("FLOE_TEST_POSTGRES");
-        let (prefix, rest) = pg.split_once('@').expect("postgres://user@host:port/db");
-        let (server, db) = rest.split_once('/').expect("postgres://user@host:port/db");
+        let server = self.store.server();
         let key = floe_testkit::unique("k");
+        let table = self.store.prepare(&key);
         let history = History::new();
         let stop = Arc::new(AtomicBool::new(false));
         let mut nodes = Vec::new();
@@ -1030,11 +1126,11 @@ impl SharedStore {
         let mut dirs = Vec::new();
         let mut threads = Vec::new();
         for i in 1..=3 {
-            let proxy = Proxy::start(server);
+            let proxy = Proxy::start(&server);
             let dir = state_dir();
             let args: Vec<String> = [
                 "--store",
-                &format!("pg={prefix}@{}/{db}", proxy.addr()),
+                &format!("pg={}", self.store.url(&proxy.addr(), &table)),
                 "--state-dir",
                 dir.path().to_str().unwrap(),
                 "--timeout-ms",
