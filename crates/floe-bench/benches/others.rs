@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use floe_core::clock::{Clock, SystemClock};
+use floe_core::horizon::{Horizon, DEFAULT_STALL_WAIT};
 use floe_core::lexical::LexicalGenerator;
 use floe_core::ulid::{random_at, UlidGenerator};
 use floe_core::uuid7::Uuid7Generator;
@@ -22,6 +23,10 @@ fn uuid_ulid(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let floe = Uuid7Generator::new(SystemClock);
     g.bench_function("floe", |b| b.iter(|| floe.generate()));
+    // Under a durable time bound (as floe serve and floe gen run it): one more atomic load.
+    let bound = || std::sync::Arc::new(Horizon::new(u64::MAX / 2_000_000, DEFAULT_STALL_WAIT));
+    let bounded = Uuid7Generator::new(SystemClock).horizon(bound());
+    g.bench_function("floe_bounded", |b| b.iter(|| bounded.generate()));
     g.bench_function("uuid_now_v7", |b| b.iter(uuid::Uuid::now_v7));
     g.finish();
 
@@ -29,6 +34,8 @@ fn uuid_ulid(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let floe = UlidGenerator::new(SystemClock);
     g.bench_function("floe", |b| b.iter(|| floe.generate().unwrap()));
+    let bounded = UlidGenerator::new(SystemClock).horizon(bound());
+    g.bench_function("floe_bounded", |b| b.iter(|| bounded.generate().unwrap()));
     // The crate's own generator, shared the only way it can be (a mutex), on the system time.
     let direct = Mutex::new(ulid::Generator::new());
     g.bench_function("ulid_generator", |b| {

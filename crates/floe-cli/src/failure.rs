@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use floe_core::lexical::LexicalError;
 use floe_core::sno::SnoError;
 use floe_core::snowflake::SnowflakeError;
-use floe_core::ulid::UlidOverflow;
+use floe_core::ulid::UlidError;
 use floe_registry::RegistryError;
 use floe_sequencer::SeqError;
 use tonic::Code;
@@ -243,10 +243,23 @@ impl From<LexicalError> for Failure {
     }
 }
 
-impl From<UlidOverflow> for Failure {
-    /// Every ULID of this millisecond was issued: the next millisecond has more.
-    fn from(e: UlidOverflow) -> Self {
+impl From<floe_core::horizon::HorizonStalled> for Failure {
+    /// The durable time bound did not move (a slow or full disk): it may pass.
+    fn from(e: floe_core::horizon::HorizonStalled) -> Self {
         Failure::TempFail(e.to_string())
+    }
+}
+
+impl From<UlidError> for Failure {
+    /// Every ULID of this millisecond was issued (the next millisecond has more), or the
+    /// durable time bound did not move: both pass.
+    fn from(e: UlidError) -> Self {
+        let m = e.to_string();
+        match e {
+            UlidError::Overflow | UlidError::HorizonStalled(_) => Failure::TempFail(m),
+            // A kind added later (the enum is non-exhaustive): 1 until it is given a code.
+            _ => Failure::Other(m),
+        }
     }
 }
 

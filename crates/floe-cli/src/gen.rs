@@ -10,6 +10,7 @@ use floe_core::sno::{Partition, SnoGenerator, SnoId, SnoSnapshot};
 use floe_core::snowflake::{Layout, SnowflakeConfig};
 use floe_core::ulid::{Ulid, UlidGenerator};
 use floe_core::uuid7::{Uuid, Uuid7Generator};
+use floe_registry::horizon::{HorizonFile, Started};
 use floe_registry::IdSpace;
 use floe_server::proto_floe::{NextIdsRequest, NextIdsResponse, StreamIdsRequest};
 
@@ -381,24 +382,60 @@ fn lexical<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The durable time bound of UUIDv7's or ULID's slot (`kind`) in the state directory, carried
+/// on above rather than waited for; none when another process holds the slot (a second `floe
+/// gen` at once: IDs of both are unique, their order across runs is not kept).
+fn bound_above(args: &GenArgs, kind: &str) -> Result<Option<Started>, Failure> {
+    let file = match HorizonFile::open(&args.registry.state_dir, kind) {
+        Ok(file) => file,
+        Err(e) if e.kind == floe_registry::ErrorKind::Conflict => {
+            eprintln!("floe: {kind}: another process holds its time bound ({e}): this run's IDs are not ordered after its");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let started =
+        floe_registry::horizon::start_above(file, args.registry.horizon_config(), SystemClock)?;
+    for note in &started.notes {
+        eprintln!("floe: {kind}: {note}");
+    }
+    Ok(Some(started))
+}
+
 fn uuid7<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
-    let g = Uuid7Generator::new(SystemClock);
+    let started = bound_above(args, "uuid7")?;
+    let mut g = Uuid7Generator::new(SystemClock);
+    if let Some(s) = &started {
+        g = g
+            .not_before_ms(s.not_before_ms)
+            .horizon(s.horizon.horizon());
+    }
     let mut buf = Uuid::encode_buffer();
     let mut progress = Progress::new(args.count);
     for _ in 0..args.count {
         progress.add(1);
-        let id = g.generate();
+        let id = g.generate()?;
         let text =
             |o: &mut _| Write::write_all(o, id.as_hyphenated().encode_lower(&mut buf).as_bytes());
         emit(out, args.output, text, id.as_bytes(), || {
             Described::uuid7(id)
         })?;
     }
+    out.flush()?;
+    if let Some(s) = started {
+        s.horizon.close(g.last_time_ms())?;
+    }
     Ok(())
 }
 
 fn ulid<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
-    let g = UlidGenerator::new(SystemClock);
+    let started = bound_above(args, "ulid")?;
+    let mut g = UlidGenerator::new(SystemClock);
+    if let Some(s) = &started {
+        g = g
+            .not_before_ms(s.not_before_ms)
+            .horizon(s.horizon.horizon());
+    }
     let mut buf = [0u8; 26];
     let mut progress = Progress::new(args.count);
     for _ in 0..args.count {
@@ -408,6 +445,10 @@ fn ulid<W: Write>(args: &GenArgs, out: &mut W) -> Result<(), Failure> {
         emit(out, args.output, text, id.to_bytes(), || {
             Described::Ulid(id)
         })?;
+    }
+    out.flush()?;
+    if let Some(s) = started {
+        s.horizon.close(g.last_time_ms())?;
     }
     Ok(())
 }

@@ -61,7 +61,7 @@ pub(crate) struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    fn horizon_config(&self) -> HorizonConfig {
+    pub(crate) fn horizon_config(&self) -> HorizonConfig {
         HorizonConfig {
             max_start_wait: std::time::Duration::from_millis(self.max_clock_wait_ms),
             ..HorizonConfig::default()

@@ -6,6 +6,12 @@
 //! checks a text before `ulid::Ulid::from_string` decodes it, refusing what that accepts but the
 //! ULID spec does not (a first character above `7`).
 //!
+//! **Across restarts** ([`UlidGenerator::not_before_ms`], [`UlidGenerator::horizon`]): as
+//! [`crate::uuid7`], the generator issues no time past its durable time bound, and a restart
+//! none at or before the previous run's bound: a clock behind it does not wait, the IDs carry
+//! on at the bound's next millisecond (the random part counting up) until the clock catches
+//! up.
+//!
 //! ```
 //! use floe_core::clock::SystemClock;
 //! use floe_core::ulid::UlidGenerator;
@@ -16,11 +22,13 @@
 //! ```
 
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
 
 pub use ulid::Ulid;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, NANOS_PER_MILLI};
+use crate::horizon::{Horizon, HorizonStalled};
 
 // The time never wraps the ULID's 48-bit millisecond field (which the `ulid` crate masks):
 // floe's clocks count u64 nanoseconds (to the year 2554), far within 2^48 ms (the year
@@ -34,20 +42,34 @@ const _: () = assert!(LAST_CLOCK_MS <= LAST_48_BIT_MS);
 pub struct UlidGenerator<C> {
     inner: Mutex<ulid::Generator>,
     clock: C,
+    /// No time below this is issued (Unix ns): the previous run's bound's next millisecond.
+    floor_nanos: u64,
+    horizon: Option<Arc<Horizon>>,
 }
 
-/// The random part of a millisecond's ULIDs was incremented past its maximum (2^80 IDs in one
-/// millisecond): no larger ULID exists for that time.
+/// Why a ULID could not be issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UlidOverflow;
+#[non_exhaustive]
+pub enum UlidError {
+    /// The random part of a millisecond's ULIDs was incremented past its maximum (2^80 IDs in
+    /// one millisecond): no larger ULID exists for that time.
+    Overflow,
+    /// The time is past the generator's durable time bound and the bound did not move.
+    HorizonStalled(HorizonStalled),
+}
 
-impl fmt::Display for UlidOverflow {
+impl fmt::Display for UlidError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ULID random part overflowed within one millisecond")
+        match self {
+            UlidError::Overflow => {
+                f.write_str("ULID random part overflowed within one millisecond")
+            }
+            UlidError::HorizonStalled(e) => e.fmt(f),
+        }
     }
 }
 
-impl std::error::Error for UlidOverflow {}
+impl std::error::Error for UlidError {}
 
 impl<C: Clock> UlidGenerator<C> {
     /// A generator.
@@ -55,19 +77,71 @@ impl<C: Clock> UlidGenerator<C> {
         UlidGenerator {
             inner: Mutex::new(ulid::Generator::new()),
             clock,
+            floor_nanos: 0,
+            horizon: None,
         }
     }
 
-    /// A new ULID at the clock's time, greater than every earlier one of this generator.
+    /// Issues no time in or before the Unix millisecond `ms` (the previous run's durable time
+    /// bound): while the clock is behind, the IDs carry on at `ms + 1`.
+    #[must_use]
+    pub fn not_before_ms(mut self, ms: u64) -> Self {
+        self.floor_nanos = ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI);
+        self
+    }
+
+    /// Issues no time past `horizon` (one more atomic load per ID).
+    #[must_use]
+    pub fn horizon(mut self, horizon: Arc<Horizon>) -> Self {
+        self.horizon = Some(horizon);
+        self
+    }
+
+    fn time_nanos(&self) -> u64 {
+        self.clock.now_nanos().max(self.floor_nanos)
+    }
+
+    /// The Unix ms of the latest time issued or about to be (the clock's, or the floor):
+    /// what the durable time bound records at a clean stop.
+    pub fn last_time_ms(&self) -> u64 {
+        self.time_nanos() / NANOS_PER_MILLI
+    }
+
+    /// A new ULID, greater than every earlier one of this generator (and of earlier runs on
+    /// its time bound), waiting for the bound at most its stall wait.
     ///
     /// # Errors
-    /// [`UlidOverflow`] if the random part cannot be incremented within the millisecond.
+    /// [`UlidError::Overflow`] if the random part cannot be incremented within the
+    /// millisecond; [`UlidError::HorizonStalled`] past a bound that did not move.
     #[inline]
-    pub fn generate(&self) -> Result<Ulid, UlidOverflow> {
+    pub fn generate(&self) -> Result<Ulid, UlidError> {
+        self.make(true)
+    }
+
+    /// As [`generate`](Self::generate), but never waits for the bound (an async caller waits
+    /// itself).
+    ///
+    /// # Errors
+    /// As [`generate`](Self::generate).
+    #[inline]
+    pub fn try_generate(&self) -> Result<Ulid, UlidError> {
+        self.make(false)
+    }
+
+    fn make(&self, wait: bool) -> Result<Ulid, UlidError> {
         // The time is read under the lock, so that the order of IDs is the order of readings.
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.generate_from_datetime(self.clock.now_system_time())
-            .map_err(|_| UlidOverflow)
+        let nanos = self.time_nanos();
+        if let Some(h) = &self.horizon {
+            if let Err(e) = h.check(nanos) {
+                if !wait {
+                    return Err(UlidError::HorizonStalled(e));
+                }
+                h.wait(nanos).map_err(UlidError::HorizonStalled)?;
+            }
+        }
+        g.generate_from_datetime(UNIX_EPOCH + Duration::from_nanos(nanos))
+            .map_err(|_| UlidError::Overflow)
     }
 }
 
@@ -177,6 +251,30 @@ mod tests {
             last = next;
         }
         assert_eq!(random_at(&clock).timestamp_ms(), 1_700_000_000_123);
+    }
+
+    #[test]
+    fn a_restart_behind_the_bound_carries_on_above_it_without_waiting() {
+        let clock = ManualClock::from_millis(1_700_000_000_000);
+        let bound = 1_700_000_002_000;
+        let h = Arc::new(Horizon::new(bound + 1_000, Duration::ZERO));
+        let g = UlidGenerator::new(clock.clone())
+            .not_before_ms(bound)
+            .horizon(h);
+        let mut last = g.generate().unwrap();
+        assert_eq!(last.timestamp_ms(), bound + 1);
+        for _ in 0..1_000 {
+            let next = g.try_generate().unwrap();
+            assert!(next > last);
+            last = next;
+        }
+        clock.set_millis(bound + 500);
+        assert_eq!(g.generate().unwrap().timestamp_ms(), bound + 500);
+        clock.set_millis(bound + 1_001);
+        assert!(matches!(
+            g.try_generate(),
+            Err(UlidError::HorizonStalled(e)) if e.bound_ms == bound + 1_000
+        ));
     }
 
     #[test]

@@ -4,6 +4,14 @@
 //! `uuid::Uuid::new_v7` with a `uuid::ContextV7` of its own, which keeps the IDs of one
 //! generator strictly increasing (a 42-bit counter reseeded each millisecond).
 //!
+//! **Across restarts** ([`Uuid7Generator::not_before_ms`], [`Uuid7Generator::horizon`]): the
+//! generator issues no time past its durable time bound ([`crate::horizon`]), and a restart
+//! issues none at or before the previous run's bound. A clock behind that bound does not
+//! wait: the IDs carry on at the bound's next millisecond, their counter counting up, until
+//! the clock catches up (RFC 9562, 6.2, lets a generator's timestamp run ahead of the clock to
+//! stay monotonic). So a run's IDs are above every earlier run's on the same state directory,
+//! after a crash and a clock stepped back alike.
+//!
 //! ```
 //! use floe_core::clock::SystemClock;
 //! use floe_core::uuid7::{inspect, Uuid7Generator};
@@ -15,19 +23,22 @@
 //! ```
 
 use std::fmt;
-use std::sync::Mutex;
-use std::time::UNIX_EPOCH;
+use std::sync::{Arc, Mutex};
 
 pub use uuid::Uuid;
 use uuid::{ContextV7, Timestamp};
 
-use crate::clock::Clock;
+use crate::clock::{Clock, NANOS_PER_MILLI};
+use crate::horizon::{Horizon, HorizonStalled};
 
 /// A thread-safe UUIDv7 generator reading an injected clock.
 #[derive(Debug)]
 pub struct Uuid7Generator<C> {
     context: Mutex<ContextV7>,
     clock: C,
+    /// No time below this is issued (Unix ns): the previous run's bound's next millisecond.
+    floor_nanos: u64,
+    horizon: Option<Arc<Horizon>>,
 }
 
 impl<C: Clock> Uuid7Generator<C> {
@@ -36,18 +47,73 @@ impl<C: Clock> Uuid7Generator<C> {
         Uuid7Generator {
             context: Mutex::new(ContextV7::new()),
             clock,
+            floor_nanos: 0,
+            horizon: None,
         }
     }
 
-    /// A new UUIDv7 at the clock's time, greater than every earlier one of this generator.
+    /// Issues no time in or before the Unix millisecond `ms` (the previous run's durable time
+    /// bound): while the clock is behind, the IDs carry on at `ms + 1`.
+    #[must_use]
+    pub fn not_before_ms(mut self, ms: u64) -> Self {
+        self.floor_nanos = ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI);
+        self
+    }
+
+    /// Issues no time past `horizon` (one more atomic load per ID).
+    #[must_use]
+    pub fn horizon(mut self, horizon: Arc<Horizon>) -> Self {
+        self.horizon = Some(horizon);
+        self
+    }
+
+    /// The time the next ID is made at: the clock's, or the floor when the clock is behind it.
+    fn time_nanos(&self) -> u64 {
+        self.clock.now_nanos().max(self.floor_nanos)
+    }
+
+    /// The Unix ms of the latest time issued or about to be (the clock's, or the floor):
+    /// what the durable time bound records at a clean stop.
+    pub fn last_time_ms(&self) -> u64 {
+        self.time_nanos() / NANOS_PER_MILLI
+    }
+
+    /// A new UUIDv7, greater than every earlier one of this generator (and of earlier runs
+    /// on its time bound), waiting for the bound at most its stall wait.
+    ///
+    /// # Errors
+    /// [`HorizonStalled`] when the time is past the durable bound and the bound did not move.
     #[inline]
-    pub fn generate(&self) -> Uuid {
-        let since = self
-            .clock
-            .now_system_time()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let ts = Timestamp::from_unix(&self.context, since.as_secs(), since.subsec_nanos());
+    pub fn generate(&self) -> Result<Uuid, HorizonStalled> {
+        let nanos = self.time_nanos();
+        if let Some(h) = &self.horizon {
+            if h.check(nanos).is_err() {
+                h.wait(nanos)?;
+            }
+        }
+        Ok(self.at(nanos))
+    }
+
+    /// As [`generate`](Self::generate), but never waits: a time past the bound is refused at
+    /// once (an async caller waits for the bound itself).
+    ///
+    /// # Errors
+    /// [`HorizonStalled`] when the time is past the durable bound.
+    #[inline]
+    pub fn try_generate(&self) -> Result<Uuid, HorizonStalled> {
+        let nanos = self.time_nanos();
+        if let Some(h) = &self.horizon {
+            h.check(nanos)?;
+        }
+        Ok(self.at(nanos))
+    }
+
+    fn at(&self, nanos: u64) -> Uuid {
+        let ts = Timestamp::from_unix(
+            &self.context,
+            nanos / 1_000_000_000,
+            (nanos % 1_000_000_000) as u32,
+        );
         Uuid::new_v7(ts)
     }
 }
@@ -119,18 +185,50 @@ mod tests {
     fn uses_the_injected_clock_and_increases() {
         let clock = ManualClock::from_millis(1_700_000_000_123);
         let g = Uuid7Generator::new(clock.clone());
-        let mut last = g.generate();
+        let mut last = g.generate().unwrap();
         assert_eq!(inspect(&last).unwrap().timestamp_ms, 1_700_000_000_123);
         for _ in 0..10_000 {
-            let next = g.generate();
+            let next = g.generate().unwrap();
             assert!(next > last);
             last = next;
         }
         clock.set_millis(1_800_000_000_000);
         assert_eq!(
-            inspect(&g.generate()).unwrap().timestamp_ms,
+            inspect(&g.generate().unwrap()).unwrap().timestamp_ms,
             1_800_000_000_000
         );
+    }
+
+    #[test]
+    fn a_restart_behind_the_bound_carries_on_above_it_without_waiting() {
+        use std::time::Duration;
+        // The previous run's bound: 2 s ahead of this run's clock.
+        let clock = ManualClock::from_millis(1_700_000_000_000);
+        let bound = 1_700_000_002_000;
+        let h = Arc::new(Horizon::new(bound + 1_000, Duration::ZERO));
+        let g = Uuid7Generator::new(clock.clone())
+            .not_before_ms(bound)
+            .horizon(h.clone());
+        let first = g.generate().unwrap();
+        assert_eq!(inspect(&first).unwrap().timestamp_ms, bound + 1);
+        let mut last = first;
+        for _ in 0..1_000 {
+            let next = g.try_generate().unwrap();
+            assert!(next > last);
+            last = next;
+        }
+        assert_eq!(g.last_time_ms(), bound + 1);
+        // The clock catches up and passes: its own time again.
+        clock.set_millis(bound + 500);
+        assert_eq!(
+            inspect(&g.generate().unwrap()).unwrap().timestamp_ms,
+            bound + 500
+        );
+        // Never past the durable bound.
+        clock.set_millis(bound + 1_001);
+        let e = g.try_generate().unwrap_err();
+        assert_eq!(e.bound_ms, bound + 1_000);
+        assert!(g.generate().is_err());
     }
 
     #[test]

@@ -238,7 +238,7 @@ fn lexical_manual_clock_standing_still() {
 #[test]
 fn uuid7_and_ulid_real_clock() {
     let gen = Uuid7Generator::new(SystemClock);
-    let ids = run(250_000, || gen.generate());
+    let ids = run(250_000, || gen.generate().unwrap());
     assert_unique(&ids);
     assert_each_thread_increasing(&ids);
     let gen = UlidGenerator::new(SystemClock);

@@ -341,6 +341,42 @@ pub fn start(
             clock.wait_until(ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI));
         }
     }
+    begin(file, not_before_ms, notes, config, clock)
+}
+
+/// Starts a slot's horizon for a generator that carries on above the previous run's bound
+/// rather than waiting for a clock behind it (UUIDv7 and ULID: their timestamps may run ahead
+/// of the clock, RFC 9562): never waits, never refuses. `not_before_ms` is the previous bound.
+///
+/// # Errors
+/// The file's ([`HorizonFile::load`], [`HorizonFile::store`]).
+pub fn start_above(
+    file: HorizonFile,
+    config: HorizonConfig,
+    clock: impl Clock + 'static,
+) -> Result<Started, RegistryError> {
+    let previous = file.load()?.unwrap_or(0);
+    let mut notes = Vec::new();
+    let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
+    if now_ms <= previous {
+        notes.push(format!(
+            "clock {} ms behind the last recorded time {previous} ms ({}): IDs carry on above it",
+            previous - now_ms,
+            file.path.display()
+        ));
+    }
+    begin(file, previous, notes, config, clock)
+}
+
+/// Writes the first bound (`lead` past the later of now and `not_before_ms`) and starts the
+/// writer.
+fn begin(
+    file: HorizonFile,
+    not_before_ms: u64,
+    notes: Vec<String>,
+    config: HorizonConfig,
+    clock: impl Clock + 'static,
+) -> Result<Started, RegistryError> {
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
     let first = now_ms
         .max(not_before_ms)

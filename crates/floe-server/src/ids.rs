@@ -14,7 +14,7 @@ use floe_core::kind::IdText;
 use floe_core::lexical::{LexicalError, LexicalGenerator, LexicalUuid};
 use floe_core::sno::{SnoError, SnoGenerator, SnoId};
 use floe_core::snowflake::{Layout, SnowflakeError, SnowflakeGenerator};
-use floe_core::ulid::UlidGenerator;
+use floe_core::ulid::{UlidError, UlidGenerator};
 use floe_core::uuid7::{Uuid, Uuid7Generator};
 use floe_core::Poll;
 
@@ -195,16 +195,35 @@ impl Generators {
         self
     }
 
-    /// Serves UUIDv7s.
-    pub fn with_uuid7(mut self) -> Self {
-        self.uuid7 = Some(Uuid7Generator::new(Arc::clone(&self.clock)));
+    /// Serves UUIDv7s above `not_before_ms` and within `horizon`, the durable time bound of
+    /// the state directory's `uuid7` slot, if given.
+    pub fn with_uuid7(mut self, not_before_ms: u64, horizon: Option<Arc<Horizon>>) -> Self {
+        let mut g = Uuid7Generator::new(Arc::clone(&self.clock)).not_before_ms(not_before_ms);
+        if let Some(h) = horizon {
+            g = g.horizon(h);
+        }
+        self.uuid7 = Some(g);
         self
     }
 
-    /// Serves ULIDs.
-    pub fn with_ulid(mut self) -> Self {
-        self.ulid = Some(UlidGenerator::new(Arc::clone(&self.clock)));
+    /// Serves ULIDs, as [`with_uuid7`](Self::with_uuid7) (the `ulid` slot).
+    pub fn with_ulid(mut self, not_before_ms: u64, horizon: Option<Arc<Horizon>>) -> Self {
+        let mut g = UlidGenerator::new(Arc::clone(&self.clock)).not_before_ms(not_before_ms);
+        if let Some(h) = horizon {
+            g = g.horizon(h);
+        }
+        self.ulid = Some(g);
         self
+    }
+
+    /// The UUIDv7 generator, if served.
+    pub fn uuid7(&self) -> Option<&Uuid7Generator<ServerClock>> {
+        self.uuid7.as_ref()
+    }
+
+    /// The ULID generator, if served.
+    pub fn ulid(&self) -> Option<&UlidGenerator<ServerClock>> {
+        self.ulid.as_ref()
     }
 
     /// The Snowflake generator of a name (`None`: the default one).
@@ -375,17 +394,41 @@ impl Generators {
             }
             IdKind::Uuid7 => {
                 let g = self.uuid7.as_ref().ok_or_else(|| not_served(kind))?;
-                Ids::Uuid7((0..n).map(|_| g.generate()).collect())
+                let mut out = Vec::with_capacity(n);
+                while out.len() < n {
+                    match g.try_generate() {
+                        Ok(id) => out.push(id),
+                        // The durable time bound: waited for here, off the generator's lock.
+                        Err(e) => self.bound_pause(deadline, "uuid7", e).await?,
+                    }
+                }
+                Ids::Uuid7(out)
             }
             IdKind::Ulid => {
                 let g = self.ulid.as_ref().ok_or_else(|| not_served(kind))?;
                 let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(g.generate().map_err(|e| {
-                        ServerError::unavailable(format!(
-                            "ulid: {e}: retry in the next millisecond"
-                        ))
-                    })?);
+                while out.len() < n {
+                    match g.try_generate() {
+                        Ok(id) => out.push(id),
+                        Err(UlidError::HorizonStalled(e)) => {
+                            self.bound_pause(deadline, "ulid", e).await?;
+                        }
+                        Err(e @ UlidError::Overflow) => {
+                            return Err(ServerError::unavailable(format!(
+                                "ulid: {e}: retry in the next millisecond"
+                            )))
+                        }
+                        Err(e) => {
+                            crate::warn(
+                                crate::Topic::Internal,
+                                format_args!("an error this server does not map: ulid: {e}"),
+                            );
+                            return Err(ServerError::new(
+                                ErrorKind::Internal,
+                                format!("ulid: {e}"),
+                            ));
+                        }
+                    }
                 }
                 Ids::Ulid(out)
             }
@@ -430,6 +473,24 @@ async fn polled<T, E: Clone>(
         }
     }
     Ok(out)
+}
+
+impl Generators {
+    /// Waits a millisecond for a durable time bound that did not cover an ID of `kind` (the
+    /// writer moves it every 200 ms), or fails with `stalled` past the request's deadline.
+    async fn bound_pause(
+        &self,
+        deadline: tokio::time::Instant,
+        kind: &str,
+        stalled: floe_core::horizon::HorizonStalled,
+    ) -> Result<(), ServerError> {
+        let then = self.clock.now_nanos().saturating_add(1_000_000);
+        pause(&self.clock, then, deadline, || {
+            crate::warn(crate::Topic::Clock, format_args!("{kind}: {stalled}"));
+            ServerError::unavailable(format!("{kind}: {stalled}: retry later"))
+        })
+        .await
+    }
 }
 
 /// Waits until the clock reads `until_nanos` (at most 5 ms at a time, and at least a

@@ -334,10 +334,24 @@ pub(super) async fn build(
         generators = generators.with_lexical(g, Some(horizon), fence);
     }
     if plan.serves(IdKind::Uuid7) {
-        generators = generators.with_uuid7();
+        let from = Arc::clone(&built);
+        let last: LastTime = Arc::new(move || {
+            from.get()
+                .and_then(|g| g.uuid7().map(|g| g.last_time_ms()))
+                .unwrap_or(0)
+        });
+        let (not_before, horizon) = bound_above(plan, "uuid7", taken, notes, last).await?;
+        generators = generators.with_uuid7(not_before, Some(horizon));
     }
     if plan.serves(IdKind::Ulid) {
-        generators = generators.with_ulid();
+        let from = Arc::clone(&built);
+        let last: LastTime = Arc::new(move || {
+            from.get()
+                .and_then(|g| g.ulid().map(|g| g.last_time_ms()))
+                .unwrap_or(0)
+        });
+        let (not_before, horizon) = bound_above(plan, "ulid", taken, notes, last).await?;
+        generators = generators.with_ulid(not_before, Some(horizon));
     }
     let generators = Arc::new(generators);
     let _ = built.set(Arc::clone(&generators));
@@ -358,6 +372,39 @@ type Lexical = (
     Arc<floe_core::horizon::Horizon>,
     Option<Arc<floe_core::fence::Fence>>,
 );
+
+/// The durable time bound of UUIDv7's or ULID's slot (`kind`) in the state directory, which
+/// they carry on above rather than wait for (floe_registry::horizon::start_above): the
+/// previous run's bound and the running one. `last` reads the generator's last time at stop.
+async fn bound_above(
+    plan: &Plan,
+    kind: &'static str,
+    taken: &mut Taken,
+    notes: &mut Vec<Note>,
+    last: LastTime,
+) -> Result<(u64, Arc<floe_core::horizon::Horizon>), StartError> {
+    let dir = plan.state_dir.clone();
+    let clock = Arc::clone(&taken.clock);
+    let started = tokio::task::spawn_blocking(move || {
+        let file = HorizonFile::open(&dir, kind)?;
+        floe_registry::horizon::start_above(file, HorizonConfig::default(), clock)
+    })
+    .await
+    .map_err(|e| format!("{kind}: time bound: {e}"))?
+    .map_err(|e| StartError::registry(&format!("{kind}: time bound"), &e))?;
+    notes.extend(
+        started
+            .notes
+            .iter()
+            .map(|n| Note::Info(format!("{kind}: {n}"))),
+    );
+    let horizon = started.horizon.horizon();
+    taken.bounds.push(Held {
+        held: started.horizon,
+        last,
+    });
+    Ok((started.not_before_ms, horizon))
+}
 
 /// LexicalUUID on a configured worker ID (the operator's to keep unique, as `static:` is), with
 /// a durable time bound of its own in the state directory.
