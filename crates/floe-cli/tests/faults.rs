@@ -192,6 +192,22 @@ fn clock_steps_after_kill9() {
     }
 }
 
+/// UUIDv7 and ULID kept in order across kill -9 and clocks behind (issue 31, case 6): each
+/// run carries on above the durable time bound the one before left, without waiting.
+#[test]
+fn uuid7_and_ulid_stay_ordered_across_restarts_behind() {
+    let _one = one_at_a_time();
+    let rounds = if faults::full() { 10 } else { 1 };
+    let rows = vec![
+        faults::gen_ordered_across_restarts("uuid7", rounds),
+        faults::gen_ordered_across_restarts("ulid", rounds),
+    ];
+    print(&rows);
+    for row in &rows {
+        row.assert_clean(true);
+    }
+}
+
 /// The embedded store on a full disk, then space back; SIGTERM with idle connections.
 #[test]
 fn disk_full_and_sigterm_with_idle_connections() {

@@ -363,6 +363,61 @@ pub fn gen_clock_steps(kind: &str, extra: &[&str], rounds: usize) -> Row {
     tally.row
 }
 
+/// `floe gen KIND` (UUIDv7 or ULID) on one state directory, killed with SIGKILL at random
+/// moments: a run on the real clock, then restarts 0.5, 1.4 and 2.9 s behind and one an hour
+/// behind, then a clean run, `rounds` times. Each run must carry on above every earlier run's
+/// IDs (the durable time bound), and must not wait for the clock.
+pub fn gen_ordered_across_restarts(kind: &str, rounds: usize) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state").display().to_string();
+    let args: Vec<String> = [
+        "gen",
+        kind,
+        "-n",
+        "1000000000",
+        "-o",
+        "hex",
+        "--state-dir",
+        &state,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut tally = Tally::default();
+    tally.row.scenario = format!(
+        "kill -9 `floe gen {kind}` on one state directory, restart 0.5/1.4/2.9 s and 1 h behind"
+    );
+    let mut slowest = Duration::ZERO;
+    let mut runs = 0;
+    for _ in 0..rounds {
+        for offset in [
+            None,
+            Some("-0.5s"),
+            Some("-1.4s"),
+            Some("-2.9s"),
+            Some("-3600s"),
+        ] {
+            let started = Instant::now();
+            let (ids, err) = run_and_kill(&args, offset, 100, 300, hex);
+            // To its first ID: no wait for the clock (a start is well under a second).
+            slowest = slowest.max(started.elapsed());
+            assert!(!ids.is_empty(), "{kind} {offset:?}: no ID: {err}");
+            // Ordered after every earlier run's IDs (Tally::run), even an hour behind.
+            tally.run(&ids);
+            runs += 1;
+        }
+    }
+    let mut clean = args.clone();
+    clean[3] = "10000".into();
+    let out = super::ok(floe(&clean, Some("-60s")).output().unwrap());
+    tally.run(&out.lines().filter_map(hex).collect::<Vec<_>>());
+    tally.row.outcome = format!(
+        "{runs} SIGKILLs, restarts up to 1 h behind and a clean run 60 s behind: every run's IDs above all earlier runs', none waited (slowest run with its kill: {} ms)",
+        slowest.as_millis()
+    );
+    tally.row
+}
+
 /// What one HTTP client of `floe serve` saw.
 #[derive(Debug, Default)]
 pub struct ClientLog {

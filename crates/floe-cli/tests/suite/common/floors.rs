@@ -50,6 +50,19 @@ fn call(port: u16, method: &str, path: &str) -> (u16, String) {
     http(&format!("127.0.0.1:{port}"), method, path).unwrap_or((0, String::new()))
 }
 
+/// [`call`] again while the store answers 503 (a store slow under the load, on a busy
+/// machine), for at most 20 s: every admin call here may be made twice.
+fn call_until_served(port: u16, method: &str, path: &str) -> (u16, String) {
+    let began = Instant::now();
+    loop {
+        let (status, body) = call(port, method, path);
+        if status != 503 || began.elapsed() > Duration::from_secs(20) {
+            return (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Two WEAK clients on each of `nodes` until `stop`.
 fn load(
     nodes: &[&Node; 2],
@@ -96,7 +109,8 @@ pub fn floor_reaches_every_node(name: &str, store: &str) -> Row {
     let stop = Arc::new(AtomicBool::new(false));
     let clients = load(&[&a, &b], &key, &stop);
     std::thread::sleep(Duration::from_millis(1000));
-    let (status, state) = call(a.port, "GET", &format!("/v1/admin/stores/s/keys/{key}"));
+    let (status, state) =
+        call_until_served(a.port, "GET", &format!("/v1/admin/stores/s/keys/{key}"));
     let floor: u128 = state
         .split("\"value\":\"")
         .nth(1)
@@ -104,7 +118,7 @@ pub fn floor_reaches_every_node(name: &str, store: &str) -> Row {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("key state {status}: {state}"));
     let asked = Instant::now();
-    let (status, body) = call(
+    let (status, body) = call_until_served(
         a.port,
         "POST",
         &format!("/v1/admin/stores/s/keys/{key}/raise?above={floor}"),
@@ -158,13 +172,15 @@ pub fn unregister_reaches_every_node(name: &str, store: &str) -> Row {
     let only = ["--registered-only", "s"];
     let (a, b) = (node(store, &only), node(store, &only));
     let key = format!("unreg-{}", nanos());
-    let (status, body) = call(a.port, "PUT", &format!("/v1/admin/stores/s/keys/{key}"));
+    let (status, body) =
+        call_until_served(a.port, "PUT", &format!("/v1/admin/stores/s/keys/{key}"));
     assert_eq!(status, 200, "register: {body}");
     let stop = Arc::new(AtomicBool::new(false));
     let clients = load(&[&a, &b], &key, &stop);
     std::thread::sleep(Duration::from_millis(1000));
     let asked = Instant::now();
-    let (status, body) = call(a.port, "DELETE", &format!("/v1/admin/stores/s/keys/{key}"));
+    let (status, body) =
+        call_until_served(a.port, "DELETE", &format!("/v1/admin/stores/s/keys/{key}"));
     let returned = Instant::now();
     std::thread::sleep(REACH + Duration::from_millis(1500));
     stop.store(true, Ordering::Relaxed);
