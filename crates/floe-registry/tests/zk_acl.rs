@@ -200,10 +200,11 @@ async fn a_wrong_password_is_refused_at_the_first_acld_node() {
     drop(lease);
 }
 
-/// Leaf's layout: Leaf's node, floe's side record and holder node, and every directory floe
-/// made, are creator-only too.
+/// Leaf's layout: Leaf's node and the directories above it stay open to anyone, as Leaf makes
+/// them (creator-only would lock Leaf's servers out: NoAuth, then a stale local worker ID),
+/// while floe's side record and holder node, and floe's directory, are creator-only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leaf_layout_nodes_are_creator_only() {
+async fn leaf_layout_keeps_leafs_nodes_open_and_floes_own_creator_only() {
     let root = format!("{}/snowflake", unique_root("floe-acl-leaf"));
     let registry = ZkRegistry::connect_leaf_with_credentials(
         &server(),
@@ -220,29 +221,50 @@ async fn leaf_layout_nodes_are_creator_only() {
     let registration = registry
         .register(
             &Identity::new("orders", "10.0.0.5", 8080),
-            IdSpace::snowflake(&Layout::LEAF),
+            IdSpace::snowflake(&Layout::MEITUAN_LEAF),
         )
         .await
         .unwrap();
     let id = registration.record.id;
     let floe = session_as("floe", PASSWORD).await;
     for path in [
-        root.clone(),
-        format!("{root}/orders/forever"),
-        format!("{root}/orders/forever/10.0.0.5:8080-{id:010}"),
+        format!("{root}/orders/floe"),
         format!("{root}/orders/floe/workers/10.0.0.5:8080"),
         format!("{root}/orders/floe/holders/10.0.0.5:8080"),
     ] {
         assert_creator_only(&floe, &path).await;
     }
-    let other = session_as("intruder", "other").await;
+    // A Leaf server (another digest identity on this enforcing server) reads every node of
+    // forever, writes its own, and adds new ones.
+    let leaf = session_as("leaf", "leafs-own").await;
     let node = format!("{root}/orders/forever/10.0.0.5:8080-{id:010}");
+    for path in [
+        root.clone(),
+        format!("{root}/orders"),
+        format!("{root}/orders/forever"),
+        node.clone(),
+    ] {
+        let (acls, _) = floe.get_acl(&path).await.unwrap();
+        assert_eq!(acls.len(), 1, "{path}: {acls:?}");
+        assert_eq!(
+            (acls[0].scheme(), acls[0].id()),
+            ("world", "anyone"),
+            "{path}"
+        );
+    }
+    let (data, _) = leaf.get_data(&node).await.unwrap();
+    leaf.set_data(&node, &data, None).await.unwrap();
+    leaf.create(
+        &format!("{root}/orders/forever/10.0.0.9:8080-"),
+        b"{}",
+        &CreateMode::PersistentSequential.with_acls(zookeeper_client::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    // floe's own nodes stay floe's.
+    let side = format!("{root}/orders/floe/workers/10.0.0.5:8080");
     assert_eq!(
-        other.set_data(&node, b"{}", None).await.unwrap_err(),
-        ZkError::NoAuth
-    );
-    assert_eq!(
-        other.delete(&node, None).await.unwrap_err(),
+        leaf.set_data(&side, b"{}", None).await.unwrap_err(),
         ZkError::NoAuth
     );
 }

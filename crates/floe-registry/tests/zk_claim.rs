@@ -412,6 +412,37 @@ mod leaf {
         assert!(reg.previous_open && reg.takeover_wait.is_zero());
     }
 
+    /// (f) floe's own layout (`zk://`) on Leaf's directory, as a Leaf user might point it: refused
+    /// (a configuration error naming `leaf+zk://`) before anything is written, while a live
+    /// Leaf server holds worker 0 there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn floes_own_layout_refuses_leafs_directory() {
+        let fleet = Fleet::new().await;
+        let (path, id) = fleet.leaf_starts("10.0.0.5", 8080, now_ms() - 60_000).await;
+        let leaf = fleet.leaf_runs(&path, "10.0.0.5", 8080, Duration::from_secs(1), 60_000);
+        let zk = floe_registry::open(&format!("zk://{}{}", fleet.server, fleet.root))
+            .await
+            .unwrap();
+        let e = zk
+            .register(
+                &at("10.0.0.6", 8080),
+                IdSpace::snowflake(&floe_core::snowflake::Layout::MEITUAN_LEAF),
+            )
+            .await
+            .unwrap_err();
+        leaf.abort();
+        assert_eq!(e.kind, ErrorKind::Config, "{e}");
+        assert!(
+            e.message.contains("Meituan Leaf's worker nodes")
+                && e.message
+                    .contains(&format!("leaf+zk://{}{}", fleet.server, fleet.root)),
+            "{e}"
+        );
+        let workers = format!("{}/orders/workers", fleet.root);
+        assert!(fleet.admin.check_stat(&workers).await.unwrap().is_none());
+        assert_eq!(id, 0);
+    }
+
     /// A watch of any length is kept without overflow (a guard is public configuration): the
     /// node written while watched is refused as with the default guard.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

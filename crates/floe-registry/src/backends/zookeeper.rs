@@ -679,6 +679,33 @@ impl ZkRegistry {
         format!("{}/{service}/workers", self.shared.root)
     }
 
+    /// Refuses floe's layout on a service directory that holds Meituan Leaf's nodes
+    /// (`{root}/{service}/forever`): floe's worker IDs there know nothing of the IDs Leaf's
+    /// servers hold, and on Leaf's layout the two would issue the same IDs.
+    async fn refuse_leafs_directory(
+        &self,
+        client: &Client,
+        service: &str,
+    ) -> Result<(), RegistryError> {
+        let forever = format!("{}/{service}/forever", self.shared.root);
+        let found = client
+            .check_stat(&forever)
+            .await
+            .map_err(|e| map_err(&format!("read {forever}"), e))?;
+        if found.is_none() {
+            return Ok(());
+        }
+        let root = if self.shared.root.is_empty() {
+            "/"
+        } else {
+            self.shared.root.as_str()
+        };
+        Err(RegistryError::config(format!(
+            "registry: {forever} holds Meituan Leaf's worker nodes: zk:// keeps floe's own records beside them and would take worker IDs Leaf's servers hold. To share Leaf's IDs use --registry leaf+zk://{}{root} (service {service:?} is leaf.name, with --layout meituan-leaf); otherwise choose another root or service",
+            self.shared.cluster
+        )))
+    }
+
     fn holder(&self, identity: &Identity) -> String {
         self.shared.holder(identity)
     }
@@ -1335,22 +1362,37 @@ impl Registry for ZkRegistry {
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
         identity.validate()?;
-        let dirs = match self.shared.nodes {
-            Nodes::Floe => [
-                self.workers(&identity.service),
-                format!("{}/{}/holders", self.shared.root, identity.service),
-            ]
-            .to_vec(),
+        // Leaf's directories stay open to anyone, as Leaf makes them (credentials must never
+        // lock Leaf's servers out of their own nodes); floe's get the cluster's ACLs.
+        let (open, dirs) = match self.shared.nodes {
+            Nodes::Floe => (
+                Vec::new(),
+                [
+                    self.workers(&identity.service),
+                    format!("{}/{}/holders", self.shared.root, identity.service),
+                ]
+                .to_vec(),
+            ),
             Nodes::Leaf(_) => {
                 leaf::check_identity(identity)?;
-                leaf::dirs(&self.shared.root, &identity.service).to_vec()
+                let (leafs, floes) = leaf::dirs(&self.shared.root, &identity.service);
+                (leafs.to_vec(), floes.to_vec())
             }
         };
         let Session { client, epoch, .. } = self.shared.session();
+        if self.shared.nodes == Nodes::Floe {
+            self.refuse_leafs_directory(&client, &identity.service)
+                .await?;
+        }
         let persistent = self.shared.cluster.persistent();
-        for dir in &dirs {
+        let anyone = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for (dir, options) in open
+            .iter()
+            .map(|d| (d, &anyone))
+            .chain(dirs.iter().map(|d| (d, &persistent)))
+        {
             client
-                .mkdir(dir, &persistent)
+                .mkdir(dir, options)
                 .await
                 .map_err(|e| map_err(&format!("create {dir}"), e))?;
         }

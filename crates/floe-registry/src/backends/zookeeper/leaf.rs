@@ -174,13 +174,13 @@ fn sides(root: &str, service: &str) -> String {
     format!("{root}/{service}/floe/workers")
 }
 
-/// The directories a registration needs.
-pub(super) fn dirs(root: &str, service: &str) -> [String; 3] {
-    [
-        forever(root, service),
-        holders(root, service),
-        sides(root, service),
-    ]
+/// The directories a registration needs: Leaf's (`forever`, and the nodes above it), which
+/// must stay open to Leaf's servers, and floe's own.
+pub(super) fn dirs(root: &str, service: &str) -> ([String; 1], [String; 2]) {
+    (
+        [forever(root, service)],
+        [holders(root, service), sides(root, service)],
+    )
 }
 
 /// The holder node of `identity`.
@@ -453,7 +453,9 @@ pub(super) async fn read_all(
 /// [`ErrorKind::SpaceFull`] when that number is outside `space` (the nodes are deleted
 /// again).
 ///
-/// The nodes get `acls` (creator-only when the registry has credentials).
+/// The Leaf node is open to anyone, as Leaf's own are (Leaf's servers read every node of
+/// `forever` and write their own: a creator-only node would lock them out); the side record
+/// gets `acls` (creator-only when the registry has credentials).
 pub(super) async fn create_new(
     client: &Client,
     root: &str,
@@ -466,7 +468,7 @@ pub(super) async fn create_new(
     let side_path = side(root, identity);
     let data = endpoint(identity, template.last_time_ms)?;
     let side_data = Side::of(template)?;
-    let sequential = CreateMode::PersistentSequential.with_acls(acls);
+    let sequential = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
     let persistent = CreateMode::Persistent.with_acls(acls);
     let what = |e: ZkError| map_err(&format!("create {prefix}..."), e);
     for _ in 0..ATTEMPTS {
