@@ -449,6 +449,7 @@ start_redis_tls() {
 exec redis-server --port 0 --tls-port $port --bind 127.0.0.1 --dir "$dir" \
   --tls-cert-file "$dir/server.pem" --tls-key-file "$dir/server.key" \
   --tls-ca-cert-file "$dir/ca.pem" --tls-auth-clients no --save '' --daemonize no \
+  --appendonly yes --appendfsync always \
   >>"$dir/server.log" 2>&1
 START
   launch "$dir"

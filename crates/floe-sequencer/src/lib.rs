@@ -68,7 +68,7 @@ pub use guard::{Guard, Ledger, StartCheck, EPOCH_KEY, REPAIR_KEY};
 pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle, WeakTotals};
 pub(crate) use store::within;
-pub use store::{Capabilities, Store};
+pub use store::{Capabilities, Durability, Store};
 pub use tails::{store_identity, SavedTails, TailDir};
 
 pub use floe_core::sequence::{Key, Mode, Segment, StepPolicy};
@@ -107,7 +107,67 @@ pub async fn open(url: &str, state_dir: &Path) -> Result<Arc<dyn Store>, SeqErro
         _ => url,
     };
     check_options(scheme, &url)?;
-    let url = url.as_str();
+    let (url, volatile) = take_volatile(&url)?;
+    let store = connect(scheme, rest, &url, state_dir).await?;
+    check_durable(store.as_ref(), &url, volatile).await?;
+    Ok(store)
+}
+
+/// `url` without floe's `volatile=ok` option, and whether it was there: the operator's word
+/// that the store may lose what it acknowledged ([`check_durable`]).
+///
+/// # Errors
+/// `Config` for another value, or the option given twice.
+fn take_volatile(url: &str) -> Result<(String, bool), SeqError> {
+    let (bare, own) = floe_core::endpoint::take_options(url, &["volatile"]);
+    match own.as_slice() {
+        [] => Ok((url.to_string(), false)),
+        [(_, v)] if v == "ok" => Ok((bare, true)),
+        _ => Err(SeqError::config(format!(
+            "store: {}: volatile= takes only ok, once (the store may lose what it acknowledged, and floe's epoch is the guard)",
+            floe_core::endpoint::redacted(url)
+        ))),
+    }
+}
+
+/// Refuses a store whose server says it does not keep what it acknowledged (Redis without an
+/// fsync per write, PostgreSQL with `fsync` or `synchronous_commit` off, InnoDB flushing its
+/// log less than at each commit) unless `volatile` (the URL's `volatile=ok`); warns when the
+/// server will not say (managed Redis often denies `CONFIG`): floe's epoch
+/// ([`crate::guard`]) is the guard then, and a store that went back is refused at its first
+/// answer, but every such loss then stops the store until an operator repairs it.
+async fn check_durable(store: &dyn Store, url: &str, volatile: bool) -> Result<(), SeqError> {
+    use floe_core::endpoint::redacted;
+    match store.durability().await {
+        Durability::Durable => Ok(()),
+        Durability::Volatile(why) if volatile => {
+            tracing::warn!(
+                "store {}: {why}; accepted (volatile=ok): a loss is noticed by floe's epoch and stops the store until it is repaired",
+                redacted(url)
+            );
+            Ok(())
+        }
+        Durability::Volatile(why) => Err(SeqError::config(format!(
+            "store: {}: {why}, so a crash or restart can lose increments it acknowledged and floe would have to refuse the store until an operator repairs it. Make it durable, or say it may lose them with ?volatile=ok",
+            redacted(url)
+        ))),
+        Durability::Unknown(why) => {
+            tracing::warn!(
+                "store {}: cannot tell whether it keeps what it acknowledged ({why}): floe's epoch notices a loss and refuses the store until it is repaired",
+                redacted(url)
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Connects to the store of `scheme` (`rest`: the URL after the scheme's colon).
+async fn connect(
+    scheme: &str,
+    rest: &str,
+    url: &str,
+    state_dir: &Path,
+) -> Result<Arc<dyn Store>, SeqError> {
     match scheme {
         "memory" => Ok(Arc::new(stores::memory::MemoryStore::new())),
         "embedded" => Ok(Arc::new(stores::embedded::EmbeddedStore::open(
@@ -218,7 +278,7 @@ fn known_options(scheme: &str) -> Option<Vec<&'static str>> {
         "leaf-mysql" | "leaf-mariadb" => (&["table", "pool"], SQL_MYSQL),
         _ => return None,
     };
-    let mut all = vec!["password_file", "password_env"];
+    let mut all = vec!["password_file", "password_env", "volatile"];
     all.extend_from_slice(own);
     all.extend_from_slice(driver);
     Some(all)

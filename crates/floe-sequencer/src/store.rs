@@ -157,6 +157,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         Err(cannot(self.kind(), "keep registered keys"))
     }
 
+    /// Whether the server keeps what it acknowledged, as its settings say (read once, at
+    /// open). By default [`Durability::Durable`]: stores durable by construction (the
+    /// embedded store's fsync, etcd's and ZooKeeper's logs) and those that cannot be
+    /// configured otherwise.
+    async fn durability(&self) -> Durability {
+        Durability::Durable
+    }
+
     /// Checks that the store answers, changing nothing (a server's readiness probe). Stores in
     /// this process (embedded, memory) always do.
     ///
@@ -242,4 +250,15 @@ mod tests {
             assert_eq!(e.kind, crate::ErrorKind::Corrupt, "{e}");
         }
     }
+}
+
+/// What a store's server says of its durability ([`Store::durability`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// It keeps every write it acknowledged through a crash.
+    Durable,
+    /// It may lose acknowledged writes: why (the setting and its value).
+    Volatile(String),
+    /// It would not say: why.
+    Unknown(String),
 }

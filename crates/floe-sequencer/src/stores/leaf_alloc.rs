@@ -455,6 +455,10 @@ impl Store for LeafAllocStore {
         Ok(())
     }
 
+    async fn durability(&self) -> crate::Durability {
+        super::sql::mysql_durability(&self.pool).await
+    }
+
     async fn ping(&self) -> Result<(), SeqError> {
         sqlx::query("SELECT 1")
             .execute(&self.pool)

@@ -214,6 +214,10 @@ impl Store for MysqlStore {
         reserve_row("mysql", key, || self.update(key, n), insert).await
     }
 
+    async fn durability(&self) -> crate::Durability {
+        super::sql::mysql_durability(&self.pool).await
+    }
+
     async fn ping(&self) -> Result<(), SeqError> {
         sqlx::query("SELECT 1")
             .execute(&self.pool)

@@ -185,6 +185,10 @@ impl Store for PostgresStore {
         reserve_row("postgres", key, || self.update(key, n), insert).await
     }
 
+    async fn durability(&self) -> crate::Durability {
+        super::sql::postgres_durability(&self.pool).await
+    }
+
     async fn ping(&self) -> Result<(), SeqError> {
         sqlx::query("SELECT 1")
             .execute(&self.pool)

@@ -296,6 +296,42 @@ impl Store for RedisStore {
         "redis"
     }
 
+    /// `appendonly yes` with `appendfsync always`: anything less loses acknowledged increments
+    /// in a crash (snapshots alone, the last ones; `everysec`, up to a second).
+    async fn durability(&self) -> crate::Durability {
+        use crate::Durability;
+        let mut conn = self.conn.clone();
+        let mut read = Vec::new();
+        for name in ["appendonly", "appendfsync"] {
+            let got = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query_async::<Vec<String>>(&mut conn)
+                .await
+                .map(|v| v.get(1).cloned().unwrap_or_default());
+            match got {
+                Ok(v) => read.push(v),
+                Err(e) => {
+                    return Durability::Unknown(format!("CONFIG GET {name}: {e}"));
+                }
+            }
+        }
+        let read: Result<(String, String), String> = match read.as_slice() {
+            [aof, fsync] => Ok((aof.clone(), fsync.clone())),
+            _ => Err("no answer".into()),
+        };
+        match read {
+            Err(e) => Durability::Unknown(format!("CONFIG GET: {e}")),
+            Ok((aof, _)) if aof != "yes" => Durability::Volatile(format!(
+                "appendonly is {aof:?} (needs yes, with appendfsync always)"
+            )),
+            Ok((_, fsync)) if fsync != "always" => {
+                Durability::Volatile(format!("appendfsync is {fsync:?} (needs always)"))
+            }
+            Ok(_) => Durability::Durable,
+        }
+    }
+
     async fn reserve(&self, key: &Key, n: u32) -> Result<i64, SeqError> {
         let mut conn = self.conn.clone();
         redis::cmd("INCRBY")

@@ -241,3 +241,41 @@ mod tests {
         assert!(registered_table("mysql", &"t".repeat(53), 64).is_ok());
     }
 }
+
+/// What a PostgreSQL server says of its durability: `fsync` and `synchronous_commit` (`off`
+/// acknowledges commits before they are on disk).
+#[cfg(feature = "postgres")]
+pub(crate) async fn postgres_durability(pool: &sqlx::PgPool) -> crate::Durability {
+    use crate::Durability;
+    let read: Result<(String, String), sqlx::Error> =
+        sqlx::query_as("SELECT current_setting('fsync'), current_setting('synchronous_commit')")
+            .fetch_one(pool)
+            .await;
+    match read {
+        Err(e) => Durability::Unknown(format!("reading fsync and synchronous_commit: {e}")),
+        Ok((fsync, _)) if fsync == "off" => Durability::Volatile("fsync is off".into()),
+        Ok((_, commit)) if commit == "off" => {
+            Durability::Volatile("synchronous_commit is off".into())
+        }
+        Ok(_) => Durability::Durable,
+    }
+}
+
+/// What a MySQL or MariaDB server says of its durability: InnoDB flushing its log at each
+/// commit (`innodb_flush_log_at_trx_commit = 1`; 0 and 2 lose up to a second of commits).
+#[cfg(feature = "mysql")]
+pub(crate) async fn mysql_durability(pool: &sqlx::MySqlPool) -> crate::Durability {
+    use crate::Durability;
+    let read: Result<(String,), sqlx::Error> =
+        sqlx::query_as("SELECT CAST(@@innodb_flush_log_at_trx_commit AS CHAR)")
+            .fetch_one(pool)
+            .await;
+    match read {
+        Err(e) => Durability::Unknown(format!("reading innodb_flush_log_at_trx_commit: {e}")),
+        Ok((v,)) if v.trim() == "1" => Durability::Durable,
+        Ok((v,)) => Durability::Volatile(format!(
+            "innodb_flush_log_at_trx_commit is {} (not 1)",
+            v.trim()
+        )),
+    }
+}
