@@ -81,6 +81,7 @@ fn nothing_below_floe_makes_it_repeat() {
         rows.push(common::below::embedded_file_damaged(false));
         rows.push(common::below::embedded_file_damaged(true));
         rows.push(common::below::state_dir_copied(&env("FLOE_TEST_REDIS")));
+        rows.push(common::below::volatile_stores_refused_at_start());
     }
     print(&rows);
     for row in &rows {

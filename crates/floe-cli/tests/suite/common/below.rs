@@ -52,7 +52,13 @@ impl Volatile {
         child
     }
 
+    /// Its URL, acknowledging that it keeps nothing (floe refuses it otherwise).
     fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}?volatile=ok", self.port)
+    }
+
+    /// Its URL as a user who did not know would write it.
+    fn plain_url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
@@ -508,6 +514,70 @@ pub fn state_dir_copied(url: &str) -> Row {
             "not said"
         },
         if dropped { "" } else { " FAILED" }
+    );
+    tally.row
+}
+
+/// A store whose server says it does not keep what it acknowledged, given to `floe serve`
+/// without `?volatile=ok`: a Redis without persistence, and a PostgreSQL database with
+/// `synchronous_commit = off`. The start stops (exit 2) naming the setting and the option,
+/// before any ID; with the option it starts.
+pub fn volatile_stores_refused_at_start() -> Row {
+    let redis = Volatile::start();
+    let pg = floe_testkit::env("FLOE_TEST_POSTGRES");
+    let db = format!("volatile_{}", nanos());
+    let admin = Command::new("psql")
+        .arg(&pg)
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+        .arg(format!("CREATE DATABASE {db}"))
+        .arg("-c")
+        .arg(format!("ALTER DATABASE {db} SET synchronous_commit = off"))
+        .output()
+        .expect("psql (scripts/test.sh installs it)");
+    assert!(admin.status.success(), "psql: {admin:?}");
+    let (base, _) = pg.rsplit_once('/').expect("postgres://user@host:port/db");
+    let pg_volatile = format!("{base}/{db}");
+    let mut refused = Vec::new();
+    let mut failed = Vec::new();
+    for (url, setting) in [
+        (redis.plain_url(), "appendonly is \"no\""),
+        (pg_volatile.clone(), "synchronous_commit is off"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = super::serve_output(dir.path(), &["--store", &format!("s={url}")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(2) && err.contains(setting) && err.contains("?volatile=ok") {
+            refused.push(setting);
+        } else {
+            failed.push(format!("{url}: {:?}: {err}", out.status.code()));
+        }
+        // Acknowledged, it starts and serves.
+        let port = free_port();
+        let state = dir.path().join("ok").display().to_string();
+        let store = format!(
+            "s={url}{}volatile=ok",
+            if url.contains('?') { '&' } else { '?' }
+        );
+        let server = serve(&["--store", &store, "--state-dir", &state], port, None);
+        wait_listening(&server, port);
+        let (status, _) = ask(port, "/v1/sequencer/s/k?increment=strong");
+        if status != 200 {
+            failed.push(format!("{url} with volatile=ok answered {status}"));
+        }
+        server.term();
+        let _ = server.wait_timeout(Duration::from_secs(60));
+    }
+    let mut tally = Tally::default();
+    tally.row.scenario =
+        "`floe serve` on a Redis without persistence, and on a PostgreSQL database with `synchronous_commit = off`, without `?volatile=ok`".into();
+    tally.row.outcome = format!(
+        "refused at start (exit 2), naming {}; started with ?volatile=ok{}",
+        refused.join(" and "),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" FAILED: {}", failed.join("; "))
+        }
     );
     tally.row
 }
