@@ -224,24 +224,6 @@ pub(crate) fn page_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn registrations_sit_beside_their_table_when_the_name_fits() {
-        assert_eq!(
-            registered_table("postgres", "floe_sequences", 63).unwrap(),
-            "floe_sequences_registered"
-        );
-        assert!(registered_table("postgres", &"t".repeat(52), 63).is_ok());
-        let e = registered_table("postgres", &"t".repeat(53), 63).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Unsupported);
-        assert!(e.message.contains("at most 52 bytes"), "{e}");
-        assert!(registered_table("mysql", &"t".repeat(53), 64).is_ok());
-    }
-}
-
 /// What a PostgreSQL server says of its durability: `fsync` and `synchronous_commit` (`off`
 /// acknowledges commits before they are on disk).
 #[cfg(feature = "postgres")]
@@ -277,5 +259,23 @@ pub(crate) async fn mysql_durability(pool: &sqlx::MySqlPool) -> crate::Durabilit
             "innodb_flush_log_at_trx_commit is {} (not 1)",
             v.trim()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registrations_sit_beside_their_table_when_the_name_fits() {
+        assert_eq!(
+            registered_table("postgres", "floe_sequences", 63).unwrap(),
+            "floe_sequences_registered"
+        );
+        assert!(registered_table("postgres", &"t".repeat(52), 63).is_ok());
+        let e = registered_table("postgres", &"t".repeat(53), 63).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+        assert!(e.message.contains("at most 52 bytes"), "{e}");
+        assert!(registered_table("mysql", &"t".repeat(53), 64).is_ok());
     }
 }
