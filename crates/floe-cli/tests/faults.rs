@@ -110,6 +110,10 @@ fn floors_and_unregistrations_reach_every_node() {
             rows.push(common::floors::floor_reaches_every_node(name, url));
             rows.push(common::floors::unregister_reaches_every_node(name, url));
         }
+        rows.push(common::floors::a_raise_while_stopped_drops_saved_tails(
+            "Redis",
+            &stores[0].1,
+        ));
     }
     print(&rows);
     for row in &rows {

@@ -126,6 +126,53 @@ impl Horizon {
     }
 }
 
+/// What a generator whose timestamps may run ahead of the clock keeps of time across runs
+/// (UUIDv7, ULID): a floor (the previous run's bound: no time at or before it is issued, and a
+/// clock behind it carries on at it) and the running durable bound, if any.
+#[derive(Debug, Clone, Default)]
+pub struct Bounds {
+    floor_nanos: u64,
+    horizon: Option<std::sync::Arc<Horizon>>,
+}
+
+impl Bounds {
+    /// Issues no time in or before the Unix millisecond `ms`.
+    pub fn set_not_before_ms(&mut self, ms: u64) {
+        self.floor_nanos = ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI);
+    }
+
+    /// Issues no time past `horizon`.
+    pub fn set_horizon(&mut self, horizon: std::sync::Arc<Horizon>) {
+        self.horizon = Some(horizon);
+    }
+
+    /// The time the next ID is made at, of a clock reading `now_nanos`: it, or the floor when
+    /// the clock is behind.
+    #[inline]
+    pub fn time_nanos(&self, now_nanos: u64) -> u64 {
+        now_nanos.max(self.floor_nanos)
+    }
+
+    /// `Ok` when `nanos` may be issued: within the bound (one atomic load), after waiting for
+    /// it at most its stall wait if `wait`.
+    ///
+    /// # Errors
+    /// [`HorizonStalled`] past a bound that did not move.
+    #[inline]
+    pub fn admit(&self, nanos: u64, wait: bool) -> Result<(), HorizonStalled> {
+        match &self.horizon {
+            Some(h) if !h.allows_nanos(nanos) => {
+                if wait {
+                    h.wait(nanos)
+                } else {
+                    Err(h.stalled(nanos))
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 fn limit_of(bound_ms: u64) -> u64 {
     bound_ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI)
 }

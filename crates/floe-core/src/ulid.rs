@@ -28,7 +28,7 @@ use std::time::{Duration, UNIX_EPOCH};
 pub use ulid::Ulid;
 
 use crate::clock::{Clock, NANOS_PER_MILLI};
-use crate::horizon::{Horizon, HorizonStalled};
+use crate::horizon::{Bounds, Horizon, HorizonStalled};
 
 // The time never wraps the ULID's 48-bit millisecond field (which the `ulid` crate masks):
 // floe's clocks count u64 nanoseconds (to the year 2554), far within 2^48 ms (the year
@@ -42,9 +42,7 @@ const _: () = assert!(LAST_CLOCK_MS <= LAST_48_BIT_MS);
 pub struct UlidGenerator<C> {
     inner: Mutex<ulid::Generator>,
     clock: C,
-    /// No time below this is issued (Unix ns): the previous run's bound's next millisecond.
-    floor_nanos: u64,
-    horizon: Option<Arc<Horizon>>,
+    bounds: Bounds,
 }
 
 /// Why a ULID could not be issued.
@@ -77,8 +75,7 @@ impl<C: Clock> UlidGenerator<C> {
         UlidGenerator {
             inner: Mutex::new(ulid::Generator::new()),
             clock,
-            floor_nanos: 0,
-            horizon: None,
+            bounds: Bounds::default(),
         }
     }
 
@@ -86,25 +83,21 @@ impl<C: Clock> UlidGenerator<C> {
     /// bound): while the clock is behind, the IDs carry on at `ms + 1`.
     #[must_use]
     pub fn not_before_ms(mut self, ms: u64) -> Self {
-        self.floor_nanos = ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI);
+        self.bounds.set_not_before_ms(ms);
         self
     }
 
     /// Issues no time past `horizon` (one more atomic load per ID).
     #[must_use]
     pub fn horizon(mut self, horizon: Arc<Horizon>) -> Self {
-        self.horizon = Some(horizon);
+        self.bounds.set_horizon(horizon);
         self
-    }
-
-    fn time_nanos(&self) -> u64 {
-        self.clock.now_nanos().max(self.floor_nanos)
     }
 
     /// The Unix ms of the latest time issued or about to be (the clock's, or the floor):
     /// what the durable time bound records at a clean stop.
     pub fn last_time_ms(&self) -> u64 {
-        self.time_nanos() / NANOS_PER_MILLI
+        self.bounds.time_nanos(self.clock.now_nanos()) / NANOS_PER_MILLI
     }
 
     /// A new ULID, greater than every earlier one of this generator (and of earlier runs on
@@ -131,15 +124,10 @@ impl<C: Clock> UlidGenerator<C> {
     fn make(&self, wait: bool) -> Result<Ulid, UlidError> {
         // The time is read under the lock, so that the order of IDs is the order of readings.
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let nanos = self.time_nanos();
-        if let Some(h) = &self.horizon {
-            if let Err(e) = h.check(nanos) {
-                if !wait {
-                    return Err(UlidError::HorizonStalled(e));
-                }
-                h.wait(nanos).map_err(UlidError::HorizonStalled)?;
-            }
-        }
+        let nanos = self.bounds.time_nanos(self.clock.now_nanos());
+        self.bounds
+            .admit(nanos, wait)
+            .map_err(UlidError::HorizonStalled)?;
         g.generate_from_datetime(UNIX_EPOCH + Duration::from_nanos(nanos))
             .map_err(|_| UlidError::Overflow)
     }

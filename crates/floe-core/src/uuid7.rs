@@ -29,16 +29,14 @@ pub use uuid::Uuid;
 use uuid::{ContextV7, Timestamp};
 
 use crate::clock::{Clock, NANOS_PER_MILLI};
-use crate::horizon::{Horizon, HorizonStalled};
+use crate::horizon::{Bounds, Horizon, HorizonStalled};
 
 /// A thread-safe UUIDv7 generator reading an injected clock.
 #[derive(Debug)]
 pub struct Uuid7Generator<C> {
     context: Mutex<ContextV7>,
     clock: C,
-    /// No time below this is issued (Unix ns): the previous run's bound's next millisecond.
-    floor_nanos: u64,
-    horizon: Option<Arc<Horizon>>,
+    bounds: Bounds,
 }
 
 impl<C: Clock> Uuid7Generator<C> {
@@ -47,8 +45,7 @@ impl<C: Clock> Uuid7Generator<C> {
         Uuid7Generator {
             context: Mutex::new(ContextV7::new()),
             clock,
-            floor_nanos: 0,
-            horizon: None,
+            bounds: Bounds::default(),
         }
     }
 
@@ -56,26 +53,21 @@ impl<C: Clock> Uuid7Generator<C> {
     /// bound): while the clock is behind, the IDs carry on at `ms + 1`.
     #[must_use]
     pub fn not_before_ms(mut self, ms: u64) -> Self {
-        self.floor_nanos = ms.saturating_add(1).saturating_mul(NANOS_PER_MILLI);
+        self.bounds.set_not_before_ms(ms);
         self
     }
 
     /// Issues no time past `horizon` (one more atomic load per ID).
     #[must_use]
     pub fn horizon(mut self, horizon: Arc<Horizon>) -> Self {
-        self.horizon = Some(horizon);
+        self.bounds.set_horizon(horizon);
         self
-    }
-
-    /// The time the next ID is made at: the clock's, or the floor when the clock is behind it.
-    fn time_nanos(&self) -> u64 {
-        self.clock.now_nanos().max(self.floor_nanos)
     }
 
     /// The Unix ms of the latest time issued or about to be (the clock's, or the floor):
     /// what the durable time bound records at a clean stop.
     pub fn last_time_ms(&self) -> u64 {
-        self.time_nanos() / NANOS_PER_MILLI
+        self.bounds.time_nanos(self.clock.now_nanos()) / NANOS_PER_MILLI
     }
 
     /// A new UUIDv7, greater than every earlier one of this generator (and of earlier runs
@@ -85,13 +77,7 @@ impl<C: Clock> Uuid7Generator<C> {
     /// [`HorizonStalled`] when the time is past the durable bound and the bound did not move.
     #[inline]
     pub fn generate(&self) -> Result<Uuid, HorizonStalled> {
-        let nanos = self.time_nanos();
-        if let Some(h) = &self.horizon {
-            if h.check(nanos).is_err() {
-                h.wait(nanos)?;
-            }
-        }
-        Ok(self.at(nanos))
+        self.make(true)
     }
 
     /// As [`generate`](Self::generate), but never waits: a time past the bound is refused at
@@ -101,20 +87,18 @@ impl<C: Clock> Uuid7Generator<C> {
     /// [`HorizonStalled`] when the time is past the durable bound.
     #[inline]
     pub fn try_generate(&self) -> Result<Uuid, HorizonStalled> {
-        let nanos = self.time_nanos();
-        if let Some(h) = &self.horizon {
-            h.check(nanos)?;
-        }
-        Ok(self.at(nanos))
+        self.make(false)
     }
 
-    fn at(&self, nanos: u64) -> Uuid {
+    fn make(&self, wait: bool) -> Result<Uuid, HorizonStalled> {
+        let nanos = self.bounds.time_nanos(self.clock.now_nanos());
+        self.bounds.admit(nanos, wait)?;
         let ts = Timestamp::from_unix(
             &self.context,
             nanos / 1_000_000_000,
             (nanos % 1_000_000_000) as u32,
         );
-        Uuid::new_v7(ts)
+        Ok(Uuid::new_v7(ts))
     }
 }
 

@@ -138,6 +138,15 @@ impl StoreHandle {
         }
     }
 
+    /// The store's counter now; `None` when it cannot be read (or the store cannot keep it).
+    pub(crate) async fn changes_now(&self) -> Option<i64> {
+        let key = changes_key();
+        match self.bounded("read", &key, self.store.value(&key)).await {
+            Ok(v) => Some(v.unwrap_or(0)),
+            Err(_) => None,
+        }
+    }
+
     /// Drops every WEAK ID this handle holds and has every key's registration checked again
     /// (a floor or registration changed elsewhere, or none can be heard of).
     pub(crate) fn forget_buffers(&self) {

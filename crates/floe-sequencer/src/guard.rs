@@ -159,6 +159,9 @@ pub struct StartCheck {
     pub unguarded: Option<String>,
     /// How many IDs of saved tails were dropped (gaps) because their claim failed.
     pub tails_dropped: u64,
+    /// How many IDs of saved tails were dropped (gaps) because a floor was raised or a key
+    /// unregistered since they were saved ([`crate::changes`]).
+    pub tails_stale: u64,
 }
 
 impl Guard {

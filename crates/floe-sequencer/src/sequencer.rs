@@ -192,6 +192,14 @@ impl StoreHandle {
         if !check.tails_claimed && saved.holds(&self.name, &identity) {
             check.tails_dropped = saved.drop_store(&self.name, &identity);
         }
+        // A floor raised or a key unregistered on any node while this one was stopped: its
+        // saved tails may lie below it (crate::changes).
+        if let Some(then) = saved.changes(&self.name, &identity) {
+            let now = self.changes_now().await;
+            if now != Some(then) {
+                check.tails_stale = saved.drop_store(&self.name, &identity);
+            }
+        }
         Ok(check)
     }
 
@@ -230,7 +238,16 @@ impl StoreHandle {
             .bounded("claim the tails of", &key, guard.claim())
             .await
         {
-            Ok(Some(c)) => saved.set_claim(&self.name, identity, c),
+            Ok(Some(c)) => {
+                saved.set_claim(&self.name, identity, c);
+                match self.changes_now().await {
+                    Some(g) => saved.set_changes(&self.name, identity, g),
+                    None => {
+                        let ids = saved.drop_store(&self.name, identity);
+                        tracing::warn!(store = %self.name, "store {}: {ids} WEAK IDs not kept (gaps): {} could not be read", self.name, crate::CHANGES_KEY);
+                    }
+                }
+            }
             Ok(None) => {}
             Err(e) => {
                 let ids = saved.drop_store(&self.name, identity);

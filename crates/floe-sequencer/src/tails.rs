@@ -76,6 +76,9 @@ pub struct SavedTails {
     stores: BTreeMap<(String, String), BTreeMap<Key, Vec<Segment>>>,
     /// Per store: the value its node key held when the tails were saved ([`crate::guard`]).
     claims: BTreeMap<(String, String), i64>,
+    /// Per store, its `floe.changes` when the tails were saved ([`crate::changes`]): a floor
+    /// raised or a key unregistered since, on any node, drops them at the next start.
+    changes: BTreeMap<(String, String), i64>,
     skipped: usize,
 }
 
@@ -120,6 +123,19 @@ impl SavedTails {
             .copied()
     }
 
+    /// The store's `floe.changes` when its tails were saved, if it was read.
+    pub fn changes(&self, name: &str, identity: &str) -> Option<i64> {
+        self.changes
+            .get(&(name.to_string(), identity.to_string()))
+            .copied()
+    }
+
+    /// Sets the store's `floe.changes` as its tails are saved.
+    pub fn set_changes(&mut self, name: &str, identity: &str, changes: i64) {
+        self.changes
+            .insert((name.to_string(), identity.to_string()), changes);
+    }
+
     /// Sets the claim of a store's tails.
     pub fn set_claim(&mut self, name: &str, identity: &str, claim: i64) {
         self.claims
@@ -136,6 +152,7 @@ impl SavedTails {
     pub fn drop_store(&mut self, name: &str, identity: &str) -> u64 {
         let k = (name.to_string(), identity.to_string());
         self.claims.remove(&k);
+        self.changes.remove(&k);
         self.stores.remove(&k).map_or(0, |keys| {
             keys.values()
                 .flatten()
@@ -147,6 +164,8 @@ impl SavedTails {
     /// Takes out the tails of store `name` with identity `identity` (already redacted).
     pub(crate) fn take_store(&mut self, name: &str, identity: &str) -> HashMap<Key, Vec<Segment>> {
         self.claims
+            .remove(&(name.to_string(), identity.to_string()));
+        self.changes
             .remove(&(name.to_string(), identity.to_string()));
         self.stores
             .remove(&(name.to_string(), identity.to_string()))
@@ -160,6 +179,12 @@ impl SavedTails {
         for ((store, identity), claim) in &self.claims {
             if self.stores.contains_key(&(store.clone(), identity.clone())) {
                 let _ = writeln!(out, "c {} {} {claim}", hex(store), hex(identity));
+                lines += 1;
+            }
+        }
+        for ((store, identity), changes) in &self.changes {
+            if self.stores.contains_key(&(store.clone(), identity.clone())) {
+                let _ = writeln!(out, "g {} {} {changes}", hex(store), hex(identity));
                 lines += 1;
             }
         }
@@ -196,8 +221,12 @@ impl SavedTails {
             return tails;
         }
         for line in &lines[1..lines.len() - 1] {
-            if let Some((store, identity, claim)) = parse_claim(line) {
+            if let Some((store, identity, claim)) = parse_claim(line, "c") {
                 tails.claims.insert((store, identity), claim);
+                continue;
+            }
+            if let Some((store, identity, changes)) = parse_claim(line, "g") {
+                tails.changes.insert((store, identity), changes);
                 continue;
             }
             match parse_line(line) {
@@ -217,9 +246,10 @@ pub(crate) fn ids_in(s: Segment) -> u64 {
     u64::try_from(i128::from(s.end) - i128::from(s.start) + 1).unwrap_or(u64::MAX)
 }
 
-fn parse_claim(line: &str) -> Option<(String, String, i64)> {
+/// A line `{tag} STORE IDENTITY N` (a claim `c`, a store's `floe.changes` `g`).
+fn parse_claim(line: &str, tag: &str) -> Option<(String, String, i64)> {
     let mut f = line.split(' ');
-    if f.next()? != "c" {
+    if f.next()? != tag {
         return None;
     }
     let store = unhex(f.next()?)?;
@@ -394,6 +424,25 @@ mod tests {
 
     fn key(s: &str) -> Key {
         Key::new(s).unwrap()
+    }
+
+    #[test]
+    fn claims_and_changes_round_trip_with_their_store() {
+        let mut t = SavedTails::new();
+        t.add(
+            "s",
+            "redis://h",
+            key("k"),
+            vec![Segment { start: 1, end: 9 }],
+        );
+        t.set_claim("s", "redis://h", 7);
+        t.set_changes("s", "redis://h", 42);
+        let back = SavedTails::decode(&t.encode());
+        assert_eq!(back.claim("s", "redis://h"), Some(7));
+        assert_eq!(back.changes("s", "redis://h"), Some(42));
+        let mut back = back;
+        back.drop_store("s", "redis://h");
+        assert_eq!(back.changes("s", "redis://h"), None);
     }
 
     #[test]

@@ -1006,25 +1006,7 @@ impl Shared {
     fn prepare(self, key: &str) -> String {
         let table = format!("leaf_alloc_{}", key.replace('-', "_"));
         if self == Shared::LeafMysql {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            rt.block_on(async {
-                let pool = sqlx::mysql::MySqlPoolOptions::new()
-                    .connect(&env("FLOE_TEST_MARIADB"))
-                    .await
-                    .unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "CREATE TABLE {table} (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB"
-                )))
-                .execute(&pool)
-                .await
-                .unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO {table} (biz_tag, max_id, step) VALUES ('{key}', 1, 1000)"
-                )))
-                .execute(&pool)
-                .await
-                .unwrap();
-            });
+            crate::common::leaf_table(&env("FLOE_TEST_MARIADB"), &table, key, 1000);
         }
         table
     }

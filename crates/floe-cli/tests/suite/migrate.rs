@@ -498,21 +498,7 @@ fn a_leaf_fleet_moves_to_floe_node_by_node_under_load() {
     let issued = Arc::new(Issued::default());
     let admin = rt.block_on(zookeeper_client::Client::connect(&zk)).unwrap();
     let forever = format!("/snowflake/{name}/forever");
-    rt.block_on(async {
-        let pool = sqlx::mysql::MySqlPoolOptions::new().connect(&mysql).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE TABLE {table} (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB"
-        )))
-        .execute(&pool)
-        .await
-        .unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO {table} (biz_tag, max_id, step) VALUES ('orders', 1, {STEP})"
-        )))
-        .execute(&pool)
-        .await
-        .unwrap();
-    });
+    crate::common::leaf_table(&mysql, &table, "orders", STEP);
     let start_leaf = |ip: &str| {
         rt.block_on(LeafServer::start(
             &admin,

@@ -118,6 +118,13 @@ pub(super) async fn open(
         if let Some(why) = check.unguarded {
             notes.push(Note::Info(why));
         }
+        if check.tails_stale > 0 {
+            notes.push(Note::Warning(format!(
+                "store {name}: {} WEAK IDs kept by a graceful stop were dropped (gaps): a floor was raised or a key unregistered on another node since ({} moved)",
+                check.tails_stale,
+                floe_sequencer::CHANGES_KEY
+            )));
+        }
         if check.tails_dropped > 0 {
             notes.push(Note::Warning(format!(
                 "store {name}: {} WEAK IDs kept by a graceful stop were claimed by another copy of this state directory (a clone, or a restored backup): not served (gaps)",

@@ -211,3 +211,76 @@ pub fn unregister_reaches_every_node(name: &str, store: &str) -> Row {
     );
     tally.row
 }
+
+/// A node stopped gracefully (its WEAK buffer saved as tails), a floor raised meanwhile by
+/// another process, the node started again: its saved tails lie below the floor and are
+/// dropped (said at its start), not served.
+pub fn a_raise_while_stopped_drops_saved_tails(name: &str, store: &str) -> Row {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().display().to_string();
+    let key = format!("stopped-{}", nanos());
+    let path = format!("/v1/sequencer/s/{key}?increment=weak");
+    let start = || {
+        let port = free_port();
+        let store = format!("s={store}");
+        let server = serve(&["--store", &store, "--state-dir", &state], port, None);
+        wait_listening(&server, port);
+        (server, port)
+    };
+    let (first, port) = start();
+    let mut before = Vec::new();
+    for _ in 0..10 {
+        let (status, body) = call_until_served(port, "GET", &path);
+        assert_eq!(status, 200, "{body}");
+        before.push(super::faults::dec(body.split('"').nth(3).unwrap()).unwrap());
+    }
+    first.term();
+    let _ = first.wait_timeout(Duration::from_secs(60));
+    // The floor: inside what the stopped node saved (its segment runs past its last ID).
+    let floor = before.iter().max().unwrap() + 100;
+    let raised = super::faults::floe(
+        &[
+            "seq".into(),
+            "keys".into(),
+            "raise".into(),
+            key.clone(),
+            "--above".into(),
+            floor.to_string(),
+            "--store".into(),
+            store.into(),
+        ],
+        None,
+    )
+    .output()
+    .unwrap();
+    assert!(raised.status.success(), "{raised:?}");
+    let (second, port) = start();
+    let mut after = Vec::new();
+    for _ in 0..10 {
+        let (status, body) = call_until_served(port, "GET", &path);
+        assert_eq!(status, 200, "{body}");
+        after.push(super::faults::dec(body.split('"').nth(3).unwrap()).unwrap());
+    }
+    second.term();
+    let _ = second.wait_timeout(Duration::from_secs(60));
+    let said = second
+        .stderr()
+        .contains("a floor was raised or a key unregistered");
+    let below = after.iter().filter(|&&id| id <= floor).count();
+    let mut tally = Tally::default();
+    tally.row.scenario = format!(
+        "{name}: a node stopped with saved WEAK tails, a floor raised inside them by another process, the node started again"
+    );
+    tally.run(&before);
+    tally.run(&after);
+    tally.row.outcome = format!(
+        "{}{below} IDs at or below the floor after the restart; the dropped tails {}",
+        if below > 0 || !said { "FAILED: " } else { "" },
+        if said {
+            "said at its start"
+        } else {
+            "not said"
+        }
+    );
+    tally.row
+}

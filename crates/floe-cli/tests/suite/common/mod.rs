@@ -133,3 +133,27 @@ pub fn remove_record(dir: &std::path::Path, service: &str, host: &str, port: u16
     );
     std::fs::write(&path, serde_json::to_vec(&table).unwrap()).unwrap();
 }
+
+/// Meituan Leaf's `leaf_alloc` table, as Leaf's README creates it, named `table` in the
+/// MariaDB at `mysql` (FLOE_TEST_MARIADB), with one row: `tag` at `max_id` 1 and `step`.
+pub fn leaf_table(mysql: &str, table: &str, tag: &str, step: i64) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .connect(mysql)
+            .await
+            .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {table} (biz_tag varchar(128) NOT NULL DEFAULT '', max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {table} (biz_tag, max_id, step) VALUES ('{tag}', 1, {step})"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+    });
+}
