@@ -9,7 +9,7 @@
 //!
 //! - After the store made the change, the node that made it adds one to [`CHANGES_KEY`], a
 //!   counter of floe's own in the store, before the call returns.
-//! - Every node reads the counter every second ([`watch`]). When it moved, the node drops
+//! - Every node reads the counter every second (a task of each store's, from `Sequencer::watch`). When it moved, the node drops
 //!   every WEAK ID it holds of that store (each key's buffer, a fetch under way, the parked
 //!   tails: gaps, never repeats) and checks each key's registration again at its next
 //!   request. Segments reserved after the counter was read are above every floor raised
@@ -36,7 +36,7 @@ pub const CHANGES_KEY: &str = "floe.changes";
 
 /// How long after a raise or an unregistration returns every node of the store honours it
 /// (given every node reads the counter [`EVERY`]): a stale node drops its IDs after
-/// [`STALE_AFTER`], a read takes at most [`READ_WITHIN`], and reads are [`EVERY`] apart.
+/// [`STALE_AFTER`], a read takes at most 1 s, and reads are [`EVERY`] apart.
 pub const REACH: Duration = Duration::from_secs(5);
 
 /// How often each node reads [`CHANGES_KEY`].
