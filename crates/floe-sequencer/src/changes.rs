@@ -9,11 +9,13 @@
 //!
 //! - After the store made the change, the node that made it adds one to [`CHANGES_KEY`], a
 //!   counter of floe's own in the store, before the call returns.
-//! - Every node reads the counter every second (a task of each store's, from `Sequencer::watch`). When it moved, the node drops
-//!   every WEAK ID it holds of that store (each key's buffer, a fetch under way, the parked
-//!   tails: gaps, never repeats) and checks each key's registration again at its next
-//!   request. Segments reserved after the counter was read are above every floor raised
-//!   before it moved.
+//! - Every node reads the counter every second (a task per store, started by
+//!   `Sequencer::watch`). When it moved, the node drops every WEAK ID it holds of that store
+//!   (each key's buffer, a fetch under way, the parked tails: gaps, never repeats) and
+//!   checks each key's registration again at its next request. Segments reserved after the
+//!   counter was read are above every floor raised before it moved.
+//! - A graceful stop saves the counter beside the WEAK tails it keeps; a start that finds it
+//!   moved drops them (a floor may have been raised inside them meanwhile).
 //! - A node that cannot read the counter for [`STALE_AFTER`] (the store unreachable from it
 //!   alone, a partition) drops what it holds all the same, every second until it reads the
 //!   counter again: a raise it cannot hear of would otherwise be missed. Within [`REACH`] of
