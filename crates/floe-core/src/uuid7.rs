@@ -17,7 +17,7 @@
 //! use floe_core::uuid7::{inspect, Uuid7Generator};
 //!
 //! let gen = Uuid7Generator::new(SystemClock);
-//! let (a, b) = (gen.generate(), gen.generate());
+//! let (a, b) = (gen.generate().unwrap(), gen.generate().unwrap());
 //! assert!(b > a);
 //! assert_eq!(inspect(&a).unwrap().version, 7);
 //! ```

@@ -652,8 +652,9 @@ async fn a_stream_longer_than_the_idle_timeout_is_served_to_its_end() {
     node.stop().await;
 }
 
-/// `ids.kinds` picks the kinds served: a kind left out answers 503 and leases nothing, and
-/// `kinds = []` is a sequencer that keeps no worker ID and no time bound.
+/// `ids.kinds` picks the kinds served: a kind left out answers 503 and leases nothing (UUIDv7,
+/// served here, keeps its own time bound and no worker ID), and `kinds = []` is a sequencer
+/// that keeps no worker ID and no time bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kinds_left_out_are_not_served_and_lease_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -694,15 +695,18 @@ async fn kinds_left_out_are_not_served_and_lease_nothing() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(
-        !names
-            .iter()
-            .any(|n| n.starts_with("horizon-") || n.starts_with("registry")),
-        "nothing leased, no time bound kept: {names:?}"
+        !names.iter().any(
+            |n| (n.starts_with("horizon-") && !n.starts_with("horizon-uuid7."))
+                || n.starts_with("registry")
+        ),
+        "nothing leased, no time bound kept but UUIDv7's: {names:?}"
     );
+    assert!(names.iter().any(|n| n == "horizon-uuid7.json"), "{names:?}");
 }
 
-/// A second server on a busy state directory fails to start (its embedded store is the first
-/// one's), and releases what it took on the way, as a graceful stop does: the durable time
+/// A second server on a busy state directory fails to start (UUIDv7's time bound, the first
+/// thing of the directory's own it takes after the worker IDs, is the first one's), and
+/// releases what it took on the way, as a graceful stop does: the durable time
 /// bound of every worker ID it leased is brought back to now, not left a second ahead (a
 /// restart then waits for nothing), and each ID's claim ends.
 #[tokio::test]
@@ -717,7 +721,7 @@ async fn a_start_that_fails_releases_the_worker_ids_it_leased() {
         .await
         .map(|_| ())
         .expect_err("a second embedded store on one state directory");
-    assert!(e.message.contains("stores.main"), "{e}");
+    assert!(e.message.contains("uuid7: time bound"), "{e}");
     let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
     let registry = floe_registry::open(&format!("file://{}", dir.path().display()))
         .await
