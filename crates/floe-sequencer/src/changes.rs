@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{ErrorKind, Key, SeqError, StoreHandle};
+use crate::{within, ErrorKind, Key, SeqError, StoreHandle};
 
 /// The counter of changes of floors and registrations, a key of floe's own in each store.
 pub const CHANGES_KEY: &str = "floe.changes";
@@ -142,11 +142,21 @@ impl StoreHandle {
 
     /// The store's counter now; `None` when it cannot be read (or the store cannot keep it).
     pub(crate) async fn changes_now(&self) -> Option<i64> {
+        self.read_counter().await.ok()
+    }
+
+    /// The store's counter (0 before the first change), read within [`READ_WITHIN`].
+    async fn read_counter(&self) -> Result<i64, SeqError> {
         let key = changes_key();
-        match self.bounded("read", &key, self.store.value(&key)).await {
-            Ok(v) => Some(v.unwrap_or(0)),
-            Err(_) => None,
-        }
+        within(
+            &*self.store,
+            READ_WITHIN,
+            "read",
+            &key,
+            self.store.value(&key),
+        )
+        .await
+        .map(|v| v.unwrap_or(0))
     }
 
     /// Drops every WEAK ID this handle holds and has every key's registration checked again
@@ -162,15 +172,13 @@ impl StoreHandle {
     /// One reading of the counter: the buffers dropped when it moved (unless this node moved
     /// it and nobody else did). Whether it was read.
     async fn read_changes(&self) -> bool {
-        let key = changes_key();
-        let read = tokio::time::timeout(READ_WITHIN, self.store.value(&key)).await;
-        let now = match read {
-            Ok(Ok(v)) => v.unwrap_or(0),
-            Ok(Err(e)) if matches!(e.kind, ErrorKind::Unsupported | ErrorKind::UnknownKey) => {
+        let now = match self.read_counter().await {
+            Ok(v) => v,
+            Err(e) if matches!(e.kind, ErrorKind::Unsupported | ErrorKind::UnknownKey) => {
                 self.changes.kept.store(false, Ordering::Release);
                 return true;
             }
-            _ => return false,
+            Err(_) => return false,
         };
         let before = {
             let mut seen = self.changes.seen.lock().unwrap_or_else(|p| p.into_inner());

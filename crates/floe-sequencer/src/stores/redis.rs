@@ -300,28 +300,22 @@ impl Store for RedisStore {
     /// in a crash (snapshots alone, the last ones; `everysec`, up to a second).
     async fn durability(&self) -> crate::Durability {
         use crate::Durability;
-        let mut conn = self.conn.clone();
-        let mut read = Vec::new();
-        for name in ["appendonly", "appendfsync"] {
-            let got = redis::cmd("CONFIG")
-                .arg("GET")
-                .arg(name)
-                .query_async::<Vec<String>>(&mut conn)
-                .await
-                .map(|v| v.get(1).cloned().unwrap_or_default());
-            match got {
-                Ok(v) => read.push(v),
-                Err(e) => {
-                    return Durability::Unknown(format!("CONFIG GET {name}: {e}"));
-                }
+        let conn = self.conn.clone();
+        let setting = |name: &'static str| {
+            let mut c = conn.clone();
+            async move {
+                redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg(name)
+                    .query_async::<Vec<String>>(&mut c)
+                    .await
+                    .map(|v| v.get(1).cloned().unwrap_or_default())
+                    .map_err(|e| Durability::Unknown(format!("CONFIG GET {name}: {e}")))
             }
-        }
-        let read: Result<(String, String), String> = match read.as_slice() {
-            [aof, fsync] => Ok((aof.clone(), fsync.clone())),
-            _ => Err("no answer".into()),
         };
-        match read {
-            Err(e) => Durability::Unknown(format!("CONFIG GET: {e}")),
+        let read = async { Ok((setting("appendonly").await?, setting("appendfsync").await?)) };
+        match read.await {
+            Err(unknown) => unknown,
             Ok((aof, _)) if aof != "yes" => Durability::Volatile(format!(
                 "appendonly is {aof:?} (needs yes, with appendfsync always)"
             )),

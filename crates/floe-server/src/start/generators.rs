@@ -334,23 +334,13 @@ pub(super) async fn build(
         generators = generators.with_lexical(g, Some(horizon), fence);
     }
     if plan.serves(IdKind::Uuid7) {
-        let from = Arc::clone(&built);
-        let last: LastTime = Arc::new(move || {
-            from.get()
-                .and_then(|g| g.uuid7().map(|g| g.last_time_ms()))
-                .unwrap_or(0)
-        });
-        let (not_before, horizon) = bound_above(plan, "uuid7", taken, notes, last).await?;
+        let last = |g: &Generators| g.uuid7().map(|g| g.last_time_ms());
+        let (not_before, horizon) = bound_above(plan, "uuid7", taken, notes, &built, last).await?;
         generators = generators.with_uuid7(not_before, Some(horizon));
     }
     if plan.serves(IdKind::Ulid) {
-        let from = Arc::clone(&built);
-        let last: LastTime = Arc::new(move || {
-            from.get()
-                .and_then(|g| g.ulid().map(|g| g.last_time_ms()))
-                .unwrap_or(0)
-        });
-        let (not_before, horizon) = bound_above(plan, "ulid", taken, notes, last).await?;
+        let last = |g: &Generators| g.ulid().map(|g| g.last_time_ms());
+        let (not_before, horizon) = bound_above(plan, "ulid", taken, notes, &built, last).await?;
         generators = generators.with_ulid(not_before, Some(horizon));
     }
     let generators = Arc::new(generators);
@@ -375,14 +365,18 @@ type Lexical = (
 
 /// The durable time bound of UUIDv7's or ULID's slot (`kind`) in the state directory, which
 /// they carry on above rather than wait for (floe_registry::horizon::start_above): the
-/// previous run's bound and the running one. `last` reads the generator's last time at stop.
+/// previous run's bound and the running one. `last` reads the generator's last time from the
+/// generators once `built`, at stop.
 async fn bound_above(
     plan: &Plan,
     kind: &'static str,
     taken: &mut Taken,
     notes: &mut Vec<Note>,
-    last: LastTime,
+    built: &Arc<OnceLock<Arc<Generators>>>,
+    last: fn(&Generators) -> Option<u64>,
 ) -> Result<(u64, Arc<floe_core::horizon::Horizon>), StartError> {
+    let from = Arc::clone(built);
+    let last: LastTime = Arc::new(move || from.get().and_then(|g| last(g)).unwrap_or(0));
     let dir = plan.state_dir.clone();
     let clock = Arc::clone(&taken.clock);
     let started = tokio::task::spawn_blocking(move || {
