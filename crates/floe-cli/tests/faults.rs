@@ -67,7 +67,8 @@ fn kill9_loops_on_every_durable_store() {
 }
 
 /// What lies under floe going backwards (issue 31): a Redis without persistence restarted
-/// empty, or restored from an older snapshot, under load; the embedded store's file emptied
+/// empty, or restored from an older snapshot, under load; every other server store's data
+/// deleted with its own tool under load; the embedded store's file emptied
 /// while stopped; a state directory copied after a graceful stop. floe refuses (500 data_loss) rather than issue a value twice.
 #[test]
 fn nothing_below_floe_makes_it_repeat() {
@@ -82,6 +83,10 @@ fn nothing_below_floe_makes_it_repeat() {
         rows.push(common::below::embedded_file_damaged(true));
         rows.push(common::below::state_dir_copied(&env("FLOE_TEST_REDIS")));
         rows.push(common::below::volatile_stores_refused_at_start());
+        rows.push(common::below::postgres_wiped(&env("FLOE_TEST_POSTGRES")));
+        rows.push(common::below::mariadb_wiped(&env("FLOE_TEST_MARIADB")));
+        rows.push(common::below::etcd_wiped(&env("FLOE_TEST_ETCD")));
+        rows.push(common::below::zookeeper_wiped(&env("FLOE_TEST_ZOOKEEPER")));
     }
     print(&rows);
     for row in &rows {

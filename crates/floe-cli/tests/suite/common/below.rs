@@ -143,11 +143,11 @@ struct Loaded {
     weak: std::thread::JoinHandle<super::faults::ClientLog>,
 }
 
-fn under_load(redis: &Volatile, prefix: &str) -> Loaded {
+fn under_load(url: &str, prefix: &str) -> Loaded {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().display().to_string();
     let port = free_port();
-    let store = format!("s={}", redis.url());
+    let store = format!("s={url}");
     let args = [
         "--store",
         &store,
@@ -177,6 +177,30 @@ fn under_load(redis: &Volatile, prefix: &str) -> Loaded {
 /// ID issued, then `floe.repair`), made on the store by another process.
 pub fn redis_restarted_empty() -> Row {
     let mut redis = Volatile::start();
+    let url = redis.url();
+    wiped_under_load(
+        &url,
+        "Redis without persistence killed and restarted empty under one `floe serve` (WEAK + STRONG), then the key and `floe.repair` raised as the refusal says",
+        || redis.restart_empty(),
+    )
+}
+
+/// A store's data deleted with the store's own tool (`DELETE FROM` the table, `etcdctl del
+/// --prefix`, `zkCli.sh deleteall`) under one `floe serve` with WEAK and STRONG clients on one
+/// key; then the raises the refusal names. `url` is the store's, on a table or root of this
+/// row's own; `wipe` deletes everything floe wrote there.
+pub fn store_wiped(name: &str, url: &str, tool: &str, wipe: impl FnOnce()) -> Row {
+    wiped_under_load(
+        url,
+        &format!("{name}: floe's data deleted with {tool} under one `floe serve` (WEAK + STRONG), then the key and `floe.repair` raised as the refusal says"),
+        wipe,
+    )
+}
+
+/// The row of a store that lost everything (`wipe`) under load: refused (500 `data_loss`) on
+/// the key served and on a key never served, until the raises the refusal names; then served
+/// again above every ID issued.
+fn wiped_under_load(url: &str, scenario: &str, wipe: impl FnOnce()) -> Row {
     let Loaded {
         _dir,
         server,
@@ -185,9 +209,9 @@ pub fn redis_restarted_empty() -> Row {
         stop,
         strong,
         weak,
-    } = under_load(&redis, "below");
+    } = under_load(url, "below");
     std::thread::sleep(Duration::from_millis(700));
-    redis.restart_empty();
+    wipe();
     // Refused from here on (bounded wait for the first refusal, then a while of them).
     let restarted = Instant::now();
     let mut refusal = String::new();
@@ -213,14 +237,14 @@ pub fn redis_restarted_empty() -> Row {
         .max()
         .copied()
         .unwrap_or(0);
-    raise(&redis.url(), &key, issued_top);
+    raise(url, &key, issued_top);
     let repaired = refusal
         .split("floe.repair --above ")
         .nth(1)
         .and_then(|r| r.split(' ').next())
         .and_then(|n| n.parse::<u128>().ok());
     if let Some(r) = repaired {
-        raise(&redis.url(), "floe.repair", r);
+        raise(url, "floe.repair", r);
     }
     // Served again (bounded), above every ID issued.
     let raised = Instant::now();
@@ -246,8 +270,7 @@ pub fn redis_restarted_empty() -> Row {
     server.term();
     let _ = server.wait_timeout(Duration::from_secs(60));
     let mut tally = Tally::default();
-    tally.row.scenario =
-        "Redis without persistence killed and restarted empty under one `floe serve` (WEAK + STRONG), then the key and `floe.repair` raised as the refusal says".into();
+    tally.row.scenario = scenario.to_string();
     tally.client(&strong.ids);
     tally.client(&weak.ids);
     tally.unordered(&after);
@@ -288,7 +311,7 @@ pub fn redis_restored_from_backup() -> Row {
         stop,
         strong,
         weak,
-    } = under_load(&redis, "restored");
+    } = under_load(&redis.url(), "restored");
     std::thread::sleep(Duration::from_millis(300));
     let backup = redis.backup();
     std::thread::sleep(Duration::from_millis(500));
@@ -580,4 +603,108 @@ pub fn volatile_stores_refused_at_start() -> Row {
         }
     );
     tally.row
+}
+
+/// `url` with one more option.
+fn with_option(url: &str, option: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
+}
+
+/// A tool's run that must succeed.
+fn tool(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// PostgreSQL (`pg`, FLOE_TEST_POSTGRES): a table of this row's own emptied with `psql`.
+pub fn postgres_wiped(pg: &str) -> Row {
+    let table = format!("wiped_{}", nanos());
+    store_wiped(
+        "PostgreSQL",
+        &with_option(pg, &format!("table={table}")),
+        "`psql -c 'DELETE FROM …'`",
+        || {
+            tool(
+                Command::new("psql")
+                    .arg(pg)
+                    .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+                    .arg(format!("DELETE FROM {table}")),
+            )
+        },
+    )
+}
+
+/// MariaDB (`mysql`, FLOE_TEST_MARIADB): a table of this row's own emptied with `mariadb`.
+pub fn mariadb_wiped(mysql: &str) -> Row {
+    let table = format!("wiped_{}", nanos());
+    // mysql://user@host:port/db
+    let rest = mysql
+        .strip_prefix("mysql://")
+        .expect("mysql://user@host:port/db");
+    let (user, rest) = rest.split_once('@').expect("a user");
+    let (hostport, db) = rest.split_once('/').expect("a database");
+    let (host, port) = hostport.split_once(':').expect("a port");
+    let (user, host, port, db) = (
+        user.to_string(),
+        host.to_string(),
+        port.to_string(),
+        db.to_string(),
+    );
+    store_wiped(
+        "MariaDB",
+        &with_option(mysql, &format!("table={table}")),
+        "`mariadb -e 'DELETE FROM …'`",
+        || {
+            tool(
+                Command::new("mariadb")
+                    .args(["-h", &host, "-P", &port, "-u", &user, &db, "-e"])
+                    .arg(format!("DELETE FROM {table}")),
+            )
+        },
+    )
+}
+
+/// etcd (`addr`, FLOE_TEST_ETCD): a root of this row's own deleted with `etcdctl del --prefix`.
+pub fn etcd_wiped(addr: &str) -> Row {
+    let root = format!("/wiped-{}", nanos());
+    store_wiped(
+        "etcd",
+        &format!("etcd://{addr}{root}"),
+        "`etcdctl del --prefix`",
+        || {
+            tool(
+                Command::new("etcdctl")
+                    .args(["--endpoints", addr, "del", "--prefix", &root])
+                    .stdout(Stdio::null()),
+            )
+        },
+    )
+}
+
+/// ZooKeeper (`addr`, FLOE_TEST_ZOOKEEPER): a root of this row's own deleted with `zkCli.sh
+/// deleteall` (the root and the registered keys' sibling).
+pub fn zookeeper_wiped(addr: &str) -> Row {
+    let root = format!("/wiped-{}", nanos());
+    store_wiped(
+        "ZooKeeper",
+        &format!("zk://{addr}{root}"),
+        "`zkCli.sh deleteall`",
+        || {
+            let zk_cli = |path: &str| {
+                let mut cmd = Command::new("/usr/share/zookeeper/bin/zkCli.sh");
+                cmd.args(["-server", addr, "deleteall", path])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                cmd
+            };
+            tool(&mut zk_cli(&root));
+            // No key was registered: the sibling may not exist (zkCli.sh then exits 1).
+            let _ = zk_cli(&format!("{root}.registered")).status();
+        },
+    )
 }
