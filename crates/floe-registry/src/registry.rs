@@ -146,6 +146,34 @@ pub trait Registry: Send + Sync + fmt::Debug {
         None
     }
 
+    /// floe's mirror of a sequencer store's epoch (floe-sequencer's guard): the highest epoch
+    /// any node of `service` recorded under `name` (an opaque, path-safe name of the store),
+    /// so that a node with no memory of the store (a new one, or one whose state directory
+    /// was lost) notices a store that went back. `None`: nothing recorded, or this registry
+    /// keeps no mirror (file, static, Leaf's layout).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable); [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) when the value is not a number.
+    async fn store_epoch(&self, service: &str, name: &str) -> Result<Option<i64>, RegistryError> {
+        let _ = (service, name);
+        Ok(None)
+    }
+
+    /// Records `epoch` as [`store_epoch`](Self::store_epoch)'s `name`, never lowering it.
+    /// `false`: this registry keeps no mirror.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable).
+    async fn keep_store_epoch(
+        &self,
+        service: &str,
+        name: &str,
+        epoch: i64,
+    ) -> Result<bool, RegistryError> {
+        let _ = (service, name, epoch);
+        Ok(false)
+    }
+
     /// Takes over, for `identity`, the ID of another identity of the same service whose holder
     /// was last alive at or before `idle_before_ms` and is not alive now (no live process
     /// holds it). The ID longest idle goes first. The registration's record keeps the

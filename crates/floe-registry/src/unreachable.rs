@@ -56,4 +56,10 @@ impl Registry for Unreachable {
     async fn list(&self, _: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
         Err(self.error.clone())
     }
+    async fn store_epoch(&self, _: &str, _: &str) -> Result<Option<i64>, RegistryError> {
+        Err(self.error.clone())
+    }
+    async fn keep_store_epoch(&self, _: &str, _: &str, _: i64) -> Result<bool, RegistryError> {
+        Err(self.error.clone())
+    }
 }

@@ -263,6 +263,41 @@ async fn another_layout_on_the_service_is_refused(b: &impl Backend) {
     assert!(again.existing);
 }
 
+/// floe's mirror of a sequencer store's epoch: kept by the registries that lease (ZooKeeper,
+/// etcd, not in Leaf's layout), raised and never lowered, whoever writes it, and apart from the
+/// service's workers.
+async fn store_epochs_are_kept_never_lowered(b: &impl Backend) {
+    let r = b.handle().await;
+    let keeps = r.lease_terms().is_some() && !r.location().starts_with("leaf+");
+    assert_eq!(r.store_epoch("orders", "a1b2").await.unwrap(), None);
+    let kept = r.keep_store_epoch("orders", "a1b2", 5).await.unwrap();
+    assert_eq!(kept, keeps, "{}", r.location());
+    if !keeps {
+        assert_eq!(r.store_epoch("orders", "a1b2").await.unwrap(), None);
+        return;
+    }
+    assert_eq!(r.store_epoch("orders", "a1b2").await.unwrap(), Some(5));
+    r.keep_store_epoch("orders", "a1b2", 3).await.unwrap();
+    assert_eq!(r.store_epoch("orders", "a1b2").await.unwrap(), Some(5));
+    // Another process's handle, and many writers at once: the highest stays.
+    let (a, c): (std::sync::Arc<dyn Registry>, std::sync::Arc<dyn Registry>) =
+        (b.handle().await.into(), b.handle().await.into());
+    let mut writes = tokio::task::JoinSet::new();
+    for e in 6..30 {
+        let h = std::sync::Arc::clone(if e % 2 == 0 { &a } else { &c });
+        writes.spawn(async move { h.keep_store_epoch("orders", "a1b2", e).await.unwrap() });
+    }
+    while let Some(kept) = writes.join_next().await {
+        assert!(kept.unwrap());
+    }
+    assert_eq!(r.store_epoch("orders", "a1b2").await.unwrap(), Some(29));
+    // Another store, another service: apart; the workers are not disturbed.
+    assert_eq!(r.store_epoch("orders", "c3d4").await.unwrap(), None);
+    assert_eq!(r.store_epoch("billing", "a1b2").await.unwrap(), None);
+    r.register(&who(1), SPACE).await.unwrap();
+    assert_eq!(r.list("orders").await.unwrap().len(), 1);
+}
+
 async fn bad_identities_are_config_errors(b: &impl Backend) {
     let r = b.handle().await;
     let e = r
@@ -304,6 +339,7 @@ macro_rules! all_cases {
             an_idle_id_is_taken_over_with_its_last_time,
             bad_identities_are_config_errors,
             another_layout_on_the_service_is_refused,
+            store_epochs_are_kept_never_lowered,
         );
     };
 }
@@ -330,4 +366,5 @@ suite!(leaf_zk_backend:
     heartbeats_never_move_back_and_list_shows_them,
     bad_identities_are_config_errors,
     another_layout_on_the_service_is_refused,
+    store_epochs_are_kept_never_lowered,
 );

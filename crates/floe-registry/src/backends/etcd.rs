@@ -220,6 +220,27 @@ impl Keys {
         )
     }
 
+    /// floe's mirror of a store's epoch, with its version (its `mod_revision`).
+    async fn store_epoch(
+        &self,
+        service: &str,
+        name: &str,
+    ) -> Result<Option<(i64, i64)>, RegistryError> {
+        let key = records::store_epoch_place(&self.root, service, name);
+        let resp = self
+            .client
+            .get(key.as_str())
+            .await
+            .map_err(|e| map_err(&format!("read {key}"), e))?;
+        match resp.kvs.first() {
+            Some(kv) => Ok(Some((
+                records::decode_epoch("etcd", &key, &kv.value)?,
+                kv.mod_revision,
+            ))),
+            None => Ok(None),
+        }
+    }
+
     /// Runs a transaction; whether its conditions held. `what` names it in errors.
     async fn run(&self, txn: Txn, what: &str) -> Result<bool, RegistryError> {
         let resp = self.client.txn(txn).await.map_err(|e| map_err(what, e))?;
@@ -475,6 +496,44 @@ async fn hold_again(keys: &Keys, claim: &Claim, new_lease: Option<i64>, sent: Se
 impl Registry for EtcdRegistry {
     fn name(&self) -> &'static str {
         "etcd"
+    }
+
+    async fn store_epoch(&self, service: &str, name: &str) -> Result<Option<i64>, RegistryError> {
+        Ok(self.keys.store_epoch(service, name).await?.map(|(e, _)| e))
+    }
+
+    async fn keep_store_epoch(
+        &self,
+        service: &str,
+        name: &str,
+        epoch: i64,
+    ) -> Result<bool, RegistryError> {
+        let key = records::store_epoch_place(&self.keys.root, service, name);
+        for _ in 0..records::ATTEMPTS {
+            // Only ever raised: a compare on the version read (0: absent).
+            let version = match self.keys.store_epoch(service, name).await? {
+                Some((e, _)) if e >= epoch => return Ok(true),
+                Some((_, version)) => version,
+                None => 0,
+            };
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    key.as_str(),
+                    CompareOp::Equal,
+                    version,
+                )])
+                .and_then([TxnOp::put(key.as_str(), epoch.to_string(), 0)]);
+            if self.keys.run(txn, &format!("write {key}")).await? {
+                return Ok(true);
+            }
+        }
+        Err(RegistryError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "etcd: {key} changed under {} attempts in a row",
+                records::ATTEMPTS
+            ),
+        ))
     }
 
     fn location(&self) -> String {

@@ -145,6 +145,28 @@ pub(crate) fn decode(store: &str, what: &str, data: &[u8]) -> Result<WorkerRecor
     })
 }
 
+/// The place of floe's mirror of a store's epoch `name` ([`crate::Registry::store_epoch`]),
+/// under a root: a sibling of the service's workers and holders.
+pub(crate) fn store_epoch_place(root: &str, service: &str, name: &str) -> String {
+    format!("{root}/{service}/stores/{name}")
+}
+
+/// A mirrored store epoch as the registry keeps it (decimal text).
+pub(crate) fn decode_epoch(store: &str, what: &str, data: &[u8]) -> Result<i64, RegistryError> {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .ok_or_else(|| {
+            RegistryError::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "{store}: {what} is not a store epoch (decimal text): {:?}",
+                    String::from_utf8_lossy(data)
+                ),
+            )
+        })
+}
+
 /// Every record of `service` with its version, in ID order.
 pub(crate) async fn list<S: VersionedRecords + ?Sized>(
     store: &S,

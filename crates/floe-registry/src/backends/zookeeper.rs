@@ -675,6 +675,26 @@ impl ZkRegistry {
         self.shared.session().client
     }
 
+    /// floe's mirror of a store's epoch, with its node's version (none in Leaf's layout).
+    async fn read_store_epoch(
+        &self,
+        service: &str,
+        name: &str,
+    ) -> Result<Option<(i64, i32)>, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            return Ok(None);
+        }
+        let path = records::store_epoch_place(&self.shared.root, service, name);
+        match self.client().get_data(&path).await {
+            Ok((data, stat)) => Ok(Some((
+                records::decode_epoch("zookeeper", &path, &data)?,
+                stat.version,
+            ))),
+            Err(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(map_err(&format!("read {path}"), e)),
+        }
+    }
+
     fn workers(&self, service: &str) -> String {
         format!("{}/{service}/workers", self.shared.root)
     }
@@ -1334,6 +1354,67 @@ impl VersionedRecords for ZkRegistry {
 impl Registry for ZkRegistry {
     fn name(&self) -> &'static str {
         "zookeeper"
+    }
+
+    async fn store_epoch(&self, service: &str, name: &str) -> Result<Option<i64>, RegistryError> {
+        Ok(self.read_store_epoch(service, name).await?.map(|(e, _)| e))
+    }
+
+    async fn keep_store_epoch(
+        &self,
+        service: &str,
+        name: &str,
+        epoch: i64,
+    ) -> Result<bool, RegistryError> {
+        if let Nodes::Leaf(_) = self.shared.nodes {
+            return Ok(false);
+        }
+        let path = records::store_epoch_place(&self.shared.root, service, name);
+        let data = epoch.to_string();
+        for _ in 0..records::ATTEMPTS {
+            // Only ever raised: a set on the version read, or a create where there was none.
+            let written = match self.read_store_epoch(service, name).await? {
+                Some((e, _)) if e >= epoch => return Ok(true),
+                Some((_, version)) => {
+                    match self
+                        .client()
+                        .set_data(&path, data.as_bytes(), Some(version))
+                        .await
+                    {
+                        Ok(_) => true,
+                        Err(ZkError::BadVersion | ZkError::NoNode) => false,
+                        Err(e) => return Err(map_err(&format!("write {path}"), e)),
+                    }
+                }
+                None => {
+                    let dir = format!("{}/{service}/stores", self.shared.root);
+                    let persistent = self.shared.cluster.persistent();
+                    self.client()
+                        .mkdir(&dir, &persistent)
+                        .await
+                        .map_err(|e| map_err(&format!("create {dir}"), e))?;
+                    match self
+                        .client()
+                        .create(&path, data.as_bytes(), &persistent)
+                        .await
+                    {
+                        Ok(_) => true,
+                        Err(ZkError::NodeExists) => false,
+                        Err(e) => return Err(map_err(&format!("create {path}"), e)),
+                    }
+                }
+            };
+            if written {
+                return Ok(true);
+            }
+        }
+        Err(RegistryError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "zookeeper: {path} changed under {} attempts in a row",
+                records::ATTEMPTS
+            ),
+        ))
     }
 
     fn location(&self) -> String {
