@@ -397,7 +397,7 @@ impl Guard {
 
     fn epoch_reason(&self, now: i64, seen: i64) -> String {
         format!(
-            "store {} went back: its epoch ({EPOCH_KEY}) is {now}, below {seen} that this node saw. It lost writes (restarted without persistence, restored from an older backup, wiped, or another store now answers at its address); every key of it is refused so that no value is issued twice. {}",
+            "store {} went back: its epoch ({EPOCH_KEY}) is {now}, below {seen}, which this node (or another, through the registry) saw. It lost writes (restarted without persistence, restored from an older backup, wiped, or another store now answers at its address); every key of it is refused so that no value is issued twice. {}",
             self.name,
             self.recover()
         )

@@ -153,9 +153,10 @@ impl StoreHandle {
     }
 
     /// The guard's start check ([`crate::guard`]): adds one to the store's epoch and refuses
-    /// the store if it is below what `ledger` remembers; claims the node's key, and drops from
-    /// `saved` the store's tails when another copy of the state directory claimed them. `url`
-    /// and `state_dir` are what the store was opened with. Call it before
+    /// the store if it is below what `ledger` remembers, or below `mirrored` (the highest
+    /// epoch the fleet's registry keeps for the store, read by the caller); claims the node's
+    /// key, and drops from `saved` the store's tails when another copy of the state directory
+    /// claimed them. `url` and `state_dir` are what the store was opened with. Call it before
     /// [`with_tails`](Self::with_tails). Nothing to do for a store without a guard.
     ///
     /// # Errors
@@ -165,6 +166,7 @@ impl StoreHandle {
         url: &str,
         state_dir: &Path,
         ledger: Option<&mut Ledger>,
+        mirrored: Option<i64>,
         saved: &mut SavedTails,
     ) -> Result<StartCheck, SeqError> {
         let Some(guard) = &self.guard else {
@@ -174,7 +176,10 @@ impl StoreHandle {
             });
         };
         let identity = store_identity(url, state_dir);
-        let remembered = ledger.as_ref().and_then(|l| l.epoch(&identity));
+        let remembered = ledger
+            .as_ref()
+            .and_then(|l| l.epoch(&identity))
+            .max(mirrored);
         let node = ledger.as_ref().map(|l| l.node_key());
         let claim = saved.claim(&self.name, &identity);
         let key = Key::new(EPOCH_KEY)?;

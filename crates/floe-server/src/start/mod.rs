@@ -20,6 +20,7 @@ use crate::{Limits, ServerClock};
 mod error;
 mod generators;
 pub mod lease;
+mod mirror;
 mod stores;
 
 pub use error::{StartError, StartErrorKind};

@@ -7,6 +7,7 @@ use floe_sequencer::guard::CHECK_EVERY;
 use floe_sequencer::stores::snowflake::SnowflakeStore;
 use floe_sequencer::{Ledger, SavedTails, SeqError, Sequencer, Store, StoreHandle, TailDir};
 
+use super::mirror::Mirror;
 use super::StartError;
 use crate::config::{Note, Plan, StoreUrl};
 use crate::ids::Generators;
@@ -83,6 +84,8 @@ pub(super) async fn open(
             }
         }
     }
+    let mirror = open_mirror(plan, notes).await;
+    let mut mirrored = Vec::new();
     let mut sequencer = Sequencer::new();
     for (name, url) in &plan.stores {
         let key = format!("stores.{}", crate::echo(name, crate::MAX_ECHO));
@@ -108,10 +111,33 @@ pub(super) async fn open(
             .map_err(|e| StartError::config(format!("sequencer.max_keys: {e}")))?
             .registered_only(plan.config.sequencer.registered_only.contains(name));
         let mut handle = handle;
+        let identity = floe_sequencer::store_identity(url, state_dir);
+        let fleet_saw = match &mirror {
+            Some(m) if handle.guard().is_some() => match m.read(&identity).await {
+                Ok(e) => e,
+                Err(e) => {
+                    notes.push(Note::Warning(format!(
+                        "store {name}: the registry's record of its epoch could not be read ({e}): only this node's ledger is compared with the store at this start"
+                    )));
+                    None
+                }
+            },
+            _ => None,
+        };
         let check = handle
-            .check_start(url, state_dir, ledger.as_mut(), saved)
+            .check_start(url, state_dir, ledger.as_mut(), fleet_saw, saved)
             .await
             .map_err(|e| StartError::store(&key, &e))?;
+        if let (Some(m), Some(guard), Some(epoch)) = (&mirror, handle.guard(), check.epoch) {
+            if check.went_back.is_none() {
+                if let Err(e) = m.keep(&identity, epoch).await {
+                    tracing::warn!(
+                        "store {name}: its epoch could not be kept in the registry now: {e}"
+                    );
+                }
+            }
+            mirrored.push((identity.clone(), Arc::downgrade(guard), epoch));
+        }
         if let Some(why) = check.went_back {
             notes.push(Note::Warning(why));
         }
@@ -160,5 +186,36 @@ pub(super) async fn open(
             .map_err(|e| StartError::store("sequencer: ledger", &e))?;
     }
     sequencer.watch(CHECK_EVERY);
+    if let Some(m) = mirror {
+        m.watch(mirrored);
+    }
     Ok(sequencer)
+}
+
+/// The registry the stores' epochs are mirrored in ([`super::mirror`]), when the node's
+/// worker IDs come from ZooKeeper or etcd and a store is guarded.
+async fn open_mirror(plan: &Plan, notes: &mut Vec<Note>) -> Option<Mirror> {
+    let url = plan.config.registry.url.as_deref()?;
+    let guarded = plan
+        .stores
+        .iter()
+        .any(|(_, u)| matches!(u, StoreUrl::Url(u) if !u.starts_with("memory")));
+    if !guarded {
+        return None;
+    }
+    let registry = &plan.config.registry;
+    let host = registry
+        .host
+        .clone()
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    let node = format!("{host}:{}", plan.config.identity_port());
+    match Mirror::open(url, &registry.service, node).await {
+        Ok(m) => m,
+        Err(e) => {
+            notes.push(Note::Warning(format!(
+                "registry: the stores' epochs cannot be kept in it now ({e}): a store wiped while this node was stopped is noticed only through this node's ledger"
+            )));
+            None
+        }
+    }
 }

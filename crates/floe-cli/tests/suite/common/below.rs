@@ -708,3 +708,75 @@ pub fn zookeeper_wiped(addr: &str) -> Row {
         },
     )
 }
+
+/// A node's state directory lost (a disk replaced, a pod rescheduled on a fresh volume) while
+/// its shared store was wiped: `floe serve` on PostgreSQL (a table of this row's own) serves
+/// STRONG, stops; the table is emptied and the state directory replaced by an empty one; the
+/// node starts again with the same identity. With worker IDs from `registry` (etcd or
+/// ZooKeeper) the registry's record of the store's epoch is above the store's: refused. With
+/// none, nothing remembers the store: the repeats this costs are measured (docs/reliability.md
+/// names it undetectable).
+pub fn state_dir_lost_on_a_wiped_store(pg: &str, registry: Option<(&str, String)>) -> Row {
+    let table = format!("lost_{}", nanos());
+    let store = format!("s={}", with_option(pg, &format!("table={table}")));
+    let service = format!("lost-{}", nanos());
+    let path = "/v1/sequencer/s/orders?increment=strong";
+    let mut tally = Tally::default();
+    let run = |tally: &mut Tally| -> (usize, usize, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().display().to_string();
+        let mut args = vec![
+            "--store",
+            &store,
+            "--state-dir",
+            &state,
+            "--port",
+            "3",
+            "--timeout-ms",
+            "1000",
+        ];
+        if let Some((_, url)) = &registry {
+            args.extend(["--registry", url, "--service", &service]);
+        }
+        let port = free_port();
+        let server = serve(&args, port, None);
+        wait_listening(&server, port);
+        let (mut ids, mut refused, mut other) = (Vec::new(), 0, String::new());
+        for _ in 0..300 {
+            let (status, body) = ask(port, path);
+            match id_in(&body) {
+                Some(id) if status == 200 => ids.push(id),
+                _ if status == 500 && body.contains("data_loss") => refused += 1,
+                _ => other = format!("{status} {body}"),
+            }
+        }
+        server.term();
+        let _ = server.wait_timeout(Duration::from_secs(60));
+        tally.run(&ids);
+        (ids.len(), refused, other)
+    };
+    let (first, _, _) = run(&mut tally);
+    tool(
+        Command::new("psql")
+            .arg(pg)
+            .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+            .arg(format!("DELETE FROM {table}")),
+    );
+    let (served, refused, other) = run(&mut tally);
+    match &registry {
+        Some((name, _)) => {
+            tally.row.scenario = format!("a node's state directory lost while its store (PostgreSQL) was wiped, the node started again; worker IDs from {name}");
+            tally.row.outcome = format!(
+                "{first} IDs before; after: {refused} of 300 requests refused (500 data_loss: the registry's record of the store's epoch is above the store's){}",
+                if refused == 300 { String::new() } else { format!(" FAILED ({served} served; {other})") }
+            );
+        }
+        None => {
+            tally.row.scenario = "a node's state directory lost while its store (PostgreSQL) was wiped, the node started again; no registry (undetectable: nothing remembers the store)".into();
+            tally.row.outcome = format!(
+                "{first} IDs before; after: {served} served, {refused} refused: undetectable, as docs/reliability.md says"
+            );
+        }
+    }
+    tally.row
+}
