@@ -160,6 +160,28 @@ pub struct Lease {
     _registration: Option<Registration>,
 }
 
+/// How long a registration waits before its first ID when the registry forgot the identity
+/// (`cached` says it held an ID under this very registry, and `reg` is a new allocation, not
+/// a restart nor a takeover): long enough for every node whose record was lost with it to
+/// find so at a heartbeat (interval and timeout), or to reach the end of its window if the
+/// registry stopped confirming it; plus the takeover margin. `None` where the registry does
+/// not lease (a file registry's hold is an OS lock) or nothing was forgotten.
+fn forgotten_wait(
+    registry: &dyn Registry,
+    reg: &Registration,
+    cached: Option<&CacheEntry>,
+) -> Option<Duration> {
+    let terms = registry.lease_terms()?;
+    cached?;
+    if reg.existing || reg.previous_holder.is_some() {
+        return None;
+    }
+    Some(crate::terms::LeaseTerms::takeover_wait(
+        terms.window_ms(),
+        HEARTBEAT_INTERVAL + HEARTBEAT_TIMEOUT,
+    ))
+}
+
 /// Acquires a worker ID: registry, else cache, else the explicit fallback; then the clock
 /// guard; then the cache is written.
 ///
@@ -273,6 +295,20 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                     tracing::info!(identity = %identity, "{}", note.replacen("waited", "waiting", 1));
                     notes.push(note);
                     tokio::time::sleep(reg.takeover_wait).await;
+                }
+                if let Some(wait) = forgotten_wait(registry, &reg, cached.as_ref()) {
+                    // This node held an ID under this registry (its cache says so) and the
+                    // registry no longer knows it: wiped, restored from an older backup, or
+                    // released by hand. Other nodes it forgot may still issue with the ID just
+                    // given: each stops at its next heartbeat, which finds its record gone.
+                    let note = format!(
+                        "the registry had no record of {identity}, which held worker ID {} under it (the local cache says so): wiped, restored from an older backup, or released by hand? Waited {} ms before the first ID, so that any node it forgot stops first (its next heartbeat finds its record gone)",
+                        cached.as_ref().map_or(0, |c| c.id),
+                        wait.as_millis()
+                    );
+                    tracing::warn!(identity = %identity, "{}", note.replacen("Waited", "Waiting", 1));
+                    notes.push(note);
+                    tokio::time::sleep(wait).await;
                 }
                 if reg.previous_open {
                     // The previous holder's last IDs may carry times up to about now (in a

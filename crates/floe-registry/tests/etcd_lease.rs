@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floe_core::clock::SystemClock;
+use floe_core::clock::{Clock, SystemClock};
 use floe_core::fence::Fence;
 use floe_core::snowflake::{Layout, SnowflakeError};
 use floe_registry::cache::LocalCache;
@@ -300,4 +300,72 @@ async fn an_identity_claimed_by_another_process_while_the_lease_was_lost_stays_f
     assert!(other_lease.fence.admits_now(&SystemClock));
     let still = admin.get(holder.as_str()).await.unwrap().kvs[0].lease;
     assert_ne!(still, lease_id);
+}
+
+/// A node stopped cleanly, the registry wiped (or restored from a backup older than the node's
+/// record) meanwhile, the node started again: its cache says it held an ID under this registry,
+/// which no longer knows it. Another node the registry forgot may still issue with the ID it
+/// now gives: the restart waits until such a node's heartbeat has found its record gone, and
+/// says why. A new identity, which the registry never knew, does not wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_a_registry_that_forgot_it_waits_before_the_first_id() {
+    let server = env("FLOE_TEST_ETCD");
+    let root = unique_root("floe-forgot");
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let config = LeaseConfig::new(
+        Identity::new("orders", "h1", 8080),
+        IdSpace::snowflake(&Layout::LEAF),
+    );
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    let now_ms = SystemClock.now_nanos() / 1_000_000;
+    lease
+        .close(registry.as_ref(), &cache, now_ms)
+        .await
+        .unwrap();
+
+    // The registry is wiped: every key under its root.
+    let admin = admin(&server);
+    let keys = admin.get_prefix(root.as_str()).await.unwrap().kvs;
+    assert!(!keys.is_empty());
+    for kv in keys {
+        admin.delete(kv.key).await.unwrap();
+    }
+    let began = Instant::now();
+    let again = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    // ttl 3 s: a window of 2 s, below the heartbeat's 3 s interval and 2 s timeout; 4% and
+    // 50 ms more.
+    let waited = began.elapsed();
+    assert!(waited >= Duration::from_millis(5_250), "{waited:?}");
+    assert!(
+        again
+            .notes
+            .iter()
+            .any(|n| n.contains("had no record of orders/h1:8080") && n.contains("5250 ms")),
+        "{:?}",
+        again.notes
+    );
+
+    // A node the registry never knew: no wait.
+    let other = LeaseConfig::new(
+        Identity::new("orders", "h2", 8080),
+        IdSpace::snowflake(&Layout::LEAF),
+    );
+    let began = Instant::now();
+    let fresh = acquire(registry.as_ref(), &cache, &other, &SystemClock)
+        .await
+        .unwrap();
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        fresh.notes
+    );
+    assert!(!fresh.notes.iter().any(|n| n.contains("had no record")));
 }
