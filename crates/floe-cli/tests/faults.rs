@@ -104,6 +104,9 @@ fn nothing_below_floe_makes_it_repeat() {
             ));
         }
         undetectable.push(common::below::state_dir_lost_on_a_wiped_store(&pg, None));
+        let etcd = env("FLOE_TEST_ETCD");
+        rows.push(common::below::registry_wiped_under_a_fleet(&etcd, true));
+        undetectable.push(common::below::registry_wiped_under_a_fleet(&etcd, false));
     }
     print(&rows);
     print(&undetectable);
