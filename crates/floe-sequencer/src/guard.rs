@@ -44,8 +44,10 @@
 //! **What it cannot see.** A store and the ledger that remembers it lost together (the
 //! embedded store and its state directory deleted, or both restored from one old copy); a
 //! store restored to a point after every node's last epoch bump, for keys no running node
-//! holds; a new node (no ledger) on a store wiped while no node was running. docs/reliability.md
-//! says what each costs.
+//! holds; a new node (no ledger) on a store wiped while no node was running, unless the
+//! registry mirrors the epoch (floe-server passes it to
+//! [`StoreHandle::check_start`](crate::StoreHandle::check_start) as `mirrored`).
+//! docs/reliability.md says what each costs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
