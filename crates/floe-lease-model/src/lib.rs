@@ -188,7 +188,7 @@ impl Lease {
             ids,
             expiry: TICKS_PER_EXPIRY as u8,
             // Half a ZooKeeper tick (2 s by default) of follower lag, rounded up.
-            unseen_early: zookeeper.then_some(1),
+            unseen_early: zookeeper.then(|| up(Duration::from_secs(1))),
             window: up(terms.window),
             wait: if zookeeper {
                 down(LeaseTerms::takeover_wait(terms.window_ms(), terms.window))

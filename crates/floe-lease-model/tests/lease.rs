@@ -70,7 +70,8 @@ fn a_window_as_long_as_the_expiry_is_found() {
 }
 
 /// Planted: a confirmation counted from its answer, not its send (the request may have
-/// reached the registry long before: its expiry runs from then).
+/// reached the registry long before: its expiry runs from then). With messages of up to two
+/// ticks each way: at one, the rule's margin hides the bug.
 #[test]
 fn a_confirmation_counted_from_its_answer_is_found() {
     let bug = Lease {

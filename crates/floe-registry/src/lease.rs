@@ -166,6 +166,11 @@ pub struct Lease {
 /// find so at a heartbeat (interval and timeout), or to reach the end of its window if the
 /// registry stopped confirming it; plus the takeover margin. `None` where the registry does
 /// not lease (a file registry's hold is an OS lock) or nothing was forgotten.
+///
+/// Limits (docs/reliability.md): on etcd a wipe leaves the leases, so a forgotten holder's
+/// keep-alives go on and only a heartbeat that reaches the registry stops it (one that times
+/// out is tried again 3 s later); and the previous holder's reach, which its record said, is
+/// gone with it.
 fn forgotten_wait(
     registry: &dyn Registry,
     reg: &Registration,
@@ -309,6 +314,9 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                     tracing::warn!(identity = %identity, "{}", note.replacen("Waited", "Waiting", 1));
                     notes.push(note);
                     tokio::time::sleep(wait).await;
+                    // A forgotten holder's last IDs may carry times up to about now: none at
+                    // or before this moment (as after a takeover).
+                    taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
                 }
                 if reg.previous_open {
                     // The previous holder's last IDs may carry times up to about now (in a

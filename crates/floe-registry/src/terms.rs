@@ -14,7 +14,9 @@
 //!   covers a monotonic clock running slow against the server's (1% would use 0.01 T), the
 //!   coarse clock's tick (at most 10 ms), a VM paused with its clock frozen for less than
 //!   `T/3`, and an etcd leader that renewed a lease after losing its quorum (about an election
-//!   timeout, 1 s).
+//!   timeout, 1 s). Not after a ZooKeeper takeover: there the new holder's wait (below) leaves
+//!   a frozen clock only its 4% and 50 ms, as the lease model found
+//!   (`crates/floe-lease-model`, `zookeeper_takeovers_do_not_cover_a_frozen_clock`).
 //! - **Confirmations every `T/6`**, so that two lost or slow in a row still leave the window
 //!   open: a blip on the network does not stop generation.
 //! - **A takeover waits** ([`LeaseTerms::takeover_wait`]). A process that takes over an ID

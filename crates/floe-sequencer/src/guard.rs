@@ -85,6 +85,11 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Every how many checks a node adds one to the epoch (and writes its ledger).
 pub const BUMP_EVERY: u32 = 30;
 
+/// How far above the epoch it remembers a node raises a repaired store's epoch: past the bumps
+/// other nodes may have kept in their ledgers but not in the registry's mirror (at a stop, and
+/// in the last seconds before the loss), so that none of them refuses the store again.
+pub const REPAIR_MARGIN: i64 = 1_000_000;
+
 #[derive(Debug, Clone, Copy)]
 struct Mark {
     high: i64,
@@ -326,6 +331,17 @@ impl Guard {
             return;
         }
         if self.epoch_kept.load(Ordering::Acquire) {
+            // The store's epoch raised above every epoch this node remembers (its ledger's, the
+            // registry's mirror), and then some for the bumps of nodes stopped meanwhile: a
+            // later start of any node compares the store with those, and must not refuse it
+            // again for the loss just repaired.
+            let above = self
+                .epoch
+                .load(Ordering::Acquire)
+                .saturating_add(REPAIR_MARGIN);
+            if self.inner.raise(&epoch_key(), above).await.is_err() {
+                return;
+            }
             let Ok(epoch) = self.inner.value(&epoch_key()).await else {
                 return;
             };
@@ -812,14 +828,31 @@ mod tests {
         g.check_epoch().await;
         assert!(g.refusal().is_none());
 
-        // A start that finds the epoch below the ledger's is refused from the start.
-        let h2 = StoreHandle::new("s", Forgetful::new(), ServeOptions::default());
-        let g2 = h2.guard().unwrap();
+        // A start that finds the epoch below the ledger's (or the registry's mirror) is refused
+        // from the start.
+        let store2 = Forgetful::new();
+        let h2 = StoreHandle::new("s", store2.clone(), ServeOptions::default());
+        let g2 = Arc::clone(h2.guard().unwrap());
         let check = g2.start(Some(9), None, None).await.unwrap();
         assert!(check.went_back.is_some());
         assert_eq!(check.epoch, Some(9));
         let e = h2.next_id("k", Mode::Weak).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::DataLoss);
+        // Repaired: the store's epoch is raised above what the node remembered, so that the
+        // next start with that ledger (or mirror) is not refused again.
+        h2.raise_floor(&key(REPAIR_KEY), 0).await.unwrap();
+        assert!(h2.next_id("k", Mode::Strong).await.is_ok());
+        let raised = store2.value(&key(EPOCH_KEY)).await.unwrap().unwrap();
+        assert!(raised > 9, "{raised}");
+        let h3 = StoreHandle::new("s", store2.clone(), ServeOptions::default());
+        let again = h3
+            .guard()
+            .unwrap()
+            .start(Some(9), None, None)
+            .await
+            .unwrap();
+        assert_eq!(again.went_back, None);
+        assert!(h3.next_id("k", Mode::Strong).await.is_ok());
     }
 
     #[tokio::test]

@@ -509,7 +509,7 @@ impl Registry for EtcdRegistry {
         epoch: i64,
     ) -> Result<bool, RegistryError> {
         let key = records::store_epoch_place(&self.keys.root, service, name);
-        for _ in 0..records::ATTEMPTS {
+        for _ in 0..records::KEEP_ATTEMPTS {
             // Only ever raised: a compare on the version read (0: absent).
             let version = match self.keys.store_epoch(service, name).await? {
                 Some((e, _)) if e >= epoch => return Ok(true),
@@ -531,7 +531,7 @@ impl Registry for EtcdRegistry {
             ErrorKind::Unavailable,
             format!(
                 "etcd: {key} changed under {} attempts in a row",
-                records::ATTEMPTS
+                records::KEEP_ATTEMPTS
             ),
         ))
     }

@@ -317,6 +317,11 @@ fn lost<S: VersionedRecords + ?Sized>(store: &S, identity: &Identity, id: u32) -
 /// answers `Unavailable` (the next heartbeat, or the operator, tries again).
 pub(crate) const ATTEMPTS: usize = 5;
 
+/// The attempts of a store epoch's keep ([`crate::Registry::keep_store_epoch`]): every
+/// compare it loses is another node's raise, so the value only climbs towards it; many nodes
+/// writing at once (a fleet started together) must not give up.
+pub(crate) const KEEP_ATTEMPTS: usize = 64;
+
 /// Records that `identity`'s holder of `id` was alive at `last_time_ms`, never moving the
 /// record's last time back, by compare-and-set on the version just read. A lost compare reads
 /// again: the record may have changed hands meanwhile.

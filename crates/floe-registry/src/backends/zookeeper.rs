@@ -1371,7 +1371,7 @@ impl Registry for ZkRegistry {
         }
         let path = records::store_epoch_place(&self.shared.root, service, name);
         let data = epoch.to_string();
-        for _ in 0..records::ATTEMPTS {
+        for _ in 0..records::KEEP_ATTEMPTS {
             // Only ever raised: a set on the version read, or a create where there was none.
             let written = match self.read_store_epoch(service, name).await? {
                 Some((e, _)) if e >= epoch => return Ok(true),
@@ -1412,7 +1412,7 @@ impl Registry for ZkRegistry {
             ErrorKind::Unavailable,
             format!(
                 "zookeeper: {path} changed under {} attempts in a row",
-                records::ATTEMPTS
+                records::KEEP_ATTEMPTS
             ),
         ))
     }

@@ -838,10 +838,10 @@ pub fn registry_wiped_under_a_fleet(etcd: &str, restart: bool) -> Row {
     std::thread::sleep(Duration::from_millis(4000));
     stop.store(true, Ordering::Relaxed);
     let mut tally = Tally::default();
-    let mut a_errors = 0;
+    let mut refused = 0;
     for c in a_clients.into_iter().chain(b_clients) {
         let log = c.join().unwrap();
-        a_errors += log.errors;
+        refused += log.errors;
         tally.client(&log.ids);
     }
     let said = b.stderr();
@@ -859,7 +859,7 @@ pub fn registry_wiped_under_a_fleet(etcd: &str, restart: bool) -> Row {
         }
     );
     tally.row.outcome = format!(
-        "the other node listening {:.1} s after the wipe{}; {a_errors} requests refused (503 while a node's lease was lost){}",
+        "the other node listening {:.1} s after the wipe{}; {refused} requests refused on either node (503 while a lease was lost){}",
         b_ready.as_secs_f64(),
         if waited { ", after waiting for the forgotten node to stop (said at its start)" } else { "" },
         if restart && (!waited || tally.row.repeats > 0) { " FAILED" } else { "" }
