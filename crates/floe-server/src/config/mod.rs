@@ -564,7 +564,15 @@ impl ServerConfig {
         specs.contains_key("default").then(|| "default".to_string())
     }
 
-    /// The port of this server's identity: `registry.port`, else the port written in the gRPC
+    /// The host of this node's worker identity: `registry.host`, else the machine's name.
+    pub fn identity_host(&self) -> String {
+        self.registry
+            .host
+            .clone()
+            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned())
+    }
+
+    /// The port of this node's worker identity: `registry.port`, else the one in the gRPC
     /// address, else in the HTTP address (not the port bound: an address on port 0 gives 0,
     /// the same at every restart).
     pub fn identity_port(&self) -> u16 {

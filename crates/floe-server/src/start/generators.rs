@@ -45,10 +45,7 @@ impl Wanted {
 fn wanted(plan: &Plan) -> Vec<Wanted> {
     let registry = &plan.config.registry;
     let service = &registry.service;
-    let host = registry
-        .host
-        .clone()
-        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    let host = plan.config.identity_host();
     let port = plan.config.identity_port();
     let identity = |svc: String| Identity::new(svc, host.clone(), port);
     let mut wanted = Vec::new();

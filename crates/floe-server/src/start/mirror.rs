@@ -46,7 +46,8 @@ impl Mirror {
         service: &str,
         node: String,
     ) -> Result<Option<Mirror>, String> {
-        if !floe_registry::leases(registry_url) {
+        // Only floe's own layout keeps a mirror: no session is opened for nothing.
+        if !floe_registry::leases(registry_url) || registry_url.starts_with("leaf+") {
             return Ok(None);
         }
         let opened = tokio::time::timeout(CALL_TIMEOUT, floe_registry::open(registry_url))

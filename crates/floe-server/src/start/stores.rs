@@ -203,13 +203,9 @@ async fn open_mirror(plan: &Plan, notes: &mut Vec<Note>) -> Option<Mirror> {
     if !guarded {
         return None;
     }
-    let registry = &plan.config.registry;
-    let host = registry
-        .host
-        .clone()
-        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
-    let node = format!("{host}:{}", plan.config.identity_port());
-    match Mirror::open(url, &registry.service, node).await {
+    let config = &plan.config;
+    let node = format!("{}:{}", config.identity_host(), config.identity_port());
+    match Mirror::open(url, &config.registry.service, node).await {
         Ok(m) => m,
         Err(e) => {
             notes.push(Note::Warning(format!(
