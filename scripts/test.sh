@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 source scripts/lib/services.sh
 source scripts/lib/platform.sh
 
+# One build from clean, not an edit loop: incremental caches would double what the workspace's
+# crates take on disk (CI ran out of disk once). A developer's own setting wins.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
 step() { printf '\n==> %s\n' "$*"; }
 # cargo check, any warning an error: --quiet prints only warnings and errors (RUSTFLAGS=-D
 # warnings would check every dependency again).
@@ -24,6 +28,7 @@ check_quietly() {
 }
 
 step "build tools"
+df -h "$PWD" | tail -n 1 | awk '{ print "disk: " $4 " free of " $2 }'
 # libfaketime: the crash tests restart floe with its clock behind (crates/floe-cli/tests/suite/crash.rs).
 ensure_package faketime /usr/bin/faketime
 # promtool, Prometheus's own parser of /metrics and checker of deploy/prometheus's alert rules
