@@ -35,6 +35,8 @@ pub struct Horizon {
     lock: Mutex<()>,
     moved: Condvar,
     stall_wait: Duration,
+    /// When the writer last finished a step (monotonic ns; 0: never).
+    writer_mono: AtomicU64,
 }
 
 impl Horizon {
@@ -46,6 +48,7 @@ impl Horizon {
             lock: Mutex::new(()),
             moved: Condvar::new(),
             stall_wait,
+            writer_mono: AtomicU64::new(0),
         }
     }
 
@@ -74,6 +77,29 @@ impl Horizon {
         } else {
             Err(self.stalled(now_nanos))
         }
+    }
+
+    /// The stall a generator would fail with on a reading of `now_nanos` (`None`: it would
+    /// not): the reading is past the bound, and the writer has not finished a step within the
+    /// [`stall_wait`](Self::stall_wait) before `mono_nanos` (the monotonic clock now; see
+    /// [`writer_alive`](Self::writer_alive)). Readiness probes ask: a bound that trails the
+    /// clock for a moment after it steps forward, while the writer keeps writing, is no
+    /// refusal (a request waits for the next write).
+    pub fn refusal(&self, now_nanos: u64, mono_nanos: u64) -> Option<HorizonStalled> {
+        if self.allows_nanos(now_nanos) {
+            return None;
+        }
+        let waited = u64::try_from(self.stall_wait.as_nanos()).unwrap_or(u64::MAX);
+        let alive = self.writer_mono.load(Ordering::Acquire);
+        let recent = alive != 0 && mono_nanos.saturating_sub(alive) <= waited;
+        (!recent).then(|| self.stalled(now_nanos))
+    }
+
+    /// The writer finished a step at `mono_nanos` (the monotonic clock): it moved the bound,
+    /// or found it far enough ahead. A writer that fails or hangs stops saying so.
+    pub fn writer_alive(&self, mono_nanos: u64) {
+        self.writer_mono
+            .fetch_max(mono_nanos.max(1), Ordering::AcqRel);
     }
 
     /// As [`check`](Self::check), but waits for the bound to move first, at most
@@ -213,6 +239,26 @@ mod tests {
         assert_eq!(h.bound_ms(), 1_000, "never moves back");
         h.advance(2_000);
         assert!(h.allows_nanos(1_001 * NANOS_PER_MILLI));
+    }
+
+    #[test]
+    fn a_refusal_is_a_bound_passed_while_the_writer_is_silent() {
+        const S: u64 = 1_000_000_000;
+        let h = Horizon::new(1_000, Duration::from_secs(2));
+        let past = 5_000 * NANOS_PER_MILLI;
+        assert_eq!(h.refusal(900 * NANOS_PER_MILLI, 10 * S), None, "within");
+        assert!(h.refusal(past, 10 * S).is_some(), "no writer ever");
+        h.writer_alive(10 * S);
+        assert_eq!(h.refusal(past, 11 * S), None, "the writer wrote 1 s ago");
+        assert_eq!(
+            h.refusal(past, 12 * S),
+            None,
+            "2 s ago: a request waits that long"
+        );
+        let e = h.refusal(past, 12 * S + 1).unwrap();
+        assert_eq!((e.now_ms, e.bound_ms), (5_000, 1_000));
+        h.writer_alive(9 * S);
+        assert!(h.refusal(past, 12 * S + 1).is_some(), "never back");
     }
 
     #[test]

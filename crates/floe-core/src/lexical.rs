@@ -351,6 +351,56 @@ impl<C: Clock> LexicalGenerator<C> {
         self.worker_id
     }
 
+    /// Whether the lease admits timestamp `next` (µs; the clock read `now`, the last issued
+    /// was `last`), checked with the very timestamp about to be issued: past a million IDs a
+    /// second it runs ahead of the clock, and it must not run past the deadline.
+    #[inline]
+    fn admitted(&self, next: i64, now: i64, last: i64) -> Result<(), LexicalError> {
+        let Some(fence) = &self.fence else {
+            return Ok(());
+        };
+        let at = (next as u64).saturating_mul(1_000);
+        if fence.admits(at, || self.clock.monotonic_nanos()) {
+            return Ok(());
+        }
+        // Held now, but not as far ahead as the last timestamp: the clock is behind it, not
+        // the lease lost.
+        let clock_now = (now.max(0) as u64).saturating_mul(1_000);
+        if next > now && fence.admits(clock_now, || self.clock.monotonic_nanos()) {
+            return Err(LexicalError::ClockBehind {
+                last_micros: last,
+                now_micros: now,
+            });
+        }
+        Err(LexicalError::LeaseLost)
+    }
+
+    /// Why the next timestamp would be refused now, without issuing one (`None`: it would be
+    /// issued): the lease fenced, the clock behind the last timestamp past the lease's
+    /// deadline (a clock stepped forward and back), or the time bound not allowing it.
+    /// Readiness probes ask.
+    pub fn refusal(&self) -> Option<LexicalError> {
+        let now = (self.clock.now_nanos() / 1_000) as i64;
+        let last = self.last.load(Ordering::Acquire);
+        let next = if now > last {
+            now
+        } else {
+            match last.checked_add(1) {
+                Some(next) => next,
+                None => return Some(LexicalError::TimestampOverflow),
+            }
+        };
+        if let Err(e) = self.admitted(next, now, last) {
+            return Some(e);
+        }
+        let h = self.horizon.as_ref()?;
+        h.refusal(
+            (next as u64).saturating_mul(1_000),
+            self.clock.monotonic_nanos(),
+        )
+        .map(LexicalError::HorizonStalled)
+    }
+
     /// The next strictly increasing timestamp (Cassie's `StrictlyIncreasingClock.timestamp`).
     ///
     /// # Errors
@@ -366,23 +416,7 @@ impl<C: Clock> LexicalGenerator<C> {
             } else {
                 last.checked_add(1).ok_or(LexicalError::TimestampOverflow)?
             };
-            // The lease, checked with the very timestamp about to be issued: past a million IDs
-            // a second it runs ahead of the clock, and it must not run past the deadline.
-            if let Some(fence) = &self.fence {
-                let at = (next as u64).saturating_mul(1_000);
-                if !fence.admits(at, || self.clock.monotonic_nanos()) {
-                    // Held now, but not as far ahead as the last timestamp: the clock is
-                    // behind it, not the lease lost.
-                    let clock_now = (now.max(0) as u64).saturating_mul(1_000);
-                    if next > now && fence.admits(clock_now, || self.clock.monotonic_nanos()) {
-                        return Err(LexicalError::ClockBehind {
-                            last_micros: last,
-                            now_micros: now,
-                        });
-                    }
-                    return Err(LexicalError::LeaseLost);
-                }
-            }
+            self.admitted(next, now, last)?;
             if let Some(h) = &self.horizon {
                 // `next` is positive here (a clock before 1970 reads as 0).
                 let next_nanos = (next as u64).saturating_mul(1_000);
@@ -454,9 +488,17 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("60.000 s behind"), "{e}");
+        // A readiness probe says the same, and issues nothing.
+        assert_eq!(g.refusal(), Some(e));
+        assert_eq!(g.last_timestamp_micros(), ahead);
         // A lost lease is still said to be one.
         fence.raise();
         assert_eq!(g.next_id().unwrap_err(), LexicalError::LeaseLost);
+        assert_eq!(g.refusal(), Some(LexicalError::LeaseLost));
+        fence.lower();
+        clock.advance(Duration::from_secs(61));
+        fence.confirm(Sent::now(&clock), Duration::from_secs(2));
+        assert_eq!(g.refusal(), None, "the clock caught up");
     }
 
     #[test]

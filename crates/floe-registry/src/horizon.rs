@@ -241,11 +241,13 @@ impl Shared {
             .now_ms()
             .saturating_add(self.config.lead.as_millis() as u64);
         if target <= self.horizon.bound_ms() {
+            self.horizon.writer_alive(self.clock.monotonic_nanos());
             return;
         }
         match self.file.store(target) {
             Ok(()) => {
                 self.horizon.advance(target);
+                self.horizon.writer_alive(self.clock.monotonic_nanos());
                 self.stats.writes.fetch_add(1, Ordering::Relaxed);
                 *self
                     .stats

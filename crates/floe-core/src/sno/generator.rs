@@ -270,6 +270,11 @@ impl<C: Clock> SnoGenerator<C> {
         self
     }
 
+    /// The time bound, if the generator has one (readiness probes check it).
+    pub fn horizon(&self) -> Option<&Arc<Horizon>> {
+        self.horizon.as_ref()
+    }
+
     /// Calls `handler` (at most once per time unit) while calls stall on a used-up sequence
     /// pool. Keep it short; to hand the notifications to another thread, `try_send` them on
     /// a channel.

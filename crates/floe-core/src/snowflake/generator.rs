@@ -437,6 +437,34 @@ impl<C: Clock> SnowflakeGenerator<C> {
         }
     }
 
+    /// Why the next ID would be refused now, without issuing one or counting a refusal
+    /// (`None`: it would be issued, at once or after a wait short enough to take): a lease
+    /// fenced, a time bound stalled, a clock before the epoch or past the layout's end, or a
+    /// clock further behind the last ID than the generator waits for. Readiness probes ask.
+    pub fn refusal(&self) -> Option<SnowflakeError> {
+        let state = self.state.load(Ordering::Acquire);
+        let now = self.clock.now_nanos();
+        if let Some(e) = self.fenced(now) {
+            return Some(e);
+        }
+        if let Some(h) = &self.horizon {
+            if let Some(e) = h.refusal(now, self.clock.monotonic_nanos()) {
+                return Some(SnowflakeError::HorizonStalled(e));
+            }
+        }
+        let now = match self.units_at(now) {
+            Ok(now) => now,
+            Err(e) => return Some(e),
+        };
+        let last = state >> self.seq_bits;
+        if state == FRESH || now >= last || last - now <= self.max_backward_units {
+            return None;
+        }
+        Some(SnowflakeError::ClockMovedBackwards {
+            by: Duration::from_millis((last - now).saturating_mul(self.layout.time_unit_ms())),
+        })
+    }
+
     /// The time bound, if the generator has one.
     pub fn horizon(&self) -> Option<&Arc<Horizon>> {
         self.horizon.as_ref()
@@ -467,14 +495,25 @@ impl<C: Clock> SnowflakeGenerator<C> {
         let now = self.clock.now_nanos();
         // The lease, with this very reading: a process that wakes from a pause finds its
         // deadline passed before its first ID.
-        if let Some(fence) = &self.fence {
-            if !fence.admits(now, || self.clock.monotonic_nanos()) {
-                return Err(SnowflakeError::LeaseLost);
-            }
+        if let Some(e) = self.fenced(now) {
+            return Err(e);
         }
         if let Some(h) = &self.horizon {
             h.check(now).map_err(SnowflakeError::HorizonStalled)?;
         }
+        self.units_at(now)
+    }
+
+    /// `LeaseLost` when the fence does not admit a reading of `now` (Unix ns).
+    #[inline]
+    fn fenced(&self, now: u64) -> Option<SnowflakeError> {
+        let fence = self.fence.as_ref()?;
+        (!fence.admits(now, || self.clock.monotonic_nanos())).then_some(SnowflakeError::LeaseLost)
+    }
+
+    /// A reading of `now` (Unix ns) in time units since the epoch.
+    #[inline]
+    fn units_at(&self, now: u64) -> Result<u64, SnowflakeError> {
         let Some(since) = now.checked_sub(self.epoch_ns) else {
             return Err(SnowflakeError::ClockBeforeEpoch {
                 now_ms: now / NANOS_PER_MILLI,
@@ -793,6 +832,40 @@ mod tests {
             .build(clock)
             .unwrap_err();
         assert!(e.to_string().contains("datacenter"), "{e}");
+    }
+
+    #[test]
+    fn a_refusal_is_told_without_issuing_or_counting() {
+        let clock = ManualClock::from_millis(T0);
+        let g = SnowflakeConfig::new(Layout::LEAF)
+            .worker(5)
+            .max_backward(Duration::from_millis(5))
+            .build(clock.clone())
+            .unwrap();
+        assert!(g.refusal().is_none(), "fresh");
+        let first = g.next_id().unwrap();
+        clock.rewind(Duration::from_millis(5));
+        assert!(g.refusal().is_none(), "5 ms behind: waited for");
+        clock.rewind(Duration::from_millis(1));
+        assert!(
+            matches!(g.refusal(), Some(SnowflakeError::ClockMovedBackwards { by }) if by == Duration::from_millis(6)),
+            "{:?}",
+            g.refusal()
+        );
+        assert_eq!(g.stats().backward_refusals, 0, "a probe is no refusal");
+        clock.advance(Duration::from_millis(7));
+        assert!(g.refusal().is_none());
+        assert!(
+            g.next_id().unwrap() > first,
+            "the probe issued nothing in between"
+        );
+        let fence = Arc::new(Fence::new());
+        let fenced = SnowflakeConfig::new(Layout::LEAF)
+            .fence(fence.clone())
+            .build(clock.clone())
+            .unwrap();
+        fence.raise();
+        assert!(matches!(fenced.refusal(), Some(SnowflakeError::LeaseLost)));
     }
 
     #[test]
