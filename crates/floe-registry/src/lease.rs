@@ -116,6 +116,9 @@ pub struct LeaseStats {
     pub heartbeat_failures: AtomicU64,
     /// Heartbeats the local cache did not take.
     pub cache_failures: AtomicU64,
+    /// Set once the registry said the ID is someone else's (released, or taken over): fenced
+    /// for good, as `/healthz` says.
+    pub lost: std::sync::atomic::AtomicBool,
 }
 
 static CLOCK_REFUSALS: AtomicU64 = AtomicU64::new(0);
@@ -153,8 +156,6 @@ pub struct Lease {
     pub terms: Option<crate::terms::LeaseTerms>,
     horizon: Option<DurableHorizon>,
     registry: String,
-    /// Set once the registry said the ID is someone else's: the cache no longer keeps it.
-    lost: std::sync::atomic::AtomicBool,
     /// Set by [`close`](Lease::close), once the generators stopped for good.
     closing: std::sync::atomic::AtomicBool,
     _registration: Option<Registration>,
@@ -187,8 +188,18 @@ fn forgotten_wait(
     ))
 }
 
-/// Acquires a worker ID: registry, else cache, else the explicit fallback; then the clock
-/// guard; then the cache is written.
+/// How long a start keeps asking a registry that is unreachable before it falls back on the
+/// local cache or refuses: a connection lost for a moment (a leader elected, a server
+/// restarted) does not stop a start.
+pub const REGISTER_RETRY: Duration = Duration::from_secs(3);
+
+/// How long to sleep between two tries of the registry at start.
+const RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Acquires a worker ID in five steps, each a function of its own: what the local cache
+/// remembers ([`remembered`]); a claim in the registry ([`claim`]), else the cache or the
+/// explicit fallback ([`without_registry`]); a takeover's wait and floor ([`wait_out`]); the
+/// clock guard and the durable time bound ([`floor_and_bound`]); then the cache is written.
 ///
 /// # Errors
 /// The registry's own error when it answered with one (space full, conflict, bad config);
@@ -204,272 +215,343 @@ pub async fn acquire<C: Clock + Clone + 'static>(
     identity.validate()?;
     let location = registry.location();
     let mut notes = Vec::new();
-    let loaded = {
-        let (cache, identity, location) = (cache.clone(), identity.clone(), location.clone());
-        off_executor("local cache: load", move || {
-            cache.load(&identity, &location)
-        })
-        .await
-    };
-    let cached = match loaded {
-        Ok(c) => c,
-        Err(e) => {
-            notes.push(format!("local cache ignored: {e}"));
-            None
-        }
-    };
-    let started = tokio::time::Instant::now();
-    // When the ID was taken from a holder that did not close it cleanly (Unix ms, after any
-    // takeover wait).
-    let mut taken_over_at: Option<u64> = None;
-    // The latest time the previous holder's IDs can carry by its own clock, after such a
-    // takeover.
-    let mut previous_reach: Option<u64> = None;
-    // A holder killed just after renewing its hold keeps it for the registry's whole linger.
-    let conflict_wait = config
-        .conflict_wait
-        .max(registry.holder_linger() + Duration::from_secs(2));
-    // An idle ID whose holder's claim still lingers is looked at again as long; a registry
-    // whose claims end with their process (file) has none to wait for.
-    let reclaim_wait = if registry.holder_linger().is_zero() {
-        Duration::ZERO
-    } else {
-        conflict_wait
-    };
-    let mut said = false;
-    let registered = loop {
-        match registry.register(identity, config.space).await {
-            Err(e) if e.kind == ErrorKind::Conflict && started.elapsed() < conflict_wait => {
-                if !std::mem::replace(&mut said, true) {
-                    tracing::info!(identity = %identity, "waiting up to {conflict_wait:?} for the identity's previous holder (a crashed or cut-off process's claim lasts until its session or lease ends): {e}");
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(e) if e.kind == ErrorKind::Conflict => {
-                notes.push(format!(
-                    "gave up after waiting {conflict_wait:?} for the identity's previous holder"
-                ));
-                break Err(e);
-            }
-            Err(e) if e.kind == ErrorKind::SpaceFull && config.reclaim_after.is_some() => {
-                let idle = config.reclaim_after.unwrap_or_default().as_millis() as u64;
-                let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
-                match registry
-                    .reclaim(identity, config.space, now_ms.saturating_sub(idle))
-                    .await
-                {
-                    Ok(Some(reg)) => {
-                        notes.push(format!(
-                            "space full: took over worker ID {} (its previous holder was last alive at {} ms)",
-                            reg.record.id, reg.record.last_time_ms
-                        ));
-                        break Ok(reg);
-                    }
-                    // Nothing idle, or an idle ID whose holder's claim has not lapsed yet (a
-                    // paused or cut-off holder's session or lease lingers until it expires):
-                    // look again for as long as a conflict is waited for.
-                    Ok(None) if started.elapsed() < reclaim_wait => {
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                    }
-                    Ok(None) => break Err(e),
-                    Err(other)
-                        if other.kind == ErrorKind::Conflict
-                            && started.elapsed() < reclaim_wait =>
-                    {
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                    }
-                    Err(other) => break Err(other),
-                }
-            }
-            other => break other,
-        }
-    };
-    let (id, registry_last, source, registration) =
-        match registered {
+    let cached = remembered(cache, identity, &location, &mut notes).await;
+    let (id, registry_last, source, registration, floors) =
+        match claim(registry, config, clock, &mut notes).await {
             Ok(reg) => {
-                if !reg.takeover_wait.is_zero() {
-                    // The previous holder did not close cleanly: it may be paused or cut off
-                    // and still inside its window. Wait it out before the first ID (on the
-                    // monotonic clock, from the moment the ID was found free).
-                    let note = format!(
-                        "the previous holder of worker ID {} ({}) did not close it cleanly: waited {} ms (its window and margin) before the first ID",
-                        reg.record.id,
-                        reg.previous_holder.as_ref().map_or_else(|| identity.to_string(), ToString::to_string),
-                        reg.takeover_wait.as_millis()
-                    );
-                    tracing::info!(identity = %identity, "{}", note.replacen("waited", "waiting", 1));
-                    notes.push(note);
-                    tokio::time::sleep(reg.takeover_wait).await;
-                }
-                if let Some(wait) = forgotten_wait(registry, &reg, cached.as_ref()) {
-                    // This node held an ID under this registry (its cache says so) and the
-                    // registry no longer knows it: wiped, restored from an older backup, or
-                    // released by hand. Other nodes it forgot may still issue with the ID just
-                    // given: each stops at its next heartbeat, which finds its record gone.
-                    let note = format!(
-                        "the registry had no record of {identity}, which held worker ID {} under it (the local cache says so): wiped, restored from an older backup, or released by hand? Waited {} ms before the first ID, so that any node it forgot stops first (its next heartbeat finds its record gone)",
-                        cached.as_ref().map_or(0, |c| c.id),
-                        wait.as_millis()
-                    );
-                    tracing::warn!(identity = %identity, "{}", note.replacen("Waited", "Waiting", 1));
-                    notes.push(note);
-                    tokio::time::sleep(wait).await;
-                    // A forgotten holder's last IDs may carry times up to about now: none at
-                    // or before this moment (as after a takeover).
-                    taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
-                }
-                if reg.previous_open {
-                    // The previous holder's last IDs may carry times up to about now (in a
-                    // coarse time unit, this very one): issue none at or before it.
-                    taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
-                    // Nor before its reach by its own clock: its last recorded time, a
-                    // heartbeat and its window later. Past by now where the clocks agree; a
-                    // clock behind the previous holder's by more waits or refuses, naming
-                    // the times, instead of repeating its IDs.
-                    let window = Duration::from_millis(reg.previous_window_ms)
-                        .max(registry.lease_terms().map_or(Duration::ZERO, |t| t.window))
-                        .min(crate::terms::MAX_WINDOW);
-                    previous_reach = Some(reg.record.last_time_ms)
-                        .filter(|&t| t > 0)
-                        .map(|t| {
-                            t.saturating_add(
-                                u64::try_from((HEARTBEAT_INTERVAL + window).as_millis())
-                                    .unwrap_or(u64::MAX),
-                            )
-                        });
-                }
+                let floors =
+                    wait_out(registry, &reg, cached.as_ref(), config, clock, &mut notes).await;
                 let last = Some(reg.record.last_time_ms).filter(|&t| t > 0);
-                (reg.record.id, last, Source::Registry, Some(reg))
+                (reg.record.id, last, Source::Registry, Some(reg), floors)
             }
-            Err(e) if e.kind == ErrorKind::Unavailable => match &cached {
-                Some(entry) if entry.id < config.space.size => {
-                    // No lease from the cache: refused where the registry leases (module docs).
-                    if registry.lease_terms().is_some() && !config.start_from_cache {
-                        return Err(RegistryError::new(
-                            ErrorKind::NoWorkerId,
-                            format!(
-                                "no lease for {identity}: registry {} unreachable ({e}); refusing to start from the local cache {} (worker ID {}): without a lease, another node may be given that ID meanwhile. Start again when the registry answers, or accept the risk with --start-from-cache (registry.start_from_cache)",
-                                registry.name(),
-                                cache.path(identity, &location).display(),
-                                entry.id
-                            ),
-                        ));
-                    }
-                    notes.push(format!(
-                        "registry {} unreachable ({e}); started from the local cache {} with worker ID {}",
-                        registry.name(),
-                        cache.path(identity, &location).display(),
-                        entry.id
-                    ));
-                    (entry.id, None, Source::Cache, None)
-                }
-                _ if config.port_fallback => {
-                    let id = u32::from(identity.port) % config.space.size;
-                    notes.push(format!(
-                        "registry {} unreachable ({e}) and no local cache: using the port fallback, worker ID {id} = port {} % {}",
-                        registry.name(),
-                        identity.port,
-                        config.space.size
-                    ));
-                    (id, None, Source::PortFallback, None)
-                }
-                _ => {
-                    return Err(RegistryError::new(
-                        ErrorKind::NoWorkerId,
-                        format!(
-                            "no worker ID for {identity}: registry {} unreachable ({e}) and no local cache at {}; refusing to start",
-                            registry.name(),
-                            cache.path(identity, &location).display()
-                        ),
-                    ))
-                }
-            },
+            Err(e) if e.kind == ErrorKind::Unavailable => {
+                let (id, source) =
+                    without_registry(registry, cache, config, cached.as_ref(), e, &mut notes)?;
+                (id, None, source, None, Floors::default())
+            }
             Err(e) => return Err(e),
         };
     let cache_last = cached.filter(|c| c.id == id).map(|c| c.last_time_ms);
-    let stats = Arc::new(LeaseStats::default());
     let recorded = [
         ("the registry", registry_last),
         ("the local cache", cache_last),
-        ("the moment it was taken over", taken_over_at),
+        ("the moment it was taken over", floors.taken_over_at),
         (
             "its previous holder's reach (its last recorded time + a heartbeat + its window)",
-            previous_reach,
+            floors.previous_reach,
         ),
     ];
-    let (not_before_ms, horizon) = match &config.horizon_kind {
-        Some(kind) => {
-            let slot = format!("{kind}-{id}");
-            let (dir, horizon_config, clock) =
-                (cache.dir().to_path_buf(), config.horizon, clock.clone());
-            // File locks, fsyncs and the start-up wait are blocking: off the executor.
-            let started = off_executor("time bound start-up", move || {
-                let file = HorizonFile::open(&dir, &slot)?;
-                crate::horizon::start(file, &recorded, horizon_config, clock)
-            })
-            .await;
-            let started = match started {
-                Ok(s) => s,
-                Err(e) => {
-                    if e.kind == ErrorKind::ClockBehind {
-                        CLOCK_REFUSALS.fetch_add(1, Ordering::Relaxed);
-                    }
-                    return Err(e);
-                }
-            };
-            notes.extend(started.notes);
-            if let Some(reg) = &registration {
-                // The bound moves ahead only while the lease is confirmed.
-                started.horizon.follow(reg.fence.clone());
-            }
-            (started.not_before_ms, Some(started.horizon))
-        }
-        None => {
-            let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
-            match check_start(now_ms, &recorded, config.max_clock_wait) {
-                Ok(StartCheck::Start) => {}
-                Ok(StartCheck::WaitUntil(ms)) => {
-                    notes.push(format!(
-                        "clock {} ms behind the last recorded time: waited",
-                        ms - now_ms
-                    ));
-                    clock.wait_until((ms + 1) * NANOS_PER_MILLI);
-                }
-                Err(e) => {
-                    CLOCK_REFUSALS.fetch_add(1, Ordering::Relaxed);
-                    return Err(e);
-                }
-            }
-            (
-                registry_last
-                    .unwrap_or(0)
-                    .max(cache_last.unwrap_or(0))
-                    .max(taken_over_at.unwrap_or(0))
-                    .max(previous_reach.unwrap_or(0)),
-                None,
-            )
-        }
-    };
+    let fence = registration.as_ref().map(|r| r.fence.clone());
+    let (not_before_ms, horizon) =
+        floor_and_bound(cache, config, clock, id, &recorded, fence, &mut notes).await?;
     let lease = Lease {
         id,
         not_before_ms,
         source,
         notes,
         identity: identity.clone(),
-        stats,
+        stats: Arc::new(LeaseStats::default()),
         fence: registration
             .as_ref()
             .map_or_else(|| Arc::new(Fence::new()), |r| r.fence.clone()),
         terms: registration.as_ref().and_then(|_| registry.lease_terms()),
         horizon,
         registry: location,
-        lost: std::sync::atomic::AtomicBool::new(false),
         closing: std::sync::atomic::AtomicBool::new(false),
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
     lease.record_cache(cache, not_before_ms.max(now_ms)).await?;
     Ok(lease)
+}
+
+/// What the local cache remembers of `identity` under the registry at `location` (a cache
+/// that cannot be read is ignored, and a note says why).
+async fn remembered(
+    cache: &LocalCache,
+    identity: &Identity,
+    location: &str,
+    notes: &mut Vec<String>,
+) -> Option<CacheEntry> {
+    let (cache, identity, location) = (cache.clone(), identity.clone(), location.to_string());
+    let loaded = off_executor("local cache: load", move || {
+        cache.load(&identity, &location)
+    })
+    .await;
+    loaded.unwrap_or_else(|e| {
+        notes.push(format!("local cache ignored: {e}"));
+        None
+    })
+}
+
+/// Claims a worker ID in the registry: retries while the identity's previous holder's claim
+/// lingers (a crashed process's session or lease, until it ends), while the registry is
+/// unreachable for up to [`REGISTER_RETRY`], and takes over an idle ID when the space is full
+/// and [`LeaseConfig::reclaim_after`] allows it.
+async fn claim<C: Clock>(
+    registry: &dyn Registry,
+    config: &LeaseConfig,
+    clock: &C,
+    notes: &mut Vec<String>,
+) -> Result<Registration, RegistryError> {
+    let identity = &config.identity;
+    let started = tokio::time::Instant::now();
+    // A holder killed just after renewing its hold keeps it for the registry's whole linger.
+    let conflict_wait = config
+        .conflict_wait
+        .max(registry.holder_linger() + Duration::from_secs(2));
+    let mut said = false;
+    loop {
+        let e = match registry.register(identity, config.space).await {
+            Ok(reg) => return Ok(reg),
+            Err(e) => e,
+        };
+        let retry = match e.kind {
+            ErrorKind::Conflict if started.elapsed() < conflict_wait => {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(identity = %identity, "waiting up to {conflict_wait:?} for the identity's previous holder (a crashed or cut-off process's claim lasts until its session or lease ends): {e}");
+                }
+                true
+            }
+            ErrorKind::Conflict => {
+                notes.push(format!(
+                    "gave up after waiting {conflict_wait:?} for the identity's previous holder"
+                ));
+                false
+            }
+            ErrorKind::Unavailable if started.elapsed() < REGISTER_RETRY => {
+                tracing::info!(identity = %identity, "registry {} unreachable, trying again for up to {REGISTER_RETRY:?}: {e}", registry.name());
+                true
+            }
+            ErrorKind::SpaceFull if config.reclaim_after.is_some() => {
+                match reclaim(registry, config, clock, started, conflict_wait, notes).await {
+                    Ok(Some(reg)) => return Ok(reg),
+                    Ok(None) => true,
+                    Err(None) => false,
+                    Err(Some(other)) => return Err(other),
+                }
+            }
+            _ => false,
+        };
+        if !retry {
+            return Err(e);
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// One try at taking over an idle ID of another identity, the space being full: `Ok(Some)`
+/// took one; `Ok(None)` found none yet but may look again (an idle ID whose holder's claim
+/// still lingers: a paused or cut-off holder's session or lease lasts until it expires);
+/// `Err(None)` gives up with the space full; `Err(Some)` with the registry's error.
+async fn reclaim<C: Clock>(
+    registry: &dyn Registry,
+    config: &LeaseConfig,
+    clock: &C,
+    started: tokio::time::Instant,
+    conflict_wait: Duration,
+    notes: &mut Vec<String>,
+) -> Result<Option<Registration>, Option<RegistryError>> {
+    // A registry whose claims end with their process (file) has none to wait for.
+    let reclaim_wait = if registry.holder_linger().is_zero() {
+        Duration::ZERO
+    } else {
+        conflict_wait
+    };
+    let idle = config.reclaim_after.unwrap_or_default().as_millis() as u64;
+    let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
+    let looking = started.elapsed() < reclaim_wait;
+    match registry
+        .reclaim(&config.identity, config.space, now_ms.saturating_sub(idle))
+        .await
+    {
+        Ok(Some(reg)) => {
+            notes.push(format!(
+                "space full: took over worker ID {} (its previous holder was last alive at {} ms)",
+                reg.record.id, reg.record.last_time_ms
+            ));
+            Ok(Some(reg))
+        }
+        Ok(None) if looking => Ok(None),
+        Ok(None) => Err(None),
+        Err(other) if other.kind == ErrorKind::Conflict && looking => Ok(None),
+        Err(other) => Err(Some(other)),
+    }
+}
+
+/// The floors a takeover sets (Unix ms): none at or before the moment the ID was taken over,
+/// after any wait; nor before the previous holder's reach by its own clock.
+#[derive(Debug, Default)]
+struct Floors {
+    taken_over_at: Option<u64>,
+    previous_reach: Option<u64>,
+}
+
+/// Waits out whoever may still issue with the ID just claimed, and says which floors that
+/// sets: a previous holder that did not close it cleanly (its window and margin), and nodes
+/// a registry that forgot this identity may still have issuing with it ([`forgotten_wait`]).
+async fn wait_out<C: Clock>(
+    registry: &dyn Registry,
+    reg: &Registration,
+    cached: Option<&CacheEntry>,
+    config: &LeaseConfig,
+    clock: &C,
+    notes: &mut Vec<String>,
+) -> Floors {
+    let identity = &config.identity;
+    let mut floors = Floors::default();
+    if !reg.takeover_wait.is_zero() {
+        // The previous holder may be paused or cut off and still inside its window: wait on
+        // the monotonic clock, from the moment the ID was found free.
+        let note = format!(
+            "the previous holder of worker ID {} ({}) did not close it cleanly: waited {} ms (its window and margin) before the first ID",
+            reg.record.id,
+            reg.previous_holder.as_ref().map_or_else(|| identity.to_string(), ToString::to_string),
+            reg.takeover_wait.as_millis()
+        );
+        tracing::info!(identity = %identity, "{}", note.replacen("waited", "waiting", 1));
+        notes.push(note);
+        tokio::time::sleep(reg.takeover_wait).await;
+    }
+    if let Some(wait) = forgotten_wait(registry, reg, cached) {
+        // This node held an ID under this registry (its cache says so) and the registry no
+        // longer knows it: wiped, restored from an older backup, or released by hand. Other
+        // nodes it forgot may still issue with the ID just given: each stops at its next
+        // heartbeat, which finds its record gone.
+        let note = format!(
+            "the registry had no record of {identity}, which held worker ID {} under it (the local cache says so): wiped, restored from an older backup, or released by hand? Waited {} ms before the first ID, so that any node it forgot stops first (its next heartbeat finds its record gone)",
+            cached.map_or(0, |c| c.id),
+            wait.as_millis()
+        );
+        tracing::warn!(identity = %identity, "{}", note.replacen("Waited", "Waiting", 1));
+        notes.push(note);
+        tokio::time::sleep(wait).await;
+        // A forgotten holder's last IDs may carry times up to about now.
+        floors.taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
+    }
+    if reg.previous_open {
+        // The previous holder's last IDs may carry times up to about now (in a coarse time
+        // unit, this very one): issue none at or before it.
+        floors.taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
+        // Nor before its reach by its own clock: its last recorded time, a heartbeat and its
+        // window later. Past by now where the clocks agree; a clock behind the previous
+        // holder's by more waits or refuses, naming the times, instead of repeating its IDs.
+        let window = Duration::from_millis(reg.previous_window_ms)
+            .max(registry.lease_terms().map_or(Duration::ZERO, |t| t.window))
+            .min(crate::terms::MAX_WINDOW);
+        let reach = u64::try_from((HEARTBEAT_INTERVAL + window).as_millis()).unwrap_or(u64::MAX);
+        floors.previous_reach = Some(reg.record.last_time_ms)
+            .filter(|&t| t > 0)
+            .map(|t| t.saturating_add(reach));
+    }
+    floors
+}
+
+/// The worker ID when the registry is unreachable (`e`): the local cache's, where that is
+/// safe or the operator accepted the risk ([`LeaseConfig::start_from_cache`]; module docs),
+/// else the explicit port fallback, else a refusal.
+fn without_registry(
+    registry: &dyn Registry,
+    cache: &LocalCache,
+    config: &LeaseConfig,
+    cached: Option<&CacheEntry>,
+    e: RegistryError,
+    notes: &mut Vec<String>,
+) -> Result<(u32, Source), RegistryError> {
+    let identity = &config.identity;
+    let path = cache.path(identity, &registry.location());
+    match cached {
+        Some(entry) if entry.id < config.space.size => {
+            if registry.lease_terms().is_some() && !config.start_from_cache {
+                return Err(RegistryError::new(
+                    ErrorKind::NoWorkerId,
+                    format!(
+                        "no lease for {identity}: registry {} unreachable ({e}); refusing to start from the local cache {} (worker ID {}): without a lease, another node may be given that ID meanwhile. Start again when the registry answers, or accept the risk with --start-from-cache (registry.start_from_cache)",
+                        registry.name(),
+                        path.display(),
+                        entry.id
+                    ),
+                ));
+            }
+            notes.push(format!(
+                "registry {} unreachable ({e}); started from the local cache {} with worker ID {}",
+                registry.name(),
+                path.display(),
+                entry.id
+            ));
+            Ok((entry.id, Source::Cache))
+        }
+        _ if config.port_fallback => {
+            let id = u32::from(identity.port) % config.space.size;
+            notes.push(format!(
+                "registry {} unreachable ({e}) and no local cache: using the port fallback, worker ID {id} = port {} % {}",
+                registry.name(),
+                identity.port,
+                config.space.size
+            ));
+            Ok((id, Source::PortFallback))
+        }
+        _ => Err(RegistryError::new(
+            ErrorKind::NoWorkerId,
+            format!(
+                "no worker ID for {identity}: registry {} unreachable ({e}) and no local cache at {}; refusing to start",
+                registry.name(),
+                path.display()
+            ),
+        )),
+    }
+}
+
+/// The first time the generator may issue (`not_before_ms`) and its durable time bound: with
+/// [`LeaseConfig::horizon_kind`], the bound's slot `{kind}-{id}` is opened and started above
+/// every `recorded` time (and follows `fence`, moving only while the lease is confirmed);
+/// without, the clock guard checks the clock against them. A clock too far behind refuses.
+async fn floor_and_bound<C: Clock + Clone + 'static>(
+    cache: &LocalCache,
+    config: &LeaseConfig,
+    clock: &C,
+    id: u32,
+    recorded: &[(&'static str, Option<u64>); 4],
+    fence: Option<Arc<Fence>>,
+    notes: &mut Vec<String>,
+) -> Result<(u64, Option<DurableHorizon>), RegistryError> {
+    let refused = |e: RegistryError| {
+        if e.kind == ErrorKind::ClockBehind {
+            CLOCK_REFUSALS.fetch_add(1, Ordering::Relaxed);
+        }
+        e
+    };
+    let Some(kind) = &config.horizon_kind else {
+        let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
+        match check_start(now_ms, recorded, config.max_clock_wait).map_err(refused)? {
+            StartCheck::Start => {}
+            StartCheck::WaitUntil(ms) => {
+                notes.push(format!(
+                    "clock {} ms behind the last recorded time: waited",
+                    ms - now_ms
+                ));
+                clock.wait_until((ms + 1) * NANOS_PER_MILLI);
+            }
+        }
+        let floor = recorded.iter().filter_map(|(_, t)| *t).max().unwrap_or(0);
+        return Ok((floor, None));
+    };
+    let slot = format!("{kind}-{id}");
+    let (dir, horizon_config, clock) = (cache.dir().to_path_buf(), config.horizon, clock.clone());
+    let recorded = *recorded;
+    // File locks, fsyncs and the start-up wait are blocking: off the executor.
+    let started = off_executor("time bound start-up", move || {
+        let file = HorizonFile::open(&dir, &slot)?;
+        crate::horizon::start(file, &recorded, horizon_config, clock)
+    })
+    .await
+    .map_err(refused)?;
+    notes.extend(started.notes);
+    if let Some(fence) = fence {
+        // The bound moves ahead only while the lease is confirmed.
+        started.horizon.follow(fence);
+    }
+    Ok((started.not_before_ms, Some(started.horizon)))
 }
 
 impl Lease {
@@ -547,7 +629,7 @@ impl Lease {
                     // start from it again (a restart while the registry is unreachable would
                     // take it from the cache).
                     self.fence.raise();
-                    if !self.lost.swap(true, Ordering::AcqRel) {
+                    if !self.stats.lost.swap(true, Ordering::AcqRel) {
                         let (cache, identity, location, id) = (
                             cache.clone(),
                             self.identity.clone(),
@@ -574,7 +656,7 @@ impl Lease {
 impl Lease {
     /// Whether the registry said the ID is someone else's (fenced for good).
     pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
+        self.stats.lost.load(Ordering::Acquire)
     }
 
     /// At a clean shutdown: records `last_time_ms` (as a heartbeat) and ends this process's

@@ -161,6 +161,73 @@ async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
     );
 }
 
+/// A registry that answers Unavailable to its first `.1` registrations, then is the file
+/// registry `.0`: a connection lost for a moment at start.
+#[derive(Debug)]
+struct Blip(FileRegistry, std::sync::atomic::AtomicU32);
+
+#[async_trait]
+impl Registry for Blip {
+    fn name(&self) -> &'static str {
+        "blip"
+    }
+    fn location(&self) -> String {
+        self.0.location()
+    }
+    async fn register(
+        &self,
+        who: &Identity,
+        space: IdSpace,
+    ) -> Result<Registration, RegistryError> {
+        let left = self.1.load(std::sync::atomic::Ordering::Relaxed);
+        if left > 0 {
+            self.1.store(left - 1, std::sync::atomic::Ordering::Relaxed);
+            return Err(down());
+        }
+        self.0.register(who, space).await
+    }
+    async fn heartbeat(&self, who: &Identity, id: u32, at: u64) -> Result<(), RegistryError> {
+        self.0.heartbeat(who, id, at).await
+    }
+    async fn release(&self, who: &Identity) -> Result<bool, RegistryError> {
+        self.0.release(who).await
+    }
+    async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
+        self.0.list(service).await
+    }
+}
+
+/// A registry unreachable for a moment at start (a leader elected, a server restarted) is
+/// asked again, for up to `REGISTER_RETRY`: the start gets its ID from the registry, not from
+/// the cache nor a refusal. Down for longer, the start goes on without it as before.
+#[tokio::test]
+async fn a_registry_lost_for_a_moment_at_start_is_asked_again() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let blip = Blip(
+        FileRegistry::new(e._dir.path().join("registry")).unwrap(),
+        std::sync::atomic::AtomicU32::new(3),
+    );
+    let started = std::time::Instant::now();
+    let lease = acquire(&blip, &e.cache, &e.config, &clock).await.unwrap();
+    assert_eq!(lease.source, Source::Registry, "{:?}", lease.notes);
+    assert_eq!(blip.1.load(std::sync::atomic::Ordering::Relaxed), 0);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(750) && took < floe_registry::lease::REGISTER_RETRY,
+        "three tries 250 ms apart: {took:?}"
+    );
+    drop(lease);
+    let down = Blip(
+        FileRegistry::new(e._dir.path().join("registry")).unwrap(),
+        std::sync::atomic::AtomicU32::new(u32::MAX),
+    );
+    let started = std::time::Instant::now();
+    let lease = acquire(&down, &e.cache, &e.config, &clock).await.unwrap();
+    assert_eq!(lease.source, Source::Cache, "{:?}", lease.notes);
+    assert!(started.elapsed() >= floe_registry::lease::REGISTER_RETRY);
+}
+
 /// A registry that leases (ZooKeeper, etcd) down at start-up: the cache would give an ID with
 /// no lease, which a replacement may be given meanwhile, so the start is refused, naming the
 /// switch; with the switch (Leaf's behaviour) it starts from the cache and says so.
