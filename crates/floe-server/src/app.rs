@@ -65,6 +65,34 @@ impl App {
         }
     }
 
+    /// Why the server, or its IDs of `kind`, is not ready (empty: it is): the server stopping,
+    /// a lease fenced, a generator that would refuse (a clock stepped back, a time bound that
+    /// stopped moving) and, for the whole server only, a store not answering. A kind the
+    /// server does not serve is not ready either.
+    pub fn not_ready(&self, kind: Option<IdKind>) -> Vec<String> {
+        let mut why = self.telemetry.not_ready(kind);
+        let Some(ids) = &self.ids else {
+            if let Some(k) = kind {
+                why.push(format!("{}: IDs are not served here", k.name()));
+            }
+            return why;
+        };
+        for k in IdKind::ALL {
+            if kind.is_some_and(|wanted| wanted != k) {
+                continue;
+            }
+            if ids.serves(k) {
+                why.extend(ids.refusals(k));
+            } else if kind.is_some() {
+                why.push(format!(
+                    "{}: IDs are not served here (the server's ids.kinds leaves them out)",
+                    k.name()
+                ));
+            }
+        }
+        why
+    }
+
     /// `count` checked against the largest batch.
     ///
     /// # Errors

@@ -136,6 +136,9 @@ pub struct Generators {
     lexical: Option<Lexical>,
     uuid7: Option<Uuid7Generator<ServerClock>>,
     ulid: Option<UlidGenerator<ServerClock>>,
+    /// The durable time bounds of UUIDv7 and ULID, for readiness (the other generators keep
+    /// theirs).
+    bounds: Vec<(IdKind, Arc<Horizon>)>,
 }
 
 /// A LexicalUUID generator, its durable time bound and its lease's fence, if it has them.
@@ -168,6 +171,7 @@ impl Generators {
             lexical: None,
             uuid7: None,
             ulid: None,
+            bounds: Vec::new(),
         }
     }
 
@@ -200,6 +204,7 @@ impl Generators {
     pub fn with_uuid7(mut self, not_before_ms: u64, horizon: Option<Arc<Horizon>>) -> Self {
         let mut g = Uuid7Generator::new(Arc::clone(&self.clock)).not_before_ms(not_before_ms);
         if let Some(h) = horizon {
+            self.bounds.push((IdKind::Uuid7, Arc::clone(&h)));
             g = g.horizon(h);
         }
         self.uuid7 = Some(g);
@@ -210,6 +215,7 @@ impl Generators {
     pub fn with_ulid(mut self, not_before_ms: u64, horizon: Option<Arc<Horizon>>) -> Self {
         let mut g = UlidGenerator::new(Arc::clone(&self.clock)).not_before_ms(not_before_ms);
         if let Some(h) = horizon {
+            self.bounds.push((IdKind::Ulid, Arc::clone(&h)));
             g = g.horizon(h);
         }
         self.ulid = Some(g);
@@ -269,6 +275,48 @@ impl Generators {
             .as_ref()
             .and_then(|(_, h, _)| h.as_ref())
             .map(|h| h.bound_ms())
+    }
+
+    /// Why IDs of `kind` would be refused now, one line per generator that would (empty: none
+    /// would, or the kind is not served): a clock stepped back further than the generator waits
+    /// for, a durable time bound that stopped moving, a clock outside the layout's range.
+    /// Readiness asks: nothing is issued. A lease fenced is the lease's own line
+    /// ([`crate::observe::Telemetry::not_ready`]), not repeated here.
+    pub fn refusals(&self, kind: IdKind) -> Vec<String> {
+        let (now, mono) = (self.clock.now_nanos(), self.clock.monotonic_nanos());
+        let stalled = |name: &str, h: Option<&Arc<Horizon>>| {
+            h.and_then(|h| h.refusal(now, mono))
+                .map(|e| format!("{name}: {e}: refusing until it moves"))
+        };
+        match kind {
+            IdKind::Snowflake => self
+                .snowflake
+                .iter()
+                .filter_map(|(name, g)| match g.refusal()? {
+                    SnowflakeError::LeaseLost => None,
+                    e => Some(format!("snowflake {name}: {e}: refusing")),
+                })
+                .collect(),
+            IdKind::Sno => self
+                .sno
+                .iter()
+                .filter_map(|(g, _)| stalled("sno", g.horizon()))
+                .collect(),
+            IdKind::Lexical => self
+                .lexical
+                .iter()
+                .filter_map(|(g, _, _)| match g.refusal()? {
+                    LexicalError::LeaseLost => None,
+                    e => Some(format!("lexical: {e}: refusing")),
+                })
+                .collect(),
+            IdKind::Uuid7 | IdKind::Ulid => self
+                .bounds
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .filter_map(|(k, h)| stalled(k.name(), Some(h)))
+                .collect(),
+        }
     }
 
     /// Whether IDs of `kind` are served.

@@ -58,7 +58,7 @@ async fn watch(app: Arc<App>, health: Option<tonic_health::server::HealthReporte
             }
         }
         app.telemetry.rates.sample(observe::totals(&app));
-        let now = app.telemetry.not_ready();
+        let now = app.not_ready(None);
         if now != last {
             if now.is_empty() {
                 tracing::info!("ready");
@@ -66,7 +66,7 @@ async fn watch(app: Arc<App>, health: Option<tonic_health::server::HealthReporte
                 tracing::warn!("not ready: {}", now.join("; "));
             }
             if let Some(h) = &health {
-                grpc::set_health(h, &app.telemetry).await;
+                grpc::set_health(h, &app).await;
             }
             last = now;
         }
@@ -134,7 +134,7 @@ pub async fn serve_app_secure(
                 .stopping
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             if let Some(h) = &health {
-                grpc::set_health(h, &app.telemetry).await;
+                grpc::set_health(h, &app).await;
             }
             if limits.shutdown_delay.is_zero() {
                 tracing::info!("stopping: no longer ready");

@@ -47,12 +47,23 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     assert_eq!(code, 200, "{body}");
     // The next heartbeat (every 3 s) finds the ID released and raises the fence.
     release_and_wait_for_the_fence(&server, &registry, "floe", "/v1/ids/snowflake");
-    // Not ready (a load balancer sends requests elsewhere), though alive.
+    // Not ready (a load balancer sends requests elsewhere), and not healthy either: the ID
+    // went to someone else for good, and only a restart leases another (an orchestrator's
+    // liveness probe restarts it).
     let (code, body) = http(&server.http, "GET", "/readyz").unwrap();
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("snowflake default: worker lease"), "{body}");
-    let (code, _) = http(&server.http, "GET", "/healthz").unwrap();
-    assert_eq!(code, 200);
+    let (code, body) = http(&server.http, "GET", "/healthz").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.starts_with("not healthy\n") && body.contains("snowflake default: worker lease"),
+        "{body}"
+    );
+    // Readiness per kind: a deployment that routes kinds apart keeps sno in service.
+    let (code, body) = http(&server.http, "GET", "/readyz?kind=snowflake").unwrap();
+    assert_eq!(code, 503, "{body}");
+    let (code, body) = http(&server.http, "GET", "/readyz?kind=sno").unwrap();
+    assert_eq!((code, body.as_str()), (200, "ready\n"));
     // gRPC health per service: sequences (Layotto's Runtime) are still served, IDs are not.
     // (The health service follows readiness a moment later: waited for, as a client would.)
     wait_health(&server, "floe.v1.Floe", NOT_SERVING);

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use tonic::Status;
 
 use crate::app::App;
-use crate::observe::Telemetry;
 use crate::proto::runtime_server::RuntimeServer;
 use crate::{echo, proto_floe, FILE_DESCRIPTOR_SET, MAX_DETAIL, MAX_ECHO};
 
@@ -50,7 +49,7 @@ pub(crate) async fn routes(
     Box<dyn std::error::Error + Send + Sync>,
 > {
     let (health, health_service) = tonic_health::server::health_reporter();
-    set_health(&health, &app.telemetry).await;
+    set_health(&health, app).await;
     let reflection = reflection_files().build_v1()?;
     let reflection_alpha = reflection_files().build_v1alpha()?;
     let routes = tonic::service::Routes::new(RuntimeServer::new(RuntimeService::new(Arc::clone(
@@ -80,29 +79,28 @@ fn reflection_files() -> tonic_reflection::server::Builder<'static> {
 }
 
 /// gRPC health per service: Layotto's Runtime (sequences) is serving while every store answers
-/// and the server is not stopping; floe.v1.Floe (IDs and sequences) also needs every lease
-/// held; `""` (the whole server) is serving when both are.
+/// and the server is not stopping; floe.v1.Floe (IDs and sequences) and `""` (the whole
+/// server) are serving when `/readyz` says ready: also every lease held and no generator
+/// refusing.
 ///
 /// Updates are taken one at a time and each reads the state under the lock, so the last one
 /// written is the latest state (the stop's NOT_SERVING is never overwritten by a probe's
 /// SERVING computed just before it).
-pub(crate) async fn set_health(health: &tonic_health::server::HealthReporter, t: &Telemetry) {
+pub(crate) async fn set_health(health: &tonic_health::server::HealthReporter, app: &App) {
     use std::sync::atomic::Ordering::Relaxed;
     use tonic_health::ServingStatus::{NotServing, Serving};
+    let t = &app.telemetry;
     let _one_at_a_time = t.health_updates.lock().await;
     let stores = t.stores_ready.iter().all(|(_, r)| r.answering());
-    let leases = t.leases.iter().all(|l| !l.fenced());
     let runtime = stores && !t.stopping.load(Relaxed);
+    // Every lease confirmed and no generator refusing, as /readyz says.
+    let all = app.not_ready(None).is_empty();
     let status = |ok: bool| if ok { Serving } else { NotServing };
     health
         .set_service_status("spec.proto.runtime.v1.Runtime", status(runtime))
         .await;
-    health
-        .set_service_status("floe.v1.Floe", status(runtime && leases))
-        .await;
-    health
-        .set_service_status("", status(runtime && leases))
-        .await;
+    health.set_service_status("floe.v1.Floe", status(all)).await;
+    health.set_service_status("", status(all)).await;
 }
 
 /// A gRPC answer whose message is bounded: the server's own messages are (at most

@@ -4,32 +4,54 @@
 use std::sync::{Arc, LazyLock};
 
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::params::HttpError;
+use super::params::{query_of, HttpError};
 use crate::app::App;
+use crate::ids::kind_named;
 
-/// `/healthz`: the process answers.
-pub(super) async fn healthz() -> &'static str {
-    "ok"
+/// `/healthz`: `ok` while the process can serve again without a restart; 503 with one reason a
+/// line once it cannot (a worker lease lost for good: the registry gave the ID to another
+/// process), so that an orchestrator restarts it and it leases another.
+pub(super) async fn healthz(State(app): State<Arc<App>>) -> Response {
+    lines(app.telemetry.unhealthy(), "ok", "not healthy\n")
 }
 
-/// `/readyz`: 200 `ready`, or 503 with one reason a line (a lease lost, a store not
-/// answering, the server stopping).
-pub(super) async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let why = app.telemetry.not_ready();
-    if why.is_empty() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        let mut text = String::from("not ready\n");
-        for w in why {
-            text.push_str(&w);
-            text.push('\n');
+/// `/readyz`: 200 `ready`, or 503 with one reason a line (the server stopping, a lease
+/// fenced, a generator refusing: a clock stepped back, a time bound that stopped moving; a
+/// store not answering). `?kind=K` asks about IDs of one kind only (`snowflake`, `sno`,
+/// `lexical`, `uuid7`, `ulid`): a deployment that routes kinds apart keeps the others in
+/// service.
+pub(super) async fn readyz(State(app): State<Arc<App>>, uri: Uri) -> Result<Response, HttpError> {
+    let params = query_of(&uri)?;
+    let mut kind = None;
+    for (name, value) in &params {
+        match name.as_str() {
+            "kind" => kind = Some(kind_named(value).map_err(HttpError::from)?),
+            other => {
+                return Err(HttpError::invalid(format!(
+                    "{}: no such parameter of /readyz: expected kind",
+                    crate::echo(other, crate::MAX_ECHO)
+                )))
+            }
         }
-        (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
     }
+    Ok(lines(app.not_ready(kind), "ready\n", "not ready\n"))
+}
+
+/// 200 `ok` when `why` is empty, else 503: `heading`, then one reason a line.
+fn lines(why: Vec<String>, ok: &'static str, heading: &str) -> Response {
+    if why.is_empty() {
+        return (StatusCode::OK, ok).into_response();
+    }
+    let mut text = String::from(heading);
+    for w in why {
+        text.push_str(&w);
+        text.push('\n');
+    }
+    (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
 }
 
 /// Runs `f` on the blocking pool (it walks every store's keys).

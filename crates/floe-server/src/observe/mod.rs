@@ -55,6 +55,7 @@ use std::sync::Arc;
 
 use floe_core::clock::Clock;
 use floe_core::fence::Fence;
+use floe_core::kind::IdKind;
 use floe_core::snowflake::Layout;
 use floe_registry::lease::{Lease, LeaseStats};
 use metrics::gauge;
@@ -178,6 +179,18 @@ impl LeaseView {
     pub fn fenced(&self) -> bool {
         !self.fence.admits_now(&self.clock)
     }
+
+    /// Whether the registry said the ID is someone else's: fenced for good, until a restart
+    /// leases another.
+    pub fn lost(&self) -> bool {
+        self.stats.lost.load(Ordering::Acquire)
+    }
+
+    /// The kind of IDs the generator issues (its name's first word: `snowflake default`).
+    pub fn kind(&self) -> Option<IdKind> {
+        let first = self.generator.split_whitespace().next()?;
+        IdKind::parse(first).ok()
+    }
 }
 
 /// What the server tells about itself beyond its routes.
@@ -230,27 +243,54 @@ impl Telemetry {
         }
     }
 
-    /// Why the server is not ready (empty: it is): a lease lost (fenced), a store not
-    /// answering, or the server stopping.
-    pub fn not_ready(&self) -> Vec<String> {
+    /// Why the server is not ready (empty: it is): the server stopping, a lease lost or
+    /// unconfirmed (fenced), or a store not answering. With `kind`, only what stops IDs of that
+    /// kind: the stopping and its leases (the generators' own refusals are
+    /// [`App::not_ready`](crate::app::App::not_ready)'s).
+    pub fn not_ready(&self, kind: Option<IdKind>) -> Vec<String> {
         let mut why = Vec::new();
         if self.stopping.load(Ordering::Relaxed) {
             why.push("the server is stopping".to_string());
         }
         for l in &self.leases {
-            if l.fenced() {
+            if kind.is_some_and(|k| l.kind() != Some(k)) {
+                continue;
+            }
+            if l.lost() {
                 why.push(format!(
-                    "{}: worker lease {} lost or not confirmed by the registry within its window (fenced)",
+                    "{}: worker lease {} lost: the registry gave the ID to another process (fenced for good: /healthz fails, a restart leases another)",
+                    l.generator, l.id
+                ));
+            } else if l.fenced() {
+                why.push(format!(
+                    "{}: worker lease {} not confirmed by the registry within its window (fenced until it confirms it)",
                     l.generator, l.id
                 ));
             }
         }
-        for (name, probe) in &self.stores_ready {
-            if !probe.answering() {
-                why.push(format!("store {name}: not answering"));
+        if kind.is_none() {
+            for (name, probe) in &self.stores_ready {
+                if !probe.answering() {
+                    why.push(format!("store {name}: not answering"));
+                }
             }
         }
         why
+    }
+
+    /// Why the process should be restarted (empty: it need not be): a worker lease lost for
+    /// good, which only a restart replaces with another.
+    pub fn unhealthy(&self) -> Vec<String> {
+        self.leases
+            .iter()
+            .filter(|l| l.lost())
+            .map(|l| {
+                format!(
+                    "{}: worker lease {} lost: the registry gave the ID to another process; a restart leases another",
+                    l.generator, l.id
+                )
+            })
+            .collect()
     }
 
     /// Whether store `name` answered its last probe (unknown stores: yes).

@@ -237,7 +237,7 @@ pub fn snapshot(app: &App) -> Snapshot {
             total,
         })
         .collect();
-    let not_ready = t.not_ready();
+    let not_ready = app.not_ready(None);
     Snapshot {
         version: env!("CARGO_PKG_VERSION"),
         ready: not_ready.is_empty(),

@@ -10,5 +10,6 @@ mod api;
 mod hostile;
 mod ids;
 mod limits;
+mod readiness;
 mod security;
 mod wrong_port;
