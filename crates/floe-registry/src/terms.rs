@@ -14,9 +14,9 @@
 //!   covers a monotonic clock running slow against the server's (1% would use 0.01 T), the
 //!   coarse clock's tick (at most 10 ms), a VM paused with its clock frozen for less than
 //!   `T/3`, and an etcd leader that renewed a lease after losing its quorum (about an election
-//!   timeout, 1 s). Not after a ZooKeeper takeover: there the new holder's wait (below) leaves
-//!   a frozen clock only its 4% and 50 ms, as the lease model found
-//!   (`crates/floe-lease-model`, `zookeeper_takeovers_do_not_cover_a_frozen_clock`).
+//!   timeout, 1 s). After a ZooKeeper takeover too: there the new holder waits the whole
+//!   window and that margin (below), as the lease model showed it must
+//!   (`crates/floe-lease-model`, `zookeeper_takeovers_cover_a_frozen_clock`).
 //! - **Confirmations every `T/6`**, so that two lost or slow in a row still leave the window
 //!   open: a blip on the network does not stop generation.
 //! - **A takeover waits** ([`LeaseTerms::takeover_wait`]). A process that takes over an ID
@@ -28,7 +28,8 @@
 //!   wait is needed. On ZooKeeper the leader learns of a session's requests from followers
 //!   with a delay of up to half a tick (and not at all if the follower is cut off just after),
 //!   so its expiry can come before the holder's window ends: the new holder waits the whole
-//!   window plus the margin from the moment it found the ID free, which is after every request
+//!   window, its margin (`W/2`: `T` in all) and 4% and 50 ms from the moment it found the ID
+//!   free, which is after every request
 //!   the old holder had confirmed (a write on an expired session fails).
 //!
 //! The file registry's claim is an OS lock that only ends with the process: no window, no
@@ -70,14 +71,17 @@ impl LeaseTerms {
     /// How long a process that took over an ID must wait before issuing, when the registry's
     /// expiry does not already imply it (ZooKeeper): the previous holder's window
     /// (`previous_window_ms`, as its record says), at least `own` (the record may be old or
-    /// edited) and at most [`MAX_WINDOW`] (what the longest expiry floe accepts gives), plus 4%
-    /// for the two monotonic clocks running at different rates (2% each way), plus 50 ms for
-    /// the coarse clock's tick and scheduling.
+    /// edited) and at most [`MAX_WINDOW`] (what the longest expiry floe accepts gives), and
+    /// its margin (half of it, for a holder paused with its clock standing still, as on etcd),
+    /// plus 4% for the two monotonic clocks running at different rates (2% each way), plus
+    /// 50 ms for the coarse clock's tick and scheduling.
     pub fn takeover_wait(previous_window_ms: u64, own: Duration) -> Duration {
         let window = Duration::from_millis(previous_window_ms)
             .max(own)
             .min(MAX_WINDOW);
-        window + window / 25 + Duration::from_millis(50)
+        // The window and its margin (half the window: the expiry, `3W/2`), as on etcd.
+        let reach = window + window / 2;
+        reach + reach / 25 + Duration::from_millis(50)
     }
 }
 
@@ -96,23 +100,24 @@ mod tests {
         let etcd = LeaseTerms::for_expiry(Duration::from_secs(10));
         assert_eq!(etcd.window.as_millis(), 6_666);
         assert_eq!(etcd.confirm_every.as_millis(), 1_666);
-        // A takeover waits the previous holder's window (its own when unknown) + 4% + 50 ms.
+        // A takeover waits the previous holder's window (its own when unknown) and its margin
+        // (the expiry, 3W/2) + 4% + 50 ms.
         assert_eq!(
             LeaseTerms::takeover_wait(4_000, Duration::from_secs(1)),
-            Duration::from_millis(4_210)
+            Duration::from_millis(6_290)
         );
         assert_eq!(
             LeaseTerms::takeover_wait(0, Duration::from_secs(4)),
-            Duration::from_millis(4_210)
+            Duration::from_millis(6_290)
         );
         // A record's window below ours (old or edited) counts as ours; absurd ones are capped.
         assert_eq!(
             LeaseTerms::takeover_wait(1, Duration::from_secs(4)),
-            Duration::from_millis(4_210)
+            Duration::from_millis(6_290)
         );
         assert_eq!(
             LeaseTerms::takeover_wait(u64::MAX, Duration::from_secs(4)),
-            Duration::from_millis(2_496_050)
+            Duration::from_millis(3_744_050)
         );
     }
 }
