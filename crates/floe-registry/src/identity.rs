@@ -132,6 +132,23 @@ pub struct WorkerRecord {
     /// Leaf's nodes (whose format has no room for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
+    /// The lease rule its holder follows ([`LEASE_RULE`] in records this floe writes to a
+    /// registry that leases; 0 in records written before floe numbered its rules, and in the
+    /// file registry's and Leaf's). A floe that finds a rule above its own refuses to take the
+    /// ID over: the holder may issue for longer than this floe's takeover would wait (a fleet
+    /// mid-upgrade, or a downgrade).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub rule: u32,
+}
+
+/// The lease rule this floe follows ([`WorkerRecord::rule`]): 1, a holder issues until its
+/// window (`2T/3` of the registry's expiry) after its last confirmed send, and a takeover
+/// waits as [`crate::terms`] says. A later rule that lets a holder issue for longer bumps it,
+/// so that nodes of this version refuse the IDs its holders may still issue with.
+pub const LEASE_RULE: u32 = 1;
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -154,6 +171,7 @@ impl WorkerRecord {
             closed: false,
             holder: 0,
             layout: None,
+            rule: 0,
         }
     }
 
@@ -172,6 +190,7 @@ impl WorkerRecord {
             closed: false,
             holder,
             layout: space.layout_text().or(self.layout.clone()),
+            rule: LEASE_RULE,
             ..self
         }
     }

@@ -1,6 +1,7 @@
 //! Planning and allocation helpers every backend shares: which ID a registration comes to,
 //! and which IDs may be taken over.
 
+use crate::identity::LEASE_RULE;
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
 
 /// What registering `identity` comes to, given the records of its service: its own ID again,
@@ -48,6 +49,9 @@ pub(crate) fn plan<'a>(
         used.insert(record.id);
     }
     if let Some(record) = own {
+        if record.rule > LEASE_RULE {
+            return Err(newer_rule(record, store));
+        }
         if record.id >= space.size {
             return Err(RegistryError::config(format!(
                 "{identity} holds worker ID {} in {store}, outside this layout's {} IDs: release it first",
@@ -78,6 +82,14 @@ fn other_layout(
     ))
 }
 
+/// The error for a registration of an identity whose record a newer floe wrote.
+fn newer_rule(record: &WorkerRecord, store: &str) -> RegistryError {
+    RegistryError::config(format!(
+        "{} holds worker ID {} in {store} under lease rule {}, which a newer floe wrote; this floe follows rule {LEASE_RULE} and would wait too short a time for that holder: upgrade this node (a fleet mid-upgrade), or release the record once its holder is gone for good (`floe worker release`)",
+        record.identity, record.id, record.rule
+    ))
+}
+
 /// The error for a space with no free ID.
 pub(crate) fn space_full(identity: &Identity, space: IdSpace, store: &str) -> RegistryError {
     RegistryError::new(
@@ -90,7 +102,8 @@ pub(crate) fn space_full(identity: &Identity, space: IdSpace, store: &str) -> Re
 }
 
 /// The records `identity` may take over (see [`Registry::reclaim`](crate::Registry::reclaim)), longest idle first: in
-/// the space, heartbeaten at least once, idle since `idle_before_ms`, and someone else's.
+/// the space, heartbeaten at least once, idle since `idle_before_ms`, someone else's, and
+/// held under this floe's lease rule or an earlier one ([`LEASE_RULE`]).
 /// Whether each holder is still alive is the registry's own check. `record` finds the record in
 /// an item (registries keep a version beside it).
 pub(crate) fn idle_first<T>(
@@ -105,6 +118,7 @@ pub(crate) fn idle_first<T>(
         .filter(|item| {
             let r = record(item);
             r.id < space.size
+                && r.rule <= LEASE_RULE
                 && r.last_time_ms > 0
                 && r.last_time_ms <= idle_before_ms
                 && &r.identity != identity
@@ -123,4 +137,65 @@ pub(crate) fn released_while_held(identity: &Identity, holder: &str) -> Registry
             "{identity} is held by a live process ({holder} exists): a released ID could be given to another identity while it still issues; stop that process first (or wait for its claim to lapse)"
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(port: u16) -> Identity {
+        Identity::new("orders", "h", port)
+    }
+
+    fn held(id: u32, port: u16, rule: u32) -> WorkerRecord {
+        WorkerRecord {
+            rule,
+            last_time_ms: 1_000,
+            ..WorkerRecord::new(id, who(port), 0)
+        }
+    }
+
+    /// A record a newer floe wrote (a longer reach than this floe's takeover waits for) is
+    /// neither taken back by its identity nor reclaimed by another; this floe's own rule and
+    /// records from before rules were numbered are.
+    #[test]
+    fn a_record_of_a_newer_lease_rule_is_not_taken_over() {
+        let space = IdSpace::new(4);
+        for rule in [0, LEASE_RULE] {
+            let records = [held(1, 1, rule)];
+            assert!(matches!(
+                plan(&records, &who(1), space, "zk"),
+                Ok(Plan::Own(r)) if r.id == 1
+            ));
+            assert_eq!(idle_first(&records, |r| r, &who(2), space, 2_000).len(), 1);
+        }
+        let records = [held(1, 1, LEASE_RULE + 1), held(2, 3, LEASE_RULE)];
+        let e = plan(&records, &who(1), space, "zk").err().unwrap();
+        assert_eq!(e.kind, ErrorKind::Config);
+        assert!(
+            e.message
+                .contains(&format!("lease rule {}", LEASE_RULE + 1))
+                && e.message.contains("upgrade this node"),
+            "{e}"
+        );
+        let idle = idle_first(&records, |r| r, &who(2), space, 2_000);
+        assert_eq!(idle.iter().map(|r| r.id).collect::<Vec<_>>(), [2]);
+        // Another identity still gets a free ID beside it: that takes nothing over.
+        assert!(matches!(
+            plan(&records, &who(2), space, "zk"),
+            Ok(Plan::Free(free)) if free == [0, 3]
+        ));
+    }
+
+    /// Records this floe writes say its rule; one without it (written before rules were
+    /// numbered) reads as 0, and 0 is not written.
+    #[test]
+    fn the_rule_is_kept_in_the_record() {
+        let json = serde_json::to_string(&held(1, 1, 0)).unwrap();
+        assert!(!json.contains("rule"), "{json}");
+        let back: WorkerRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.rule, 0);
+        let json = serde_json::to_string(&held(1, 1, 7)).unwrap();
+        assert!(json.contains("\"rule\":7"), "{json}");
+    }
 }

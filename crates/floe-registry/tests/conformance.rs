@@ -263,6 +263,26 @@ async fn another_layout_on_the_service_is_refused(b: &impl Backend) {
     assert!(again.existing);
 }
 
+/// A registration's record says the lease rule its holder follows where the registry leases
+/// (ZooKeeper, etcd, Leaf's layout in floe's side record), so that a floe of an older rule
+/// refuses to take it over; the file registry's claim (an OS lock) has none.
+async fn records_say_the_lease_rule(b: &impl Backend) {
+    let r = b.handle().await;
+    let _reg = r.register(&who(1), SPACE).await.unwrap();
+    let listed = r.list("orders").await.unwrap();
+    let expected = if r.lease_terms().is_some() {
+        floe_registry::LEASE_RULE
+    } else {
+        0
+    };
+    assert_eq!(
+        listed.iter().map(|w| w.rule).collect::<Vec<_>>(),
+        [expected],
+        "{}",
+        r.location()
+    );
+}
+
 /// floe's mirror of a sequencer store's epoch: kept by the registries that lease (ZooKeeper,
 /// etcd, not in Leaf's layout), raised and never lowered, whoever writes it, and apart from the
 /// service's workers.
@@ -340,6 +360,7 @@ macro_rules! all_cases {
             bad_identities_are_config_errors,
             another_layout_on_the_service_is_refused,
             store_epochs_are_kept_never_lowered,
+            records_say_the_lease_rule,
         );
     };
 }
@@ -367,4 +388,5 @@ suite!(leaf_zk_backend:
     bad_identities_are_config_errors,
     another_layout_on_the_service_is_refused,
     store_epochs_are_kept_never_lowered,
+    records_say_the_lease_rule,
 );

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use floe_core::fence::{Fence, Sent};
 
 use crate::plan::{idle_first, plan, space_full, Plan};
-use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord};
+use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord, LEASE_RULE};
 
 /// The worker records of a server registry, one per allocated ID (`{root}/{service}/workers/{id}`
 /// on both servers in floe's layout; Leaf's `{root}/{service}/forever/{ip}:{port}-{id}` on
@@ -237,6 +237,7 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
                     closed: false,
                     holder,
                     layout: space.layout_text().or(own.layout.clone()),
+                    rule: LEASE_RULE,
                     ..own.clone()
                 };
                 if !store.replace(&record, version).await? {
@@ -254,6 +255,7 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
             window_ms,
             holder,
             layout: space.layout_text(),
+            rule: LEASE_RULE,
             ..WorkerRecord::new(0, identity.clone(), 0)
         };
         return match store.create_new(&template, space, &free).await? {

@@ -260,6 +260,13 @@ struct Side {
     /// [`WorkerRecord::layout`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     layout: Option<String>,
+    /// [`WorkerRecord::rule`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    rule: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Side {
@@ -270,6 +277,7 @@ impl Side {
             window_ms: record.window_ms,
             closed: record.closed,
             layout: record.layout.clone(),
+            rule: record.rule,
         })
         .map_err(|e| RegistryError::new(ErrorKind::Corrupt, format!("cannot encode a record: {e}")))
     }
@@ -351,6 +359,7 @@ fn record_of(
             closed: side.closed,
             holder: side.holder,
             layout: side.layout.clone(),
+            rule: side.rule,
         },
         // A Leaf server's: no holder, no window, not closed, Meituan Leaf's layout; its
         // timestamp, or the last time floe recorded before it if that is later.
