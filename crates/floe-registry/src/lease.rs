@@ -197,9 +197,9 @@ pub const REGISTER_RETRY: Duration = Duration::from_secs(3);
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// Acquires a worker ID in five steps, each a function of its own: what the local cache
-/// remembers ([`remembered`]); a claim in the registry ([`claim`]), else the cache or the
-/// explicit fallback ([`without_registry`]); a takeover's wait and floor ([`wait_out`]); the
-/// clock guard and the durable time bound ([`floor_and_bound`]); then the cache is written.
+/// remembers (`remembered`); a claim in the registry (`claim`), else the cache or the
+/// explicit fallback (`without_registry`); a takeover's wait and floor (`wait_out`); the
+/// clock guard and the durable time bound (`floor_and_bound`); then the cache is written.
 ///
 /// # Errors
 /// The registry's own error when it answered with one (space full, conflict, bad config);
