@@ -77,43 +77,50 @@ pub(super) async fn keep(shared: Weak<Shared>, mut watcher: zookeeper_client::St
         if !state.is_terminated() {
             continue; // disconnected or connected again: the same session
         }
-        let asked = match shared.upgrade() {
-            Some(shared) => {
-                shared.expired();
-                shared.asked
-            }
+        let Some(new) = new_session(&shared).await else {
+            return;
+        };
+        watcher = new;
+        disconnected_since = None;
+        match rhythm(&shared) {
+            Some((e, c)) => (every, confirm) = (e, c),
             None => return,
-        };
-        let mut backoff = Duration::from_millis(100);
-        watcher = loop {
-            let Some(cluster) = shared.upgrade().map(|s| s.cluster.clone()) else {
-                return;
-            };
-            match open_session(&cluster, asked).await {
-                Ok(client) => {
-                    let watcher = client.state_watcher();
-                    match shared.upgrade() {
-                        Some(shared) => shared.install(client),
-                        None => {
-                            // Nobody to hand it to: end it now (it is detached).
-                            let info = client.session().clone();
-                            end_session(&cluster, info, client.session_timeout()).await;
-                            return;
-                        }
+        }
+    }
+}
+
+/// After the session ended: tells the registry so (its claims wait to be held again), then
+/// opens a new session with the timeout first asked for, trying again with a backoff (0.1 s
+/// doubling to 2 s) until one opens, and installs it. `None` once the registry is gone (a
+/// session opened meanwhile is ended at once: nobody would end it).
+async fn new_session(shared: &Weak<Shared>) -> Option<zookeeper_client::StateWatcher> {
+    let asked = {
+        let shared = shared.upgrade()?;
+        shared.expired();
+        shared.asked
+    };
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let cluster = shared.upgrade()?.cluster.clone();
+        match open_session(&cluster, asked).await {
+            Ok(client) => {
+                let watcher = client.state_watcher();
+                match shared.upgrade() {
+                    Some(shared) => shared.install(client),
+                    None => {
+                        // Nobody to hand it to: end it now (it is detached).
+                        let info = client.session().clone();
+                        end_session(&cluster, info, client.session_timeout()).await;
+                        return None;
                     }
-                    disconnected_since = None;
-                    match rhythm(&shared) {
-                        Some((e, c)) => (every, confirm) = (e, c),
-                        None => return,
-                    }
-                    break watcher;
                 }
-                Err(_) => {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                }
+                return Some(watcher);
             }
-        };
+            Err(_) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
     }
 }
 

@@ -521,27 +521,7 @@ pub(super) async fn create_new(
                 )
             })?;
         if id >= space.size {
-            // Not left for Leaf to find: a Leaf server with this ip:port would take it and
-            // fail (Leaf allows 0 to 1023). The sequence number is never given again.
-            let mut txn = client.new_multi_writer();
-            let undone = match txn
-                .add_delete(&path, None)
-                .and_then(|()| txn.add_delete(&side_path, None))
-            {
-                Ok(()) => txn.commit().await.map(drop).map_err(ZkError::from),
-                Err(e) => Err(e),
-            };
-            let undone = match undone {
-                Ok(()) => "deleted again".to_string(),
-                Err(e) => format!("could not be deleted again ({e}): delete it by hand"),
-            };
-            return Err(RegistryError::new(
-                ErrorKind::SpaceFull,
-                format!(
-                    "no worker ID for {identity}: ZooKeeper gave the new Leaf node {path} the sequence number {id}, outside the layout's worker IDs 0 to {} (Leaf's are 0 to 1023); the node was {undone}. Every number below it was given to a node once: reuse the ip:port of a node that is no longer in use (it keeps its ID), or start a new leaf.name",
-                    space.size.saturating_sub(1)
-                ),
-            ));
+            return Err(outside_the_layout(client, &path, &side_path, identity, id, space).await);
         }
         return Ok(Some(WorkerRecord {
             id,
@@ -552,6 +532,38 @@ pub(super) async fn create_new(
         ErrorKind::Unavailable,
         format!("zookeeper: {side_path} changed under {ATTEMPTS} attempts in a row"),
     ))
+}
+
+/// The error of a new Leaf node whose sequence number `id` is outside `space`, after deleting
+/// it and its side record again: not left for Leaf to find (a Leaf server with this ip:port
+/// would take it and fail: Leaf allows 0 to 1023). The sequence number is never given again.
+async fn outside_the_layout(
+    client: &Client,
+    path: &str,
+    side_path: &str,
+    identity: &Identity,
+    id: u32,
+    space: IdSpace,
+) -> RegistryError {
+    let mut txn = client.new_multi_writer();
+    let undone = match txn
+        .add_delete(path, None)
+        .and_then(|()| txn.add_delete(side_path, None))
+    {
+        Ok(()) => txn.commit().await.map(drop).map_err(ZkError::from),
+        Err(e) => Err(e),
+    };
+    let undone = match undone {
+        Ok(()) => "deleted again".to_string(),
+        Err(e) => format!("could not be deleted again ({e}): delete it by hand"),
+    };
+    RegistryError::new(
+        ErrorKind::SpaceFull,
+        format!(
+            "no worker ID for {identity}: ZooKeeper gave the new Leaf node {path} the sequence number {id}, outside the layout's worker IDs 0 to {} (Leaf's are 0 to 1023); the node was {undone}. Every number below it was given to a node once: reuse the ip:port of a node that is no longer in use (it keeps its ID), or start a new leaf.name",
+            space.size.saturating_sub(1)
+        ),
+    )
 }
 
 /// Adds to `txn` the writes of `record` over `version`: its Leaf node and its side record
