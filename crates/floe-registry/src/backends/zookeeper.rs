@@ -328,7 +328,8 @@ impl ZkRegistry {
 enum HolderNode {
     /// Created under this session.
     Created,
-    /// It was already this session's (an earlier registration of the same identity).
+    /// It was already this session's (an earlier registration of the same identity, or a
+    /// create of ours whose answer was lost).
     Ours,
     /// Another session holds it: its ID.
     Taken(i64),

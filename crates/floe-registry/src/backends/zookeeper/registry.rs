@@ -270,7 +270,16 @@ impl Registry for ZkRegistry {
         let sent = Sent::now(&SystemClock);
         let created = match create_holder(&client, &self.shared.cluster, &holder).await? {
             HolderNode::Created => true,
-            HolderNode::Ours => false,
+            // Already this session's: held by a live registration of this process (nothing to
+            // wait out), or created by a request of ours whose answer was lost (a connection
+            // lost mid-request, and the start asked again): then it is as good as created,
+            // and whoever held the ID before may still be inside its window.
+            HolderNode::Ours => !self
+                .shared
+                .claims
+                .live()
+                .iter()
+                .any(|c| &c.identity == identity),
             HolderNode::Taken(_) => return Err(held_elsewhere(identity, &holder)),
             HolderNode::JustReleased => {
                 return Err(RegistryError::new(
