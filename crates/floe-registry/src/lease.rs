@@ -295,11 +295,17 @@ async fn claim<C: Clock>(
     notes: &mut Vec<String>,
 ) -> Result<Registration, RegistryError> {
     let identity = &config.identity;
-    let started = tokio::time::Instant::now();
     // A holder killed just after renewing its hold keeps it for the registry's whole linger.
     let conflict_wait = config
         .conflict_wait
         .max(registry.holder_linger() + Duration::from_secs(2));
+    // Each wait on its own clock, from the first answer that asks for it: time spent on one
+    // (the registry unreachable for a moment) is not taken from the other.
+    let mut waiting_since: Option<tokio::time::Instant> = None;
+    let mut unreachable_since: Option<tokio::time::Instant> = None;
+    let since = |at: &mut Option<tokio::time::Instant>| {
+        at.get_or_insert_with(tokio::time::Instant::now).elapsed()
+    };
     let mut said = false;
     loop {
         let e = match registry.register(identity, config.space).await {
@@ -307,7 +313,7 @@ async fn claim<C: Clock>(
             Err(e) => e,
         };
         let retry = match e.kind {
-            ErrorKind::Conflict if started.elapsed() < conflict_wait => {
+            ErrorKind::Conflict if since(&mut waiting_since) < conflict_wait => {
                 if !std::mem::replace(&mut said, true) {
                     tracing::info!(identity = %identity, "waiting up to {conflict_wait:?} for the identity's previous holder (a crashed or cut-off process's claim lasts until its session or lease ends): {e}");
                 }
@@ -319,11 +325,18 @@ async fn claim<C: Clock>(
                 ));
                 false
             }
-            ErrorKind::Unavailable if started.elapsed() < REGISTER_RETRY => {
-                tracing::info!(identity = %identity, "registry {} unreachable, trying again for up to {REGISTER_RETRY:?}: {e}", registry.name());
+            ErrorKind::Unavailable
+                if registry.may_answer_later()
+                    && since(&mut unreachable_since) < REGISTER_RETRY =>
+            {
+                if unreachable_since.is_some_and(|t| t.elapsed() < RETRY_PAUSE) {
+                    tracing::info!(identity = %identity, "registry {} unreachable, trying again for up to {REGISTER_RETRY:?}: {e}", registry.name());
+                }
                 true
             }
             ErrorKind::SpaceFull if config.reclaim_after.is_some() => {
+                since(&mut waiting_since);
+                let started = waiting_since.unwrap_or_else(tokio::time::Instant::now);
                 match reclaim(registry, config, clock, started, conflict_wait, notes).await {
                     Ok(Some(reg)) => return Ok(reg),
                     Ok(None) => true,
@@ -360,11 +373,11 @@ async fn reclaim<C: Clock>(
     };
     let idle = config.reclaim_after.unwrap_or_default().as_millis() as u64;
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
-    let looking = started.elapsed() < reclaim_wait;
-    match registry
+    let answer = registry
         .reclaim(&config.identity, config.space, now_ms.saturating_sub(idle))
-        .await
-    {
+        .await;
+    let looking = started.elapsed() < reclaim_wait;
+    match answer {
         Ok(Some(reg)) => {
             notes.push(format!(
                 "space full: took over worker ID {} (its previous holder was last alive at {} ms)",

@@ -81,6 +81,14 @@ pub trait Registry: Send + Sync + fmt::Debug {
     /// that granted it, and never offers it to another.
     fn location(&self) -> String;
 
+    /// Whether an [`Unavailable`](crate::ErrorKind::Unavailable) answer may give way to
+    /// another on a later call (a connection lost for a moment), so that a start asks again
+    /// for a few seconds ([`crate::lease::REGISTER_RETRY`]). `false` for a registry that was
+    /// never reached ([`Unreachable`](crate::Unreachable)): it answers the same forever.
+    fn may_answer_later(&self) -> bool {
+        true
+    }
+
     /// How long a holder that died without closing (kill -9) may still hold its ID in the
     /// registry: etcd's lease TTL, ZooKeeper's session timeout, nothing for registries whose
     /// holds end with the process (file, static). A restart of the same identity waits at

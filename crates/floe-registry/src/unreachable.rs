@@ -44,6 +44,9 @@ impl Registry for Unreachable {
     fn lease_terms(&self) -> Option<LeaseTerms> {
         self.terms
     }
+    fn may_answer_later(&self) -> bool {
+        false
+    }
     async fn register(&self, _: &Identity, _: IdSpace) -> Result<Registration, RegistryError> {
         Err(self.error.clone())
     }

@@ -162,14 +162,18 @@ async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
 }
 
 /// A registry that answers Unavailable to its first `.1` registrations, then is the file
-/// registry `.0`: a connection lost for a moment at start.
+/// registry `.0`: a connection lost for a moment at start. `.2`: whether it says it may
+/// answer later (a registry never reached says not).
 #[derive(Debug)]
-struct Blip(FileRegistry, std::sync::atomic::AtomicU32);
+struct Blip(FileRegistry, std::sync::atomic::AtomicU32, bool);
 
 #[async_trait]
 impl Registry for Blip {
     fn name(&self) -> &'static str {
         "blip"
+    }
+    fn may_answer_later(&self) -> bool {
+        self.2
     }
     fn location(&self) -> String {
         self.0.location()
@@ -207,6 +211,7 @@ async fn a_registry_lost_for_a_moment_at_start_is_asked_again() {
     let blip = Blip(
         FileRegistry::new(e._dir.path().join("registry")).unwrap(),
         std::sync::atomic::AtomicU32::new(3),
+        true,
     );
     let started = std::time::Instant::now();
     let lease = acquire(&blip, &e.cache, &e.config, &clock).await.unwrap();
@@ -221,11 +226,32 @@ async fn a_registry_lost_for_a_moment_at_start_is_asked_again() {
     let down = Blip(
         FileRegistry::new(e._dir.path().join("registry")).unwrap(),
         std::sync::atomic::AtomicU32::new(u32::MAX),
+        true,
     );
     let started = std::time::Instant::now();
     let lease = acquire(&down, &e.cache, &e.config, &clock).await.unwrap();
     assert_eq!(lease.source, Source::Cache, "{:?}", lease.notes);
     assert!(started.elapsed() >= floe_registry::lease::REGISTER_RETRY);
+    drop(lease);
+    // A registry never reached (opened unreachable) is not asked again: its answer is final.
+    let never = Blip(
+        FileRegistry::new(e._dir.path().join("registry")).unwrap(),
+        std::sync::atomic::AtomicU32::new(u32::MAX),
+        false,
+    );
+    let started = std::time::Instant::now();
+    let lease = acquire(&never, &e.cache, &e.config, &clock).await.unwrap();
+    assert_eq!(lease.source, Source::Cache, "{:?}", lease.notes);
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        never.1.load(std::sync::atomic::Ordering::Relaxed),
+        u32::MAX - 1,
+        "asked once"
+    );
 }
 
 /// A registry that leases (ZooKeeper, etcd) down at start-up: the cache would give an ID with
