@@ -67,11 +67,23 @@ async fn a_kind_that_refuses_is_not_ready_and_the_others_are() {
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("expected kind"), "{body}");
 
-    // The clock caught up: ready again at once (the durable time bounds trail a forward
-    // step by a write, which a request waits for: no refusal), and IDs above the one issued an
-    // hour ahead.
+    // The clock caught up: ready again once the durable time bounds' writers have written
+    // past the step (a bound that trails by a write is no refusal while its writer keeps
+    // writing; a disk slowed by a busy machine can hold a write for seconds, and then
+    // readiness rightly waits for it), and IDs above the one issued an hour ahead.
     clock.set_offset_ms(HOUR_MS + 1_000);
-    assert_eq!(http(a, "GET", "/readyz").await, (200, "ready\n".into()));
+    let asked = std::time::Instant::now();
+    loop {
+        let answer = http(a, "GET", "/readyz").await;
+        if answer == (200, "ready\n".into()) {
+            break;
+        }
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(20),
+            "still not ready: {answer:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let (code, body) = http(a, "GET", "/v1/ids/snowflake").await;
     assert_eq!(code, 200, "{body}");
     node.stop().await;
