@@ -335,8 +335,7 @@ async fn claim<C: Clock>(
                 true
             }
             ErrorKind::SpaceFull if config.reclaim_after.is_some() => {
-                since(&mut waiting_since);
-                let started = waiting_since.unwrap_or_else(tokio::time::Instant::now);
+                let started = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
                 match reclaim(registry, config, clock, started, conflict_wait, notes).await {
                     Ok(Some(reg)) => return Ok(reg),
                     Ok(None) => true,

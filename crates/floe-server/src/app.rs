@@ -71,23 +71,14 @@ impl App {
     /// server does not serve is not ready either.
     pub fn not_ready(&self, kind: Option<IdKind>) -> Vec<String> {
         let mut why = self.telemetry.not_ready(kind);
-        let Some(ids) = &self.ids else {
-            if let Some(k) = kind {
-                why.push(format!("{}: IDs are not served here", k.name()));
-            }
-            return why;
-        };
-        for k in IdKind::ALL {
-            if kind.is_some_and(|wanted| wanted != k) {
-                continue;
-            }
-            if ids.serves(k) {
-                why.extend(ids.refusals(k));
-            } else if kind.is_some() {
-                why.push(format!(
-                    "{}: IDs are not served here (the server's ids.kinds leaves them out)",
-                    k.name()
-                ));
+        for k in IdKind::ALL
+            .into_iter()
+            .filter(|k| kind.is_none_or(|w| w == *k))
+        {
+            match &self.ids {
+                Some(ids) if ids.serves(k) => why.extend(ids.refusals(k)),
+                _ if kind.is_some() => why.push(crate::ids::not_served(k).message),
+                _ => {}
             }
         }
         why

@@ -152,7 +152,7 @@ type Lexical = (
 pub const DEFAULT_GENERATOR: &str = "default";
 
 /// The error of a kind this server does not serve.
-fn not_served(kind: IdKind) -> ServerError {
+pub(crate) fn not_served(kind: IdKind) -> ServerError {
     ServerError::config(format!(
         "{} IDs are not served here (the server's ids.kinds leaves them out)",
         kind.name()

@@ -186,6 +186,14 @@ impl LeaseView {
         self.stats.lost.load(Ordering::Acquire)
     }
 
+    /// What `/readyz` and `/healthz` say of a lease [`lost`](Self::lost).
+    fn lost_reason(&self) -> String {
+        format!(
+            "{}: worker lease {} lost: the registry gave the ID to another process (fenced for good: a restart leases another)",
+            self.generator, self.id
+        )
+    }
+
     /// The kind of IDs the generator issues (its name's first word: `snowflake default`).
     pub fn kind(&self) -> Option<IdKind> {
         let first = self.generator.split_whitespace().next()?;
@@ -257,10 +265,7 @@ impl Telemetry {
                 continue;
             }
             if l.lost() {
-                why.push(format!(
-                    "{}: worker lease {} lost: the registry gave the ID to another process (fenced for good: /healthz fails, a restart leases another)",
-                    l.generator, l.id
-                ));
+                why.push(l.lost_reason());
             } else if l.fenced() {
                 why.push(format!(
                     "{}: worker lease {} not confirmed by the registry within its window (fenced until it confirms it)",
@@ -284,12 +289,7 @@ impl Telemetry {
         self.leases
             .iter()
             .filter(|l| l.lost())
-            .map(|l| {
-                format!(
-                    "{}: worker lease {} lost: the registry gave the ID to another process; a restart leases another",
-                    l.generator, l.id
-                )
-            })
+            .map(LeaseView::lost_reason)
             .collect()
     }
 
