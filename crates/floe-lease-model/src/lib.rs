@@ -6,27 +6,31 @@
 //! the same moment. The property is **one issuer per ID**: at every instant, at most one
 //! node may issue with each worker ID.
 //!
-//! **What is modelled.** Nodes (3 in the suite) and worker IDs (2). Time moves in ticks of
-//! `T/6`, `T` being the registry's expiry (ZooKeeper's session timeout, etcd's lease TTL).
-//! A node registers (the registry gives it the lowest free ID and a session); a holder sends
+//! **What is modelled** (lease rule 2: a reach `H` chosen apart from the registry's expiry).
+//! Nodes (3 in the suite) and worker IDs (2). Time moves in ticks of the margin `H/10`. A node
+//! registers (the registry gives it the lowest free ID and a session); a holder sends
 //! confirmations (keep-alives, writes on its session), each taking up to [`Lease::delay`]
 //! ticks each way or lost (a partition); it issues while its last *confirmed send* is less than
-//! the window `W` old by its own clock. It may stop cleanly (the record is marked closed), crash
-//! (its session lingers until the registry expires it), or pause with its clock standing still
-//! (a frozen VM) for up to [`Lease::frozen`] ticks. The registry expires a session `T` after the
-//! last request it saw (etcd), or at any time from `T - early` after its start (ZooKeeper: the
-//! leader, which expires sessions, may never hear of the requests a follower answered). An ID
-//! whose holder did not close it cleanly is taken only after a wait of [`Lease::wait`] ticks
-//! (ZooKeeper; etcd's expiry already covers the window). A confirmation that reaches the
-//! registry after the session expired fails: the node has lost the ID for good.
+//! the window `W = 9H/10` old by its own clock, whatever became of its session meanwhile. It
+//! may stop cleanly (the record is marked closed), crash (its session lingers until the
+//! registry expires it), restart from its state directory (continuing its lease from the last
+//! confirmation it recorded, with no session of its own until it holds the ID again), or pause
+//! with its clock standing still (a frozen VM) for up to [`Lease::frozen`] ticks. The registry
+//! expires a session a tick after the last request it saw (its expiry `T` is far shorter than
+//! `H`: 6 s against 900 s by default), or at any time (ZooKeeper: the leader, which expires
+//! sessions, may never hear of the requests a follower answered). A node whose session ended
+//! holds its ID again under a new one if nobody registered the ID meanwhile, and has lost it
+//! otherwise. An ID whose holder did not close it cleanly is taken only after a wait of
+//! [`Lease::wait`] ticks, on etcd as on ZooKeeper.
 //!
-//! **Bounds of the check.** At most one crash, one pause, one clean stop, and one
+//! **Bounds of the check.** At most one crash or restart, one pause, one clean stop, and one
 //! registration more than there are nodes (a restart or a takeover), in any order, at any
 //! moment; time itself is unbounded (every age is capped where larger ones behave alike).
 //! Clock rates are not modelled below a tick: the window is rounded up and the waits down.
 //!
-//! **Planted bugs** the suite makes the checker find ([`Lease::bug_from_answer`], a window as
-//! long as the expiry, no takeover wait) show that the property can fail, and how.
+//! **Planted bugs** the suite makes the checker find ([`Lease::bug_from_answer`],
+//! [`Lease::bug_restart_afresh`], a window as long as the takeover wait, no takeover wait)
+//! show that the property can fail, and how.
 
 use std::time::Duration;
 
@@ -81,6 +85,9 @@ pub struct Node {
     pub paused: Option<u8>,
     /// Its confirmation in flight (one at a time).
     pub msg: Option<Msg>,
+    /// Restarted from its state directory: the session the registry holds for it is its dead
+    /// predecessor's, which it cannot confirm on; it holds the ID again once that one is gone.
+    pub detached: bool,
 }
 
 /// A node's session (ZooKeeper) or lease (etcd) at the registry.
@@ -103,6 +110,8 @@ pub struct State {
     pub pauses: u8,
     /// See `crashes`.
     pub closes: u8,
+    /// Sessions the ZooKeeper leader expired so far ([`Lease::max_expiries`]).
+    pub expiries: u8,
     /// The nodes.
     pub nodes: Vec<Node>,
     /// Each node's latest session.
@@ -111,6 +120,8 @@ pub struct State {
     pub holder: Vec<Option<u8>>,
     /// Per worker ID: whether its last holder closed it cleanly (true while never held).
     pub closed: Vec<bool>,
+    /// Per worker ID: the node that registered it last (its record's registration number).
+    pub owner: Vec<Option<u8>>,
 }
 
 /// What can happen next.
@@ -139,6 +150,11 @@ pub enum Action {
     Pause(u8),
     /// Node `n` resumes.
     Resume(u8),
+    /// Node `n`, whose session ended (or which restarted), holds its ID again under a new
+    /// session if nobody registered it meanwhile, or learns that it lost it.
+    HoldAgain(u8),
+    /// Node `n` is killed and started again on its state directory, continuing its lease.
+    Restart(u8),
 }
 
 /// The lease rule in ticks, and the fleet it is checked on.
@@ -164,40 +180,56 @@ pub struct Lease {
     pub delay: u8,
     /// The longest pause with the clock standing still.
     pub frozen: u8,
+    /// ZooKeeper: at most this many sessions expired by its leader in a run (`None`: any
+    /// number), a bound of the check like the crashes and pauses.
+    pub max_expiries: Option<u8>,
     /// Planted bug: a confirmation counts from its answer instead of its send.
     pub bug_from_answer: bool,
+    /// Planted bug: a restart counts its lease from the restart, not from the last
+    /// confirmation its predecessor recorded.
+    pub bug_restart_afresh: bool,
 }
 
-/// Ticks per expiry: the model's time unit is `T/6` (the confirmation pace).
-pub const TICKS_PER_EXPIRY: u32 = 6;
+/// Ticks per reach: the model's time unit is the margin, `H/10`.
+pub const TICKS_PER_REACH: u64 = 10;
 
 impl Lease {
-    /// The rule floe-registry applies to a registry of expiry `expiry` (its [`LeaseTerms`] and
-    /// [`LeaseTerms::takeover_wait`]), in ticks of `T/6`: the window rounded up, the takeover
-    /// wait down; `zookeeper` for its unseen confirmations and takeover wait. A frozen pause of
-    /// up to `frozen` ticks.
-    pub fn floe(expiry: Duration, zookeeper: bool, frozen: u8, nodes: u8, ids: u8) -> Lease {
-        let terms = LeaseTerms::for_expiry(expiry);
-        let tick = expiry.as_secs_f64() / f64::from(TICKS_PER_EXPIRY);
-        let up =
-            |d: Duration| u8::try_from((d.as_secs_f64() / tick).ceil() as u64).unwrap_or(u8::MAX);
-        let down =
-            |d: Duration| u8::try_from((d.as_secs_f64() / tick).floor() as u64).unwrap_or(u8::MAX);
+    /// The rule floe-registry applies at reach `reach` (its [`LeaseTerms`] and
+    /// [`LeaseTerms::takeover_wait`]), in ticks of `H/10`: the window rounded up, the takeover
+    /// wait down; `zookeeper` for its unseen confirmations. A frozen pause of up to `frozen`
+    /// ticks.
+    pub fn floe(reach: Duration, zookeeper: bool, frozen: u8, nodes: u8, ids: u8) -> Lease {
+        Lease::floe_in(TICKS_PER_REACH, reach, zookeeper, frozen, nodes, ids)
+    }
+
+    /// As [`floe`](Self::floe), in ticks of `H/ticks` (coarser ticks: fewer states, and a
+    /// margin that rounds away, so no frozen pause can be covered).
+    pub fn floe_in(
+        ticks: u64,
+        reach: Duration,
+        zookeeper: bool,
+        frozen: u8,
+        nodes: u8,
+        ids: u8,
+    ) -> Lease {
+        // The registry's expiry is seconds, far below a tick: it plays no part in the rule.
+        let terms = LeaseTerms::new(Duration::from_secs(6), reach);
+        let tick_ms = u64::try_from(terms.reach.as_millis()).unwrap_or(u64::MAX) / ticks.max(1);
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let up = |d: Duration| u8::try_from(ms(d).div_ceil(tick_ms)).unwrap_or(u8::MAX);
+        let down = |d: Duration| u8::try_from(ms(d) / tick_ms).unwrap_or(u8::MAX);
         Lease {
             nodes,
             ids,
-            expiry: TICKS_PER_EXPIRY as u8,
-            // Half a ZooKeeper tick (2 s by default) of follower lag, rounded up.
-            unseen_early: zookeeper.then(|| up(Duration::from_secs(1))),
+            expiry: 1,
+            unseen_early: zookeeper.then_some(1),
             window: up(terms.window),
-            wait: if zookeeper {
-                down(LeaseTerms::takeover_wait(terms.window_ms(), terms.window))
-            } else {
-                0
-            },
+            wait: down(terms.own_takeover_wait()),
             delay: 1,
             frozen,
+            max_expiries: None,
             bug_from_answer: false,
+            bug_restart_afresh: false,
         }
     }
 
@@ -268,16 +300,19 @@ impl Model for Lease {
             confirmed: self.window,
             paused: None,
             msg: None,
+            detached: false,
         };
         vec![State {
             registrations: 0,
             crashes: 0,
             pauses: 0,
             closes: 0,
+            expiries: 0,
             nodes: vec![idle; usize::from(self.nodes)],
             sessions: vec![None; usize::from(self.nodes)],
             holder: vec![None; usize::from(self.ids)],
             closed: vec![true; usize::from(self.ids)],
+            owner: vec![None; usize::from(self.ids)],
         }]
     }
 
@@ -304,7 +339,10 @@ impl Model for Lease {
                 _ => {}
             }
             if let (Some(x), Some(early)) = (session, self.unseen_early) {
-                if x.alive && x.since_seen + early >= self.expiry {
+                if x.alive
+                    && x.since_seen + early >= self.expiry
+                    && self.max_expiries.is_none_or(|m| s.expiries < m)
+                {
                     actions.push(Action::Expire(i));
                 }
             }
@@ -322,6 +360,12 @@ impl Model for Lease {
                 }
                 if s.crashes == 0 {
                     actions.push(Action::Crash(i));
+                    if matches!(n.phase, Phase::Holding { .. }) {
+                        actions.push(Action::Restart(i));
+                    }
+                }
+                if running && n.msg.is_none() && (n.detached || !session_alive) {
+                    actions.push(Action::HoldAgain(i));
                 }
                 if running && s.pauses == 0 && self.frozen > 0 && n.msg.is_none() {
                     actions.push(Action::Pause(i));
@@ -342,8 +386,9 @@ impl Model for Lease {
                 let Some(Msg::Out { age }) = s.nodes[usize::from(i)].msg else {
                     return None;
                 };
+                let detached = s.nodes[usize::from(i)].detached;
                 let ok = match &mut s.sessions[usize::from(i)] {
-                    Some(x) if x.alive => {
+                    Some(x) if x.alive && !detached => {
                         if action == Action::Arrive(i) {
                             x.since_seen = 0;
                         }
@@ -362,15 +407,15 @@ impl Model for Lease {
                     // The claim holds from the moment the request was sent (not answered).
                     let sent = if self.bug_from_answer { 0 } else { age };
                     n.confirmed = n.confirmed.min(sent);
-                } else {
-                    // The session is gone: the ID is lost for good.
-                    n.phase = Phase::Idle;
                 }
+                // Not confirmed (the session is gone): nothing moves. The window runs out by
+                // itself unless the node holds the ID again (HoldAgain).
             }
             Action::Expire(i) => {
                 if let Some(x) = &mut s.sessions[usize::from(i)] {
                     x.alive = false;
                 }
+                s.expiries += 1;
                 Lease::free(&mut s, i);
             }
             Action::Register(i, id) => {
@@ -379,11 +424,13 @@ impl Model for Lease {
                     since_seen: 0,
                 });
                 s.holder[usize::from(id)] = Some(i);
+                s.owner[usize::from(id)] = Some(i);
                 s.registrations += 1;
                 let clean = std::mem::replace(&mut s.closed[usize::from(id)], false);
                 let n = &mut s.nodes[usize::from(i)];
                 // The registration is a request the registry answered: confirmed from its send.
                 n.confirmed = 0;
+                n.detached = false;
                 n.phase = if clean || self.wait == 0 {
                     Phase::Holding { id }
                 } else {
@@ -418,6 +465,7 @@ impl Model for Lease {
                 n.msg = None;
                 n.phase = Phase::Idle;
                 n.paused = None;
+                n.detached = false;
                 s.crashes += 1;
             }
             Action::Pause(i) => {
@@ -425,6 +473,43 @@ impl Model for Lease {
                 s.pauses += 1;
             }
             Action::Resume(i) => s.nodes[usize::from(i)].paused = None,
+            Action::HoldAgain(i) => {
+                let (Phase::Holding { id } | Phase::Waiting { id, .. }) =
+                    s.nodes[usize::from(i)].phase
+                else {
+                    return None;
+                };
+                let id = usize::from(id);
+                if s.holder[id].is_none() && s.owner[id] == Some(i) {
+                    // Free, and its record still this registration's: a new session's claim,
+                    // confirmed from its send.
+                    s.sessions[usize::from(i)] = Some(Session {
+                        alive: true,
+                        since_seen: 0,
+                    });
+                    s.holder[id] = Some(i);
+                    let n = &mut s.nodes[usize::from(i)];
+                    n.confirmed = 0;
+                    n.detached = false;
+                } else if s.holder[id] != Some(i) {
+                    // Registered again by another: lost for good.
+                    s.nodes[usize::from(i)].phase = Phase::Idle;
+                    s.nodes[usize::from(i)].detached = false;
+                } else {
+                    // Its dead predecessor's session still holds it: try later.
+                    return None;
+                }
+            }
+            Action::Restart(i) => {
+                let n = &mut s.nodes[usize::from(i)];
+                n.msg = None;
+                n.paused = None;
+                n.detached = true;
+                if self.bug_restart_afresh {
+                    n.confirmed = 0;
+                }
+                s.crashes += 1;
+            }
         }
         Some(s)
     }
@@ -456,6 +541,11 @@ pub fn representative(s: &State) -> State {
             .iter()
             .map(|h| h.map(|i| renamed[usize::from(i)]))
             .collect(),
+        owner: s
+            .owner
+            .iter()
+            .map(|h| h.map(|i| renamed[usize::from(i)]))
+            .collect(),
         ..s.clone()
     }
 }
@@ -468,7 +558,16 @@ pub fn trace(path: &stateright::Path<State, Action>) -> String {
         let nodes: Vec<String> = s
             .nodes
             .iter()
-            .map(|n| format!("{:?} c{} {:?} {:?}", n.phase, n.confirmed, n.paused, n.msg))
+            .map(|n| {
+                format!(
+                    "{:?} c{} {:?} {:?}{}",
+                    n.phase,
+                    n.confirmed,
+                    n.paused,
+                    n.msg,
+                    if n.detached { " detached" } else { "" }
+                )
+            })
             .collect();
         let sessions: Vec<String> = s
             .sessions

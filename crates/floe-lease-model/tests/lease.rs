@@ -1,5 +1,6 @@
-//! The lease rule checked exhaustively (see the crate docs): floe's rule on etcd and on
-//! ZooKeeper holds for 3 nodes and 2 worker IDs; each planted bug is found.
+//! The lease rule checked exhaustively (see the crate docs): floe's rule (lease rule 2, a
+//! reach chosen apart from the registry's expiry) on etcd and on ZooKeeper holds for 3 nodes
+//! and 2 worker IDs; each planted bug is found.
 
 use std::time::{Duration, Instant};
 
@@ -26,92 +27,120 @@ fn check(name: &str, model: Lease) -> Option<String> {
     found
 }
 
-fn etcd(nodes: u8, ids: u8) -> Lease {
-    // etcd's default TTL; a pause with the clock standing still of up to T/6 (the margin is
-    // T/3: a pause of less than that).
-    Lease::floe(Duration::from_secs(10), false, 1, nodes, ids)
+/// The default reach, 900 s: ticks of 90 s.
+const REACH: Duration = Duration::from_secs(900);
+
+/// Ticks of `H/5` (180 s): the window (4.5 ticks) rounds up to 5, the wait (5.6) down to 5.
+fn coarse(zookeeper: bool, nodes: u8, ids: u8) -> Lease {
+    Lease {
+        max_expiries: zookeeper.then_some(2),
+        ..Lease::floe_in(5, REACH, zookeeper, 0, nodes, ids)
+    }
 }
 
+fn etcd(nodes: u8, ids: u8, frozen: u8) -> Lease {
+    Lease::floe(REACH, false, frozen, nodes, ids)
+}
+
+/// At most two sessions expired by the leader in a run (any session, at any moment).
 fn zookeeper(nodes: u8, ids: u8, frozen: u8) -> Lease {
-    Lease::floe(Duration::from_secs(6), true, frozen, nodes, ids)
+    Lease {
+        max_expiries: Some(2),
+        ..Lease::floe(REACH, true, frozen, nodes, ids)
+    }
 }
 
 #[test]
 fn the_rule_in_ticks_is_floe_registrys() {
-    let e = etcd(3, 2);
-    assert_eq!((e.expiry, e.window, e.wait), (6, 4, 0));
-    let z = zookeeper(3, 2, 0);
-    // 6.29 s of takeover wait at the 6 s session (the window, its margin, 4% and 50 ms): 6
-    // whole ticks of 1 s.
-    assert_eq!((z.expiry, z.window, z.wait), (6, 4, 6));
+    // A window of 810 s (9 ticks of 90 s); a takeover wait of 1009.85 s (11 whole ticks).
+    for l in [etcd(3, 2, 0), zookeeper(3, 2, 0)] {
+        assert_eq!((l.expiry, l.window, l.wait), (1, 9, 11));
+    }
+    // In ticks of H/5 (the 3-node checks): 810 s is 4.5 ticks, 1009.85 s 5.6.
+    let c = coarse(true, 3, 2);
+    assert_eq!((c.window, c.wait), (5, 5));
 }
 
 #[test]
 fn etcd_one_issuer_per_id_for_3_nodes_and_2_ids() {
-    if let Some(path) = check("etcd 3x2", etcd(3, 2)) {
+    if let Some(path) = check("etcd 3x2", coarse(false, 3, 2)) {
         panic!("two issuers of one ID:\n{path}");
     }
 }
 
 #[test]
 fn zookeeper_one_issuer_per_id_for_3_nodes_and_2_ids() {
-    if let Some(path) = check("zookeeper 3x2", zookeeper(3, 2, 0)) {
+    if let Some(path) = check("zookeeper 3x2", coarse(true, 3, 2)) {
         panic!("two issuers of one ID:\n{path}");
     }
 }
 
-/// Planted: a window as long as the registry's expiry (no margin for a frozen pause).
+/// The margin covers a pause with the clock standing still of a tick (90 s at the default).
 #[test]
-fn a_window_as_long_as_the_expiry_is_found() {
+fn takeovers_cover_a_frozen_clock() {
+    for (name, model) in [
+        ("etcd, frozen 1", etcd(2, 2, 1)),
+        ("zookeeper, frozen 1", zookeeper(2, 2, 1)),
+    ] {
+        if let Some(path) = check(name, model) {
+            panic!("two issuers of one ID:\n{path}");
+        }
+    }
+}
+
+/// Planted: a reach longer than the takeover wait (a holder issuing for as long as a taker
+/// waits: no margin).
+#[test]
+fn a_reach_longer_than_the_takeover_wait_is_found() {
     let bug = Lease {
         window: 6,
-        ..etcd(2, 2)
+        ..coarse(true, 2, 2)
     };
-    assert!(check("etcd, window = expiry", bug).is_some());
+    assert!(check("zookeeper, window > wait", bug).is_some());
 }
 
 /// Planted: a confirmation counted from its answer, not its send (the request may have
-/// reached the registry long before: its expiry runs from then). With messages of up to two
-/// ticks each way: at one, the rule's margin hides the bug.
+/// reached the registry long before: its expiry runs from then).
 #[test]
 fn a_confirmation_counted_from_its_answer_is_found() {
     let bug = Lease {
         bug_from_answer: true,
-        delay: 2,
-        ..etcd(3, 2)
+        delay: 3,
+        ..etcd(2, 2, 0)
     };
     assert!(check("etcd, confirmed from the answer", bug).is_some());
 }
 
-/// Planted: ZooKeeper's takeover without the wait (its leader may expire a session before the
-/// holder's window ends).
+/// Planted: a takeover without the wait, on etcd too (the lease ends seconds after the last
+/// keep-alive; its holder issues for its reach).
 #[test]
-fn a_zookeeper_takeover_without_its_wait_is_found() {
+fn a_takeover_without_its_wait_is_found() {
     let bug = Lease {
         wait: 0,
-        ..zookeeper(3, 2, 0)
+        ..etcd(2, 2, 0)
     };
-    assert!(check("zookeeper, no takeover wait", bug).is_some());
+    assert!(check("etcd, no takeover wait", bug).is_some());
 }
 
-/// What the checker found of the earlier rule: on ZooKeeper, a takeover wait of the previous
-/// holder's window, 4% and 50 ms (4 ticks) left no room for a pause with the clock standing
-/// still of a tick (1 s): the holder, frozen just before its window ended, issued on after the
-/// new holder began. The wait now adds the window's margin (half of it: the expiry in all, as
-/// on etcd), and the pause is covered; the earlier wait is the planted bug of the next test.
+/// Planted: a restart that counts its lease afresh instead of from the last confirmation its
+/// predecessor recorded (a lease token without its time).
 #[test]
-fn zookeeper_takeovers_cover_a_frozen_clock() {
-    if let Some(path) = check("zookeeper, a frozen pause of 1 tick", zookeeper(2, 2, 1)) {
-        panic!("two issuers of one ID:\n{path}");
-    }
-}
-
-/// Planted: the earlier ZooKeeper takeover wait (the window, 4% and 50 ms: 4 ticks) under a
-/// frozen pause of a tick.
-#[test]
-fn a_zookeeper_takeover_without_the_margin_is_found() {
+fn a_restart_that_forgets_its_last_confirmation_is_found() {
     let bug = Lease {
-        wait: 4,
+        bug_restart_afresh: true,
+        ..coarse(true, 2, 2)
+    };
+    let path = check("zookeeper, a restart counted afresh", bug).expect("found");
+    assert!(path.contains("Restart"), "{path}");
+}
+
+/// Planted: a takeover that waits the window and no margin, under a pause of a tick with the
+/// clock standing still: the holder, frozen just before its window ended, issues on after the
+/// new holder began.
+#[test]
+fn a_takeover_without_the_margin_is_found_under_a_frozen_clock() {
+    let bug = Lease {
+        wait: 9,
         ..zookeeper(2, 2, 1)
     };
     let path = check("zookeeper, a wait without the margin", bug).expect("found");
