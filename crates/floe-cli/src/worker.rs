@@ -241,7 +241,8 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
                     let v = json!({
                         "id": r.id, "service": r.identity.service, "host": r.identity.host,
                         "port": r.identity.port, "last_time_ms": r.last_time_ms, "age_ms": age,
-                        "closed": r.closed, "window_ms": r.window_ms, "layout": r.layout,
+                        "closed": r.closed, "window_ms": r.window_ms, "reach_ms": r.reach(),
+                        "rule": r.rule, "layout": r.layout,
                     });
                     writeln!(out, "{v}").map_err(Failure::Io)?;
                 } else {

@@ -34,6 +34,11 @@ pub struct CacheEntry {
     pub id: u32,
     /// The last time (Unix ms) the holder was alive.
     pub last_time_ms: u64,
+    /// The lease the ID is held under, for a restart on this directory to continue
+    /// ([`crate::continuation`]); none from a start without a lease, and in entries written
+    /// before floe kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<crate::continuation::LeaseMark>,
 }
 
 /// The cache files of a state directory: `cache-{service}-{host}-{port}-{registry hash}.json`.
@@ -162,6 +167,29 @@ impl LocalCache {
         Ok(Some(entry))
     }
 
+    /// Takes the lock of `identity`'s entry from `registry` (an exclusive `flock` on the entry's
+    /// file name with `.lock` added), held while the returned file is open: `None` when
+    /// another process holds it (a second floe on this state directory with this identity).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] if the lock file cannot be opened.
+    pub fn lock(&self, identity: &Identity, registry: &str) -> Result<Option<File>, RegistryError> {
+        let mut path = self.path(identity, registry).into_os_string();
+        path.push(".lock");
+        let path = PathBuf::from(path);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| io_error("cannot open", &path, &e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(io_error("cannot lock", &path, &e)),
+        }
+    }
+
     /// Removes `identity`'s entry from `registry` if it holds worker ID `id`: the ID is someone
     /// else's now, and a start from the cache (the registry unreachable) must not take it.
     ///
@@ -227,6 +255,7 @@ mod tests {
             identity: who.clone(),
             id: 7,
             last_time_ms: 1000,
+            lease: None,
         };
         cache.store(&e).unwrap();
         assert_eq!(cache.load(&who, zk).unwrap(), Some(e.clone()));
@@ -266,6 +295,7 @@ mod tests {
             identity: Identity::new("orders", "h", 2),
             id: 1,
             last_time_ms: 1,
+            lease: None,
         };
         fs::write(cache.path(&who, r), serde_json::to_vec(&other).unwrap()).unwrap();
         let e = cache.load(&who, r).unwrap_err();

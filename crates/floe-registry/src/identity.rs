@@ -139,13 +139,20 @@ pub struct WorkerRecord {
     /// mid-upgrade, or a downgrade).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub rule: u32,
+    /// The holder's reach in ms ([`crate::terms`]): how long it may issue without hearing from
+    /// its registry, margin included. 0 in records written under lease rule 1 (their reach
+    /// counts as 3/2 of their window: [`WorkerRecord::reach`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reach_ms: u64,
 }
 
-/// The lease rule this floe follows ([`WorkerRecord::rule`]): 1, a holder issues until its
-/// window (`2T/3` of the registry's expiry) after its last confirmed send, and a takeover
-/// waits as [`crate::terms`] says. A later rule that lets a holder issue for longer bumps it,
-/// so that nodes of this version refuse the IDs its holders may still issue with.
-pub const LEASE_RULE: u32 = 1;
+/// The lease rule this floe follows ([`WorkerRecord::rule`]). Rule 1: a holder issued until
+/// `2T/3` of the registry's expiry after its last confirmed send. Rule 2 (this floe): until
+/// its reach less a margin, chosen apart from the expiry, and a takeover waits the reach and
+/// margin ([`crate::terms`]). Nodes of the version that followed rule 1 refuse records of
+/// rule 2 (they would wait too short a time for the holder); a later rule that lets a holder
+/// issue for longer bumps it again.
+pub const LEASE_RULE: u32 = 2;
 
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
@@ -160,6 +167,16 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl WorkerRecord {
+    /// Its holder's reach in ms: as recorded, or for a record of lease rule 1 (none recorded)
+    /// 3/2 of its window (`2T/3`): the registry's expiry, all that holder could issue for.
+    pub fn reach(&self) -> u64 {
+        if self.reach_ms > 0 {
+            self.reach_ms
+        } else {
+            self.window_ms.saturating_mul(3) / 2
+        }
+    }
+
     /// A record of `id` held by `identity`, last alive at `last_time_ms`, open (held), with no
     /// window recorded.
     pub fn new(id: u32, identity: Identity, last_time_ms: u64) -> Self {
@@ -172,21 +189,24 @@ impl WorkerRecord {
             holder: 0,
             layout: None,
             rule: 0,
+            reach_ms: 0,
         }
     }
 
-    /// This record taken over by `identity` (registration `holder`), whose window is
-    /// `window_ms`: the same ID and last time, a new holder, open.
+    /// This record taken over by `identity` (registration `holder`) under `terms` (none: a
+    /// registry without leases): the same
+    /// ID and last time, a new holder, open.
     pub(crate) fn taken_over_by(
         self,
         identity: &Identity,
         space: IdSpace,
-        window_ms: u64,
+        terms: Option<crate::terms::LeaseTerms>,
         holder: u64,
     ) -> WorkerRecord {
         WorkerRecord {
             identity: identity.clone(),
-            window_ms,
+            window_ms: terms.map_or(0, |t| t.window_ms()),
+            reach_ms: terms.map_or(0, |t| t.reach_ms()),
             closed: false,
             holder,
             layout: space.layout_text().or(self.layout.clone()),

@@ -1,8 +1,10 @@
 //! The start-up decision and the heartbeat, written once above every registry.
 //!
-//! [`acquire`]: ask the registry; if it is unreachable, start from the local cache (and say
-//! so) where that is safe; with neither, refuse, unless the operator chose Leaf's fallback
-//! (`port % space`) explicitly.
+//! [`acquire`]: continue the lease of this identity's previous process on the same state
+//! directory, boot and machine if its window is still open ([`crate::continuation`]: no
+//! registry needed, no takeover wait); else ask the registry; if it is unreachable, start
+//! from the local cache (and say so) where that is safe; with neither, refuse, unless the
+//! operator chose Leaf's fallback (`port % space`) explicitly.
 //!
 //! **A start from the cache has no lease.** A registry that leases (ZooKeeper, etcd) may give
 //! the cached ID to another node while this one cannot reach it (a replacement with the same
@@ -107,6 +109,10 @@ pub enum Source {
     Cache,
     /// Neither answered; the operator's fallback `port % space`.
     PortFallback,
+    /// The lease of this identity's previous process on this state directory, boot and
+    /// machine, continued without a takeover wait ([`crate::continuation`]); the registry
+    /// holds it again in the background.
+    Continued,
 }
 
 /// Counters for the server's metrics.
@@ -156,6 +162,13 @@ pub struct Lease {
     pub terms: Option<crate::terms::LeaseTerms>,
     horizon: Option<DurableHorizon>,
     registry: String,
+    /// The registration number the record carries (0: none), for the mark a restart
+    /// continues ([`crate::continuation`]).
+    holder: u64,
+    /// The lock of the identity's entry in the state directory, held for the lease's life.
+    _lock: Option<std::fs::File>,
+    /// The mark last written to the cache ([`crate::continuation`]).
+    mark: std::sync::Mutex<Option<crate::continuation::LeaseMark>>,
     /// Set by [`close`](Lease::close), once the generators stopped for good.
     closing: std::sync::atomic::AtomicBool,
     _registration: Option<Registration>,
@@ -183,7 +196,7 @@ fn forgotten_wait(
         return None;
     }
     Some(crate::terms::LeaseTerms::takeover_wait(
-        terms.window_ms(),
+        terms.reach_ms(),
         HEARTBEAT_INTERVAL + HEARTBEAT_TIMEOUT,
     ))
 }
@@ -215,9 +228,21 @@ pub async fn acquire<C: Clock + Clone + 'static>(
     identity.validate()?;
     let location = registry.location();
     let mut notes = Vec::new();
+    let lock = lock_identity(registry, cache, identity, &location).await?;
     let cached = remembered(cache, identity, &location, &mut notes).await;
-    let (id, registry_last, source, registration, floors) =
-        match claim(registry, config, clock, &mut notes).await {
+    let continued = match &lock {
+        Some(_) => continue_lease(registry, cache, config, cached.as_ref(), &mut notes),
+        None => None,
+    };
+    let (id, registry_last, source, registration, floors) = match continued {
+        Some(reg) => (
+            reg.record.id,
+            None,
+            Source::Continued,
+            Some(reg),
+            Floors::default(),
+        ),
+        None => match claim(registry, config, clock, &mut notes).await {
             Ok(reg) => {
                 let floors =
                     wait_out(registry, &reg, cached.as_ref(), config, clock, &mut notes).await;
@@ -230,7 +255,8 @@ pub async fn acquire<C: Clock + Clone + 'static>(
                 (id, None, source, None, Floors::default())
             }
             Err(e) => return Err(e),
-        };
+        },
+    };
     let cache_last = cached.filter(|c| c.id == id).map(|c| c.last_time_ms);
     let recorded = [
         ("the registry", registry_last),
@@ -257,12 +283,91 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         terms: registration.as_ref().and_then(|_| registry.lease_terms()),
         horizon,
         registry: location,
+        holder: registration.as_ref().map_or(0, |r| r.record.holder),
+        _lock: lock,
+        mark: std::sync::Mutex::new(None),
         closing: std::sync::atomic::AtomicBool::new(false),
         _registration: registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
     lease.record_cache(cache, not_before_ms.max(now_ms)).await?;
     Ok(lease)
+}
+
+/// The lock of `identity`'s entry in the state directory, for a registry that leases (the
+/// file registry's claim is an OS lock already): a lease is continued only by the process
+/// that holds it ([`crate::continuation`]).
+///
+/// # Errors
+/// [`ErrorKind::Conflict`] when another process holds it; the cache's error.
+async fn lock_identity(
+    registry: &dyn Registry,
+    cache: &LocalCache,
+    identity: &Identity,
+    location: &str,
+) -> Result<Option<std::fs::File>, RegistryError> {
+    if registry.lease_terms().is_none() {
+        return Ok(None);
+    }
+    let (c, who, at) = (cache.clone(), identity.clone(), location.to_string());
+    match off_executor("local cache: lock", move || c.lock(&who, &at)).await? {
+        Some(file) => Ok(Some(file)),
+        None => Err(RegistryError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{identity} is in use by another floe process on the state directory {} (its lock {}.lock is held): one process per identity and directory",
+                cache.dir().display(),
+                cache.path(identity, location).display()
+            ),
+        )),
+    }
+}
+
+/// Continues the lease the local cache's mark describes ([`crate::continuation`]), if it
+/// may be: the registry adopts the claim and holds it again in the background. `None` (and a
+/// note saying why, when there was a mark): ask the registry.
+fn continue_lease(
+    registry: &dyn Registry,
+    cache: &LocalCache,
+    config: &LeaseConfig,
+    cached: Option<&CacheEntry>,
+    notes: &mut Vec<String>,
+) -> Option<Registration> {
+    let entry = cached?;
+    let mark = entry.lease.as_ref()?;
+    if entry.id >= config.space.size || mark.holder == 0 {
+        return None;
+    }
+    let remaining = match mark.remaining(cache.dir()) {
+        Ok(left) => left,
+        Err(why) => {
+            notes.push(format!(
+                "the lease of worker ID {} in the state directory was not continued: {why}",
+                entry.id
+            ));
+            return None;
+        }
+    };
+    let fence = Arc::new(Fence::new());
+    fence.confirm(
+        floe_core::fence::Sent::now(&floe_core::clock::SystemClock),
+        remaining,
+    );
+    let continued = crate::Continued {
+        identity: config.identity.clone(),
+        id: entry.id,
+        holder: mark.holder,
+        recorded_ms: entry.last_time_ms,
+    };
+    let reg = registry.adopt(&continued, fence)?;
+    let note = format!(
+        "continued the lease of worker ID {} from the state directory (this boot, this directory; {:.1} s of its window left): no takeover wait; the registry holds it again in the background",
+        entry.id,
+        remaining.as_secs_f64()
+    );
+    tracing::info!(identity = %config.identity, "{note}");
+    notes.push(note);
+    Some(reg)
 }
 
 /// What the local cache remembers of `identity` under the registry at `location` (a cache
@@ -446,11 +551,12 @@ async fn wait_out<C: Clock>(
         // unit, this very one): issue none at or before it.
         floors.taken_over_at = Some(clock.now_nanos() / NANOS_PER_MILLI);
         // Nor before its reach by its own clock: its last recorded time, a heartbeat and its
-        // window later. Past by now where the clocks agree; a clock behind the previous
-        // holder's by more waits or refuses, naming the times, instead of repeating its IDs.
-        let window = Duration::from_millis(reg.previous_window_ms)
-            .max(registry.lease_terms().map_or(Duration::ZERO, |t| t.window))
-            .min(crate::terms::MAX_WINDOW);
+        // reach later. Past by now where the clocks agree (the takeover waited that long); a
+        // clock behind the previous holder's by more waits or refuses, naming the times,
+        // instead of repeating its IDs.
+        let window = Duration::from_millis(reg.previous_reach_ms)
+            .max(registry.lease_terms().map_or(Duration::ZERO, |t| t.reach))
+            .min(crate::terms::MAX_REACH);
         let reach = u64::try_from((HEARTBEAT_INTERVAL + window).as_millis()).unwrap_or(u64::MAX);
         floors.previous_reach = Some(reg.record.last_time_ms)
             .filter(|&t| t > 0)
@@ -584,11 +690,43 @@ impl Lease {
         cache: &LocalCache,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
+        let lease = {
+            let mut mark = self.mark.lock().unwrap_or_else(|p| p.into_inner());
+            if !self.closing.load(Ordering::Acquire) {
+                // While it runs, the mark follows the fence. A closing lease keeps the last one
+                // (its fence is retired): should the registry not take the clean close (it is
+                // unreachable), a restart continues the lease from it; once the record says
+                // closed, `close` takes it away.
+                *mark = match (
+                    self.source,
+                    self.fence.remaining(&floe_core::clock::SystemClock),
+                ) {
+                    (Source::Registry | Source::Continued, Some(left))
+                        if self.holder != 0 && !left.is_zero() =>
+                    {
+                        crate::continuation::LeaseMark::now(self.holder, left, cache.dir())
+                    }
+                    _ => None,
+                };
+            }
+            mark.clone()
+        };
+        self.write_cache(cache, last_time_ms, lease).await
+    }
+
+    /// Writes the cache entry with `lease` as its mark.
+    async fn write_cache(
+        &self,
+        cache: &LocalCache,
+        last_time_ms: u64,
+        lease: Option<crate::continuation::LeaseMark>,
+    ) -> Result<(), RegistryError> {
         let entry = CacheEntry {
             registry: self.registry.clone(),
             identity: self.identity.clone(),
             id: self.id,
             last_time_ms,
+            lease,
         };
         let cache = cache.clone();
         off_executor("local cache: store", move || cache.store(&entry)).await
@@ -618,7 +756,7 @@ impl Lease {
         if cached.is_err() {
             self.stats.cache_failures.fetch_add(1, Ordering::Relaxed);
         }
-        if self.source == Source::Registry {
+        if matches!(self.source, Source::Registry | Source::Continued) {
             // A registry that lost its server may hold a request until it reconnects: bound
             // the wait so that beats keep coming.
             let beat = registry.heartbeat(&self.identity, self.id, last_time_ms);
@@ -699,8 +837,11 @@ impl Lease {
             }
             other => other?,
         }
-        if self.source == Source::Registry {
+        if matches!(self.source, Source::Registry | Source::Continued) {
             registry.close(&self.identity, self.id).await?;
+            // The record says closed: a restart registers (with no wait) rather than
+            // continue a lease that ended.
+            self.write_cache(cache, last_time_ms, None).await?;
         }
         Ok(())
     }

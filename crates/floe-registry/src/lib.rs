@@ -58,6 +58,7 @@
 mod backends;
 mod blocking;
 pub mod cache;
+pub mod continuation;
 mod error;
 pub mod guard;
 pub mod horizon;
@@ -77,7 +78,7 @@ pub use backends::{file, static_id};
 pub use error::{ErrorKind, RegistryError};
 pub use identity::{IdSpace, Identity, WorkerRecord, LEASE_RULE};
 pub use open::{check_url, leases, location_of, open, open_or_unreachable};
-pub use registry::{Registration, Registry};
+pub use registry::{Continued, Registration, Registry};
 pub use unreachable::Unreachable;
 
 pub(crate) use registry::Hold;

@@ -35,6 +35,8 @@ enum Target {
         cluster: String,
         root: String,
         session_timeout: std::time::Duration,
+        /// `?reach=` ([`crate::terms`]).
+        reach: std::time::Duration,
         /// Meituan Leaf's nodes (`leaf+zk://`) rather than floe's.
         leaf: bool,
         /// Digest credentials (`user:password@`, or `user@` and `?password_file=`): every
@@ -48,9 +50,34 @@ enum Target {
         endpoints: String,
         root: String,
         ttl: i64,
+        /// `?reach=` ([`crate::terms`]).
+        reach: std::time::Duration,
         /// TLS and user (`etcds://`, `user:password@`, `cacert=`...).
         security: floe_etcd::Security,
     },
+}
+
+/// The `?reach=SECONDS` option of a registry that leases ([`crate::terms`]): 1 to 604800
+/// (7 days); [`DEFAULT_REACH`](crate::terms::DEFAULT_REACH) when not given.
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+fn reach(value: Option<&str>) -> Result<std::time::Duration, RegistryError> {
+    use crate::terms::{DEFAULT_REACH, MAX_REACH, MIN_REACH};
+    let Some(text) = value else {
+        return Ok(DEFAULT_REACH);
+    };
+    let secs = text.parse::<u64>().map_err(|_| {
+        RegistryError::config(format!(
+            "registry: reach must be whole seconds (how long a node cut off from its registry goes on issuing), found {text:?}"
+        ))
+    })?;
+    if !(MIN_REACH.as_secs()..=MAX_REACH.as_secs()).contains(&secs) {
+        return Err(RegistryError::config(format!(
+            "registry: reach must be {} to {} seconds (7 days), found {secs}",
+            MIN_REACH.as_secs(),
+            MAX_REACH.as_secs()
+        )));
+    }
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 /// Refuses an option given twice (which one was meant?).
@@ -120,7 +147,7 @@ fn parse_resolved(url: &str) -> Result<Target, RegistryError> {
             let secure = scheme.ends_with("zks");
             let (base, options) = floe_core::endpoint::take_options(
                 url,
-                &["session_timeout", "password_file", "cacert", "cert", "key"],
+                &["session_timeout", "reach", "password_file", "cacert", "cert", "key"],
             );
             once(&options)?;
             let option = |name| {
@@ -181,6 +208,7 @@ fn parse_resolved(url: &str) -> Result<Target, RegistryError> {
                 cluster: cluster.to_string(),
                 root: root.to_string(),
                 session_timeout: std::time::Duration::from_secs(secs),
+                reach: reach(option("reach"))?,
                 leaf,
                 credentials,
                 tls,
@@ -190,9 +218,15 @@ fn parse_resolved(url: &str) -> Result<Target, RegistryError> {
         "etcd" | "etcds" => {
             let (url, security) = floe_etcd::Security::from_url(url)
                 .map_err(|e| RegistryError::config(format!("registry: etcd: {e}")))?;
-            let (base, options) = floe_core::endpoint::take_options(&url, &["ttl"]);
+            let (base, options) = floe_core::endpoint::take_options(&url, &["ttl", "reach"]);
             once(&options)?;
-            let ttl = match options.last() {
+            let reach = reach(
+                options
+                    .iter()
+                    .find(|(n, _)| *n == "reach")
+                    .map(|(_, v)| v.as_str()),
+            )?;
+            let ttl = match options.iter().find(|(n, _)| *n == "ttl") {
                 Some((_, t)) => t.parse::<i64>().map_err(|_| {
                     RegistryError::config(format!("registry: ttl must be whole seconds, found {t:?}"))
                 })?,
@@ -209,6 +243,7 @@ fn parse_resolved(url: &str) -> Result<Target, RegistryError> {
                 endpoints: endpoints.to_string(),
                 root: root.to_string(),
                 ttl,
+                reach,
                 security,
             })
         }
@@ -290,11 +325,14 @@ impl Target {
             Target::File(_) | Target::Static(_) => None,
             #[cfg(feature = "zookeeper")]
             Target::Zk {
-                session_timeout, ..
-            } => Some(crate::terms::LeaseTerms::for_expiry(*session_timeout)),
+                session_timeout,
+                reach,
+                ..
+            } => Some(crate::terms::LeaseTerms::new(*session_timeout, *reach)),
             #[cfg(feature = "etcd")]
-            Target::Etcd { ttl, .. } => Some(crate::terms::LeaseTerms::for_expiry(
+            Target::Etcd { ttl, reach, .. } => Some(crate::terms::LeaseTerms::new(
                 std::time::Duration::from_secs(ttl.unsigned_abs()),
+                *reach,
             )),
         }
     }
@@ -313,41 +351,49 @@ async fn open_target(target: Target) -> Result<Box<dyn Registry>, RegistryError>
             cluster,
             root,
             session_timeout,
+            reach,
             leaf,
             credentials,
             tls,
-        } => Ok(Box::new(if leaf {
-            zookeeper::ZkRegistry::connect_leaf_with_credentials(
-                &cluster,
-                &root,
-                session_timeout,
-                zookeeper::LeafGuard::DEFAULT,
-                zookeeper::ZkAccess { credentials, tls },
-            )
-            .await?
-        } else {
-            zookeeper::ZkRegistry::connect_with_credentials(
-                &cluster,
-                &root,
-                session_timeout,
-                zookeeper::ZkAccess { credentials, tls },
-            )
-            .await?
-        })),
+        } => Ok(Box::new(
+            if leaf {
+                zookeeper::ZkRegistry::connect_leaf_with_credentials(
+                    &cluster,
+                    &root,
+                    session_timeout,
+                    zookeeper::LeafGuard::DEFAULT,
+                    zookeeper::ZkAccess { credentials, tls },
+                )
+                .await?
+            } else {
+                zookeeper::ZkRegistry::connect_with_credentials(
+                    &cluster,
+                    &root,
+                    session_timeout,
+                    zookeeper::ZkAccess { credentials, tls },
+                )
+                .await?
+            }
+            .with_reach(reach),
+        )),
         #[cfg(feature = "etcd")]
         Target::Etcd {
             endpoints,
             root,
             ttl,
+            reach,
             security,
         } => Ok(Box::new(
-            etcd::EtcdRegistry::connect_secure(&endpoints, &root, ttl, security).await?,
+            etcd::EtcdRegistry::connect_secure(&endpoints, &root, ttl, security)
+                .await?
+                .with_reach(reach),
         )),
     }
 }
 
 /// As [`open`], but a registry that cannot be reached opens as [`Unreachable`] instead of
-/// failing, for start-ups that may use the local cache.
+/// failing, for start-ups that may use the local cache or continue a lease: it is opened again
+/// when it answers.
 ///
 /// # Errors
 /// Configuration errors, as [`open`].
@@ -355,16 +401,33 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
     let target = parse_off_executor(url).await?;
     // Its name and terms, so that a start from the cache knows it would have had a lease.
     let (name, terms) = (target.name(), target.lease_terms());
-    match open_target(target).await {
-        Err(error) if error.kind == ErrorKind::Unavailable => Ok(Box::new(Unreachable::new(
+    let unreachable = |error| -> Box<dyn Registry> {
+        Box::new(Unreachable::new(
             name,
             location_of(url),
             error,
             terms,
+            Some(url.to_string()),
+        ))
+    };
+    // A registry down may take its client's whole connection timeout to say so (ZooKeeper's,
+    // 3 s): a start that can go on without it (a lease continued from the state directory)
+    // does not wait that long; the registry is opened in the background meanwhile.
+    match tokio::time::timeout(OPEN_WAIT, open_target(target)).await {
+        Ok(Err(error)) if error.kind == ErrorKind::Unavailable => Ok(unreachable(error)),
+        Ok(other) => other,
+        Err(_) => Ok(unreachable(RegistryError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{name}: cannot reach {} within {OPEN_WAIT:?}",
+                location_of(url)
+            ),
         ))),
-        other => other,
     }
 }
+
+/// How long [`open_or_unreachable`] waits for the registry to open.
+const OPEN_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// A registry URL as [`Registry::location`](crate::Registry::location) gives it: without floe's options (`?ttl=`,
 /// `?session_timeout=`, etcd's `cacert=`, `cert=`, `key=`, `password_file=`) and without a
@@ -380,6 +443,7 @@ pub fn location_of(url: &str) -> String {
         &[
             "ttl",
             "session_timeout",
+            "reach",
             "cacert",
             "cert",
             "key",
@@ -448,6 +512,7 @@ mod tests {
                 cluster: "127.0.0.1:2181,127.0.0.2:2181".into(),
                 root: "/snowflake".into(),
                 session_timeout: std::time::Duration::from_secs(8),
+                reach: crate::terms::DEFAULT_REACH,
                 leaf: true,
                 credentials: None,
                 tls: None,
@@ -601,17 +666,18 @@ mod tests {
     #[test]
     fn etcd_security_options_are_checked_and_left_out_of_the_location() {
         let url =
-            "etcds://floe:s3cret@a:1,b:2/fleet?ttl=5&cacert=/c/ca.pem&cert=/c/c.pem&key=/c/c.key";
+            "etcds://floe:s3cret@a:1,b:2/fleet?ttl=5&reach=60&cacert=/c/ca.pem&cert=/c/c.pem&key=/c/c.key";
         match parse(url).unwrap() {
             Target::Etcd {
                 endpoints,
                 root,
                 ttl,
+                reach,
                 security,
             } => {
                 assert_eq!(
-                    (endpoints.as_str(), root.as_str(), ttl),
-                    ("a:1,b:2", "/fleet", 5)
+                    (endpoints.as_str(), root.as_str(), ttl, reach.as_secs()),
+                    ("a:1,b:2", "/fleet", 5, 60)
                 );
                 assert!(security.is_tls());
                 assert_eq!(security.user(), Some("floe"));

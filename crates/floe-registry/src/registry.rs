@@ -29,9 +29,9 @@ pub struct Registration {
     /// last IDs may carry times up to about now, so the new holder issues none before the
     /// moment it is ready to (after [`takeover_wait`](Self::takeover_wait)).
     pub previous_open: bool,
-    /// The previous holder's window, as its record said (0: unknown), when
+    /// The previous holder's reach, as its record said (0: unknown), when
     /// [`previous_open`](Self::previous_open).
-    pub previous_window_ms: u64,
+    pub previous_reach_ms: u64,
     /// Held for as long as the registration lives: for the file registry, the OS lock that
     /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
     /// the ephemeral holder node.
@@ -48,8 +48,32 @@ impl Registration {
             takeover_wait: std::time::Duration::ZERO,
             previous_holder: None,
             previous_open: false,
-            previous_window_ms: 0,
+            previous_reach_ms: 0,
             _hold: hold,
+        }
+    }
+}
+
+/// A lease continued from the state directory ([`Registry::adopt`]).
+#[derive(Debug, Clone)]
+pub struct Continued {
+    /// The identity.
+    pub identity: Identity,
+    /// The worker ID.
+    pub id: u32,
+    /// The registration number its record should still carry ([`WorkerRecord::holder`]).
+    pub holder: u64,
+    /// The last time the previous process recorded.
+    pub recorded_ms: u64,
+}
+
+impl Continued {
+    /// The record as the continued registration left it (as far as this process knows).
+    pub(crate) fn record(&self) -> WorkerRecord {
+        WorkerRecord {
+            holder: self.holder,
+            rule: crate::LEASE_RULE,
+            ..WorkerRecord::new(self.id, self.identity.clone(), self.recorded_ms)
         }
     }
 }
@@ -180,6 +204,22 @@ pub trait Registry: Send + Sync + fmt::Debug {
     ) -> Result<bool, RegistryError> {
         let _ = (service, name, epoch);
         Ok(false)
+    }
+
+    /// Continues the lease of this identity's previous process on the same state directory
+    /// ([`crate::lease`]): `continued.id`, held by registration `continued.holder`, whose
+    /// window ends where `fence`'s deadline already says. The claim starts lapsed: the
+    /// registry holds it again in the background (a new session or lease once the previous
+    /// process's is gone), if the record is still that registration's, and loses it
+    /// otherwise. No request is made here: it works while the registry is unreachable.
+    /// `None`: this registry does not lease (file, static), or cannot continue one.
+    fn adopt(
+        &self,
+        continued: &Continued,
+        fence: std::sync::Arc<floe_core::fence::Fence>,
+    ) -> Option<Registration> {
+        let _ = (continued, fence);
+        None
     }
 
     /// Takes over, for `identity`, the ID of another identity of the same service whose holder

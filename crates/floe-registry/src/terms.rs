@@ -1,87 +1,112 @@
 //! A lease's terms: how long a holder may issue IDs after the registry last confirmed its
 //! claim, and how long a process that takes an ID over waits before it issues.
 //!
-//! A registry that can give an ID to another process (ZooKeeper when a session expires, etcd
-//! when a lease ends) does so on its own clock, after its **expiry** `T` has passed since the
-//! last request of the holder it saw: the session timeout the ZooKeeper server granted, the
-//! etcd lease's TTL. The holder cannot know when that request arrived, only when it *sent* it.
-//! So it keeps a local deadline ([`floe_core::fence`]):
+//! Two durations, chosen apart (lease rule 2, [`crate::LEASE_RULE`]):
 //!
-//! - **Window `W = 2T/3`.** A holder issues IDs only until `W` after sending the request the
-//!   registry last confirmed (an etcd keep-alive answered; a ZooKeeper write on the session
-//!   answered). The request reached the server after it was sent, so the server's expiry is
-//!   at least `T` after the send: the holder stops at least `T - W = T/3` before. That margin
-//!   covers a monotonic clock running slow against the server's (1% would use 0.01 T), the
-//!   coarse clock's tick (at most 10 ms), a VM paused with its clock frozen for less than
-//!   `T/3`, and an etcd leader that renewed a lease after losing its quorum (about an election
-//!   timeout, 1 s). After a ZooKeeper takeover too: there the new holder waits the whole
-//!   window and that margin (below), as the lease model showed it must
-//!   (`crates/floe-lease-model`, `zookeeper_takeovers_cover_a_frozen_clock`).
-//! - **Confirmations every `T/6`**, so that two lost or slow in a row still leave the window
-//!   open: a blip on the network does not stop generation.
+//! - **The expiry `T`**, the registry's own: the ZooKeeper session timeout the server granted,
+//!   the etcd lease's TTL. It only says how soon a dead holder's *claim* goes (its holder node
+//!   or key), so that a restarted or replacement process finds the identity unclaimed. It is
+//!   short (6 s, 10 s), and bounds nothing else. Confirmations go every `T/6`.
+//! - **The reach `H`**, the operator's (`?reach=SECONDS`, 900 s by default, 1 s to 7 days): how
+//!   long a holder that hears nothing from its registry goes on issuing. A holder issues IDs
+//!   only until its **window `W = H - m`** after sending the request the registry last
+//!   confirmed (an etcd keep-alive answered; a ZooKeeper write on the session answered), on its
+//!   monotonic clock ([`floe_core::fence`]), whether its session or lease still stands or not.
+//!   The **margin `m = H/10`** (90 s at the default) covers the monotonic clocks of holder and
+//!   taker running at different rates (2% each way would use 0.04 H), the coarse clock's tick,
+//!   and a VM paused with its clock frozen for less than about `2m`.
 //! - **A takeover waits** ([`LeaseTerms::takeover_wait`]). A process that takes over an ID
-//!   whose last holder did not close it cleanly (reclaimed by `reclaim_after`, or the same
-//!   identity restarted while the previous holder's claim lapsed) issues only after that
-//!   holder's window, plus a margin, has passed since the holder's last sign of life as the
-//!   registry recorded it. On etcd the registry's own expiry is that sign plus `T`, more than
-//!   `W` plus the margin: the claim can only be taken once the lease is gone, so no extra
-//!   wait is needed. On ZooKeeper the leader learns of a session's requests from followers
-//!   with a delay of up to half a tick (and not at all if the follower is cut off just after),
-//!   so its expiry can come before the holder's window ends: the new holder waits the whole
-//!   window, its margin (`W/2`: `T` in all) and 4% and 50 ms from the moment it found the ID
-//!   free, which is after every request
-//!   the old holder had confirmed (a write on an expired session fails).
+//!   whose last holder did not close it cleanly (reclaimed, the same identity on another
+//!   state directory, a registry that forgot the holder) issues only after `H + m` (the larger
+//!   of the previous holder's reach, as its record says, and its own), 2% and 50 ms have passed
+//!   on its monotonic clock from the moment it found the claim gone: after every request the
+//!   old holder had confirmed (a write on an expired session fails, a keep-alive of an ended
+//!   lease is refused). The old holder stopped at most `H - m` after its last confirmed send,
+//!   which was before that moment.
+//!
+//! A registry that comes back within `W` re-confirms every claim at once (held again under a
+//! new session or lease if the old one ended meanwhile): an outage shorter than `W` stops no
+//! generator. The cost is the takeover wait: an ID whose holder crashed is parked for `H + m`
+//! unless its own state directory continues it ([`crate::lease`]).
+//!
+//! Records written under lease rule 1 (before the reach) name a window of `2T/3`; their reach
+//! counts as `3/2` of it, the expiry.
 //!
 //! The file registry's claim is an OS lock that only ends with the process: no window, no
 //! wait. A static ID has no claim at all: keeping it unique is the operator's promise.
 
 use std::time::Duration;
 
-/// The longest window: 2/3 of the longest expiry floe accepts (3600 s, `?ttl=`,
-/// `?session_timeout=`).
-pub const MAX_WINDOW: Duration = Duration::from_secs(2400);
+/// The reach by default: a registry down for 10 minutes stops no generator (the window is
+/// 13.5 minutes), and a crashed holder's ID is parked for 16.5 minutes.
+pub const DEFAULT_REACH: Duration = Duration::from_secs(900);
+
+/// The shortest reach floe accepts.
+pub const MIN_REACH: Duration = Duration::from_secs(1);
+
+/// The longest reach floe accepts (7 days), and so the longest a takeover waits (with its
+/// margin).
+pub const MAX_REACH: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How a registry's lease ends, and the local window and rhythm derived from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseTerms {
-    /// `T`: the earliest the registry can give the ID away after the holder's last request it
-    /// saw (ZooKeeper's negotiated session timeout, etcd's lease TTL).
+    /// `T`: the earliest the registry can drop the holder's claim after the holder's last
+    /// request it saw (ZooKeeper's negotiated session timeout, etcd's lease TTL).
     pub expiry: Duration,
-    /// `W = 2T/3`: how long after sending a confirmed request the holder may issue.
+    /// `H`: how long a holder cut off from its registry may go on issuing, margin included.
+    pub reach: Duration,
+    /// `W = H - H/10`: how long after sending a confirmed request the holder may issue.
     pub window: Duration,
     /// `T/6`: how often the holder asks the registry to confirm its claim.
     pub confirm_every: Duration,
 }
 
+/// The margin of a reach: a tenth of it.
+pub fn margin(reach: Duration) -> Duration {
+    reach / 10
+}
+
 impl LeaseTerms {
-    /// The terms of a registry whose claims expire `expiry` after the last request it saw.
-    pub fn for_expiry(expiry: Duration) -> Self {
+    /// The terms of a registry whose claims expire `expiry` after the last request it saw,
+    /// with reach `reach` (kept within [`MIN_REACH`] and [`MAX_REACH`]).
+    pub fn new(expiry: Duration, reach: Duration) -> Self {
+        let reach = reach.clamp(MIN_REACH, MAX_REACH);
         LeaseTerms {
             expiry,
-            window: expiry * 2 / 3,
+            reach,
+            window: reach - margin(reach),
             confirm_every: (expiry / 6).max(Duration::from_millis(50)),
         }
     }
 
-    /// The window in whole milliseconds, as worker records keep it.
+    /// The window in whole milliseconds.
     pub fn window_ms(&self) -> u64 {
         u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// How long a process that took over an ID must wait before issuing, when the registry's
-    /// expiry does not already imply it (ZooKeeper): the previous holder's window
-    /// (`previous_window_ms`, as its record says), at least `own` (the record may be old or
-    /// edited) and at most [`MAX_WINDOW`] (what the longest expiry floe accepts gives), and
-    /// its margin (half of it, for a holder paused with its clock standing still, as on etcd),
-    /// plus 4% for the two monotonic clocks running at different rates (2% each way), plus
-    /// 50 ms for the coarse clock's tick and scheduling.
-    pub fn takeover_wait(previous_window_ms: u64, own: Duration) -> Duration {
-        let window = Duration::from_millis(previous_window_ms)
+    /// The reach in whole milliseconds, as worker records keep it.
+    pub fn reach_ms(&self) -> u64 {
+        u64::try_from(self.reach.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// How long a process that took over an ID must wait before issuing, counted from the
+    /// moment it found the previous holder's claim gone: the previous holder's reach
+    /// (`previous_reach_ms`, as its record says), at least `own` (the record may be old or
+    /// edited) and at most [`MAX_REACH`], and its margin, plus 2% for the two monotonic clocks
+    /// running at different rates, plus 50 ms for the coarse clock's tick and scheduling.
+    pub fn takeover_wait(previous_reach_ms: u64, own: Duration) -> Duration {
+        let reach = Duration::from_millis(previous_reach_ms)
             .max(own)
-            .min(MAX_WINDOW);
-        // The window and its margin (half the window: the expiry, `3W/2`), as on etcd.
-        let reach = window + window / 2;
-        reach + reach / 25 + Duration::from_millis(50)
+            .min(MAX_REACH);
+        let wait = reach + margin(reach);
+        wait + wait / 50 + Duration::from_millis(50)
+    }
+
+    /// How long this process waits when it takes over an ID held under these terms (its own
+    /// reach and the previous holder's alike).
+    pub fn own_takeover_wait(&self) -> Duration {
+        Self::takeover_wait(self.reach_ms(), self.reach)
     }
 }
 
@@ -91,33 +116,33 @@ mod tests {
 
     #[test]
     fn the_defaults_in_numbers() {
-        // ZooKeeper's 6 s session: issue for 4 s after a confirmed send, confirm every 1 s.
-        let zk = LeaseTerms::for_expiry(Duration::from_secs(6));
-        assert_eq!(zk.window, Duration::from_secs(4));
+        // ZooKeeper's 6 s session at the default reach: confirm every 1 s, issue for 13.5 min
+        // after a confirmed send; a takeover waits 16.5 min + 2% + 50 ms.
+        let zk = LeaseTerms::new(Duration::from_secs(6), DEFAULT_REACH);
         assert_eq!(zk.confirm_every, Duration::from_secs(1));
-        assert_eq!(zk.window_ms(), 4_000);
-        // etcd's default TTL of 10 s: 6.67 s, every 1.67 s.
-        let etcd = LeaseTerms::for_expiry(Duration::from_secs(10));
-        assert_eq!(etcd.window.as_millis(), 6_666);
+        assert_eq!(zk.window, Duration::from_secs(810));
+        assert_eq!(zk.reach_ms(), 900_000);
+        assert_eq!(zk.own_takeover_wait(), Duration::from_millis(1_009_850));
+        // etcd's default TTL of 10 s: every 1.67 s.
+        let etcd = LeaseTerms::new(Duration::from_secs(10), DEFAULT_REACH);
         assert_eq!(etcd.confirm_every.as_millis(), 1_666);
-        // A takeover waits the previous holder's window (its own when unknown) and its margin
-        // (the expiry, 3W/2) + 4% + 50 ms.
+        // A short reach, as the tests use: issue 2.7 s, take over after 3.416 s.
+        let short = LeaseTerms::new(Duration::from_secs(6), Duration::from_secs(3));
+        assert_eq!(short.window, Duration::from_millis(2_700));
+        assert_eq!(short.own_takeover_wait(), Duration::from_millis(3_416));
+        // A record's reach below ours (old or edited) counts as ours; absurd ones are capped.
         assert_eq!(
-            LeaseTerms::takeover_wait(4_000, Duration::from_secs(1)),
-            Duration::from_millis(6_290)
+            LeaseTerms::takeover_wait(1, Duration::from_secs(3)),
+            Duration::from_millis(3_416)
         );
         assert_eq!(
-            LeaseTerms::takeover_wait(0, Duration::from_secs(4)),
-            Duration::from_millis(6_290)
+            LeaseTerms::takeover_wait(u64::MAX, Duration::from_secs(3)),
+            Duration::from_millis(678_585_650)
         );
-        // A record's window below ours (old or edited) counts as ours; absurd ones are capped.
+        // Reaches are kept within bounds.
         assert_eq!(
-            LeaseTerms::takeover_wait(1, Duration::from_secs(4)),
-            Duration::from_millis(6_290)
-        );
-        assert_eq!(
-            LeaseTerms::takeover_wait(u64::MAX, Duration::from_secs(4)),
-            Duration::from_millis(3_744_050)
+            LeaseTerms::new(Duration::from_secs(6), Duration::ZERO).reach,
+            MIN_REACH
         );
     }
 }

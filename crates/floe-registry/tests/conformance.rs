@@ -44,7 +44,7 @@ impl Backend for ServerBackend {
 fn etcd_backend() -> ServerBackend {
     let server = env("FLOE_TEST_ETCD");
     ServerBackend {
-        url: format!("etcd://{server}{}?ttl=5", unique_root("floe-test")),
+        url: format!("etcd://{server}{}?ttl=5&reach=3", unique_root("floe-test")),
     }
 }
 
@@ -56,7 +56,7 @@ fn etcds_backend() -> ServerBackend {
     let d = env("FLOE_TEST_ETCD_SECURE_DIR");
     ServerBackend {
         url: format!(
-            "etcds://floe@{server}{}?ttl=5&cacert={d}/ca.pem&cert={d}/client.pem&key={d}/client.key&password_file={d}/password",
+            "etcds://floe@{server}{}?ttl=5&reach=3&cacert={d}/ca.pem&cert={d}/client.pem&key={d}/client.key&password_file={d}/password",
             unique_root("floe-test")
         ),
     }
@@ -66,7 +66,7 @@ fn etcds_backend() -> ServerBackend {
 fn zk_backend() -> ServerBackend {
     let server = env("FLOE_TEST_ZOOKEEPER");
     ServerBackend {
-        url: format!("zk://{server}{}", unique_root("floe-test")),
+        url: format!("zk://{server}{}?reach=4", unique_root("floe-test")),
     }
 }
 
@@ -76,7 +76,10 @@ fn zk_backend() -> ServerBackend {
 fn leaf_zk_backend() -> ServerBackend {
     let server = env("FLOE_TEST_ZOOKEEPER");
     ServerBackend {
-        url: format!("leaf+zk://{server}{}/snowflake", unique_root("floe-test")),
+        url: format!(
+            "leaf+zk://{server}{}/snowflake?reach=4",
+            unique_root("floe-test")
+        ),
     }
 }
 

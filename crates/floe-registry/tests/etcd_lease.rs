@@ -24,10 +24,10 @@ fn admin(server: &str) -> floe_etcd::Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
+async fn a_lease_revoked_and_its_record_removed_loses_the_id_for_good() {
     let server = env("FLOE_TEST_ETCD");
     let root = unique_root("floe-revoke");
-    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3&reach=2"))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -52,26 +52,26 @@ async fn a_lost_lease_stops_generation_until_the_id_is_held_again() {
     admin.delete(worker.as_str()).await.unwrap();
     admin.lease_revoke(lease_id).await.unwrap();
 
-    // The keeper notices within a keep-alive period: the generator stops.
+    // The keeper notices within a keep-alive period, and finds the record gone when it
+    // tries to hold the ID again: the registry may give the ID to another at once, so the
+    // generator stops now (lease rule 2 would otherwise let it run to the end of its window).
     until("the fence to rise", Duration::from_secs(5), || {
         !fence.admits_now(&SystemClock)
     })
     .await;
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
-    // It cannot hold the ID again while the record is not ours: still stopped.
+    // For good: the record put back changes nothing, and a heartbeat says why.
+    admin.put(worker.as_str(), record, 0).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(gen.next_id().unwrap_err(), SnowflakeError::LeaseLost);
-
-    // The record is back: the keeper holds the ID under a new lease and lets it go on.
-    admin.put(worker.as_str(), record, 0).await.unwrap();
-    until("the fence to fall", Duration::from_secs(5), || {
-        fence.admits_now(&SystemClock)
-    })
-    .await;
-    assert!(gen.next_id().unwrap() > before);
-    assert_eq!(fence.periods(), 1);
-    let new_lease = admin.get(holder.as_str()).await.unwrap().kvs[0].lease;
-    assert_ne!(new_lease, lease_id);
+    let e = lease
+        .heartbeat(registry.as_ref(), &cache, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("its record is gone"), "{e}");
+    assert!(lease.is_lost());
+    assert!(gen.next_id().is_err() && before > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,7 +80,7 @@ async fn etcd_killed_past_the_ttl_fences_then_recovers() {
     let pid = env("FLOE_TEST_ETCD_KILLABLE_PID");
     let start = env("FLOE_TEST_ETCD_KILLABLE_START");
     let registry = floe_registry::open(&format!(
-        "etcd://{server}{}?ttl=3",
+        "etcd://{server}{}?ttl=3&reach=2",
         unique_root("floe-kill")
     ))
     .await
@@ -137,7 +137,7 @@ async fn etcd_killed_past_the_ttl_fences_then_recovers() {
 async fn an_id_taken_under_a_live_lease_stays_fenced_through_keep_alives() {
     let server = env("FLOE_TEST_ETCD");
     let root = unique_root("floe-taken");
-    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3&reach=2"))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -179,7 +179,7 @@ async fn an_id_taken_under_a_live_lease_stays_fenced_through_keep_alives() {
 async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
     let server = env("FLOE_TEST_ETCD");
     let root = unique_root("floe-used");
-    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3&reach=2"))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -250,7 +250,7 @@ async fn an_id_used_elsewhere_while_the_lease_was_lost_stays_fenced() {
 async fn an_identity_claimed_by_another_process_while_the_lease_was_lost_stays_fenced() {
     let server = env("FLOE_TEST_ETCD");
     let root = unique_root("floe-claimed");
-    let url = format!("etcd://{server}{root}?ttl=3");
+    let url = format!("etcd://{server}{root}?ttl=3&reach=2");
     let registry = floe_registry::open(&url).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cache = LocalCache::new(dir.path()).unwrap();
@@ -311,7 +311,7 @@ async fn an_identity_claimed_by_another_process_while_the_lease_was_lost_stays_f
 async fn a_restart_on_a_registry_that_forgot_it_waits_before_the_first_id() {
     let server = env("FLOE_TEST_ETCD");
     let root = unique_root("floe-forgot");
-    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3"))
+    let registry = floe_registry::open(&format!("etcd://{server}{root}?ttl=3&reach=2"))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -340,15 +340,15 @@ async fn a_restart_on_a_registry_that_forgot_it_waits_before_the_first_id() {
     let again = acquire(registry.as_ref(), &cache, &config, &SystemClock)
         .await
         .unwrap();
-    // ttl 3 s: a window of 2 s, below the heartbeat's 3 s interval and 2 s timeout (5 s);
-    // half of that again for the margin, and 4% and 50 ms more.
+    // reach 2 s, below the heartbeat's 3 s interval and 2 s timeout (5 s): 5 s, its margin
+    // (a tenth), 2% and 50 ms.
     let waited = began.elapsed();
-    assert!(waited >= Duration::from_millis(7_850), "{waited:?}");
+    assert!(waited >= Duration::from_millis(5_660), "{waited:?}");
     assert!(
         again
             .notes
             .iter()
-            .any(|n| n.contains("had no record of orders/h1:8080") && n.contains("7850 ms")),
+            .any(|n| n.contains("had no record of orders/h1:8080") && n.contains("5660 ms")),
         "{:?}",
         again.notes
     );
@@ -368,4 +368,88 @@ async fn a_restart_on_a_registry_that_forgot_it_waits_before_the_first_id() {
         fresh.notes
     );
     assert!(!fresh.notes.iter().any(|n| n.contains("had no record")));
+}
+
+/// etcd out of reach for twice its TTL (its leases expire meanwhile) at the default reach
+/// (15 min): generation never stops; a process restarted on the same state directory during
+/// the outage continues the lease at once, though the registry cannot be asked; once etcd
+/// answers again the claim is held again under a new lease, with the same registration number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_past_the_ttl_stops_nobody_and_a_restart_continues_its_lease() {
+    let proxy = common::Proxy::start(&env("FLOE_TEST_ETCD")).await;
+    let url = format!("etcd://{}{}?ttl=3", proxy.addr, unique_root("floe-outage"));
+    let registry = floe_registry::open(&url).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let identity = Identity::new("orders", "h1", 8080);
+    let config = LeaseConfig::new(identity.clone(), IdSpace::snowflake(&Layout::LEAF));
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    let (id, fence) = (lease.id, lease.fence.clone());
+    let holder = registry.list("orders").await.unwrap()[0].holder;
+    let gen = generator(&lease);
+    let mut ids: std::collections::HashSet<u64> =
+        (0..1_000).map(|_| gen.next_id().unwrap()).collect();
+    lease
+        .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
+        .await
+        .unwrap();
+
+    proxy.cut();
+    let cut = Instant::now();
+    while cut.elapsed() < Duration::from_secs(7) {
+        assert!(
+            fence.admits_now(&SystemClock),
+            "fenced {:?} into the outage",
+            cut.elapsed()
+        );
+        assert!(ids.insert(gen.next_id().unwrap()));
+        let _ = lease
+            .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
+            .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Killed (no close), and started again while etcd is still out of reach.
+    let last = gen.last_timestamp_ms();
+    drop((gen, lease, registry));
+    let launched = Instant::now();
+    let registry = floe_registry::open_or_unreachable(&url).await.unwrap();
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    assert_eq!(
+        (lease.id, lease.source),
+        (id, floe_registry::lease::Source::Continued),
+        "{:?}",
+        lease.notes
+    );
+    let gen = generator(&lease);
+    let first = gen.next_id().unwrap();
+    assert!(
+        launched.elapsed() < Duration::from_secs(2),
+        "first ID {:?} after the launch",
+        launched.elapsed()
+    );
+    assert!(Layout::LEAF.decode(first).timestamp_ms > last);
+    assert!(ids.insert(first));
+
+    // etcd answers again: the claim is held again (a heartbeat goes through), same holder.
+    proxy.restore();
+    let back = Instant::now();
+    while lease
+        .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
+        .await
+        .is_err()
+    {
+        assert!(back.elapsed() < Duration::from_secs(20), "not held again");
+        assert!(ids.insert(gen.next_id().unwrap()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(!lease.is_lost());
+    let records = registry.list("orders").await.unwrap();
+    assert_eq!((records[0].id, records[0].holder), (id, holder));
+    for _ in 0..1_000 {
+        assert!(ids.insert(gen.next_id().unwrap()));
+    }
 }

@@ -264,7 +264,10 @@ async fn a_leasing_registry_down_at_start_up_refuses_the_cache_unless_told() {
     let id = a_run_that_left_a_cache(&e, &clock).await;
     let leasing = Down(
         e.registry.location(),
-        Some(LeaseTerms::for_expiry(Duration::from_secs(6))),
+        Some(LeaseTerms::new(
+            Duration::from_secs(6),
+            floe_registry::terms::DEFAULT_REACH,
+        )),
     );
     let refused = acquire(&leasing, &e.cache, &e.config, &clock)
         .await
@@ -300,7 +303,10 @@ async fn a_cache_from_another_registry_is_never_used() {
     // granted worker 0 to it, so there is no cache to start from.
     let zk = Down(
         "zk://127.0.0.1:2181/floe".into(),
-        Some(LeaseTerms::for_expiry(Duration::from_secs(6))),
+        Some(LeaseTerms::new(
+            Duration::from_secs(6),
+            floe_registry::terms::DEFAULT_REACH,
+        )),
     );
     let err = acquire(&zk, &e.cache, &e.config, &clock).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::NoWorkerId, "{err}");
@@ -380,6 +386,7 @@ async fn the_later_of_registry_and_cache_counts_and_a_small_lag_is_waited_out() 
             identity: e.config.identity.clone(),
             id,
             last_time_ms: T0 + 103,
+            lease: None,
         })
         .unwrap();
     drop(lease);

@@ -16,7 +16,7 @@ use floe_testkit::env;
 async fn a_lapsed_claim_fences_the_generator() {
     let server = env("FLOE_TEST_ZOOKEEPER");
     let root = unique_root("floe-claim");
-    let registry = floe_registry::open(&format!("zk://{server}{root}"))
+    let registry = floe_registry::open(&format!("zk://{server}{root}?reach=4"))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -162,7 +162,7 @@ mod leaf {
 
         /// floe on the fleet's directory, by URL (the default guard: 10 s quiet, 7 s watched).
         async fn floe(&self) -> Box<dyn Registry> {
-            floe_registry::open(&format!("leaf+zk://{}{}", self.server, self.root))
+            floe_registry::open(&format!("leaf+zk://{}{}?reach=4", self.server, self.root))
                 .await
                 .unwrap()
         }
@@ -176,6 +176,7 @@ mod leaf {
             ZkRegistry::connect_leaf(&self.server, &self.root, SESSION_TIMEOUT, guard)
                 .await
                 .unwrap()
+                .with_reach(Duration::from_secs(4))
         }
 
         /// The lease a floe node on `ip:port` acquires from `registry` (Leaf's 1024 IDs), with

@@ -16,6 +16,10 @@ use floe_registry::zookeeper::ZkRegistry;
 use floe_registry::{ErrorKind, IdSpace, Identity, Registry, RegistryError, WorkerRecord};
 use zookeeper_client::Client;
 
+/// The reach these tests run with: 4 s at the 6 s session (a window of 3.6 s, the takeover wait
+/// 4.54 s), so that takeovers happen within seconds.
+const REACH: Duration = Duration::from_secs(4);
+
 mod common;
 
 use common::{generator, unique_root, until, Proxy};
@@ -35,7 +39,10 @@ async fn setup(prefix: &str) -> Setup {
     let server = env("FLOE_TEST_ZOOKEEPER");
     let root = unique_root(prefix);
     let proxy = Proxy::start(&server).await;
-    let registry = ZkRegistry::connect(&proxy.addr, &root).await.unwrap();
+    let registry = ZkRegistry::connect(&proxy.addr, &root)
+        .await
+        .unwrap()
+        .with_reach(REACH);
     let dir = tempfile::tempdir().unwrap();
     Setup {
         server,
@@ -273,7 +280,10 @@ async fn an_id_used_by_another_process_while_the_session_was_gone_stays_fenced()
     s.cut_until_expired().await;
     // Meanwhile another process with the same identity starts, gets the same ID, records a
     // later time (it may have issued IDs up to it) and stops cleanly.
-    let other = ZkRegistry::connect(&s.server, &s.root).await.unwrap();
+    let other = ZkRegistry::connect(&s.server, &s.root)
+        .await
+        .unwrap()
+        .with_reach(REACH);
     let other_cache = tempfile::tempdir().unwrap();
     let other_cache = LocalCache::new(other_cache.path()).unwrap();
     let other_lease = acquire(&other, &other_cache, &s.config(), &SystemClock)
@@ -303,7 +313,10 @@ async fn an_identity_claimed_by_another_process_while_the_session_was_gone_stays
         .unwrap();
     s.cut_until_expired().await;
     // Meanwhile another process with the same identity starts and is still running.
-    let other = ZkRegistry::connect(&s.server, &s.root).await.unwrap();
+    let other = ZkRegistry::connect(&s.server, &s.root)
+        .await
+        .unwrap()
+        .with_reach(REACH);
     let other_cache = tempfile::tempdir().unwrap();
     let other_cache = LocalCache::new(other_cache.path()).unwrap();
     let other_lease = acquire(&other, &other_cache, &s.config(), &SystemClock)
@@ -370,7 +383,10 @@ async fn a_cut_shorter_than_the_session_keeps_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_registry_ends_its_session_at_once() {
     let s = setup("floe-dropped").await;
-    let registry = ZkRegistry::connect(&s.server, &s.root).await.unwrap();
+    let registry = ZkRegistry::connect(&s.server, &s.root)
+        .await
+        .unwrap()
+        .with_reach(REACH);
     let registration = registry
         .register(&s.identity, IdSpace::snowflake(&Layout::LEAF))
         .await

@@ -110,14 +110,24 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
             Err(e) => panic!("ZooKeeper did not come back: {e}"),
         }
     };
-    // A restarted floe gets its ID back (after the dead session's holder node expires) and
-    // starts after the time only the cache saw.
+    // A restarted floe on the same state directory continues its lease at once (this boot,
+    // this directory, its window still open): no wait for the dead session's holder node, no
+    // takeover wait; and starts after the time only the cache saw.
+    let began = Instant::now();
     let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
         .await
         .unwrap();
-    assert_eq!((lease.id, lease.source), (id, Source::Registry));
-    // Not before the time only the cache saw (nor before the takeover of a record its holder
-    // never closed: later still).
+    assert_eq!(
+        (lease.id, lease.source),
+        (id, Source::Continued),
+        "{:?}",
+        lease.notes
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        began.elapsed()
+    );
     assert!(
         lease.not_before_ms >= during,
         "{} < {during}",
@@ -129,27 +139,44 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
         assert!(Layout::LEAF.decode(next).timestamp_ms > during);
         assert!(ids.insert(next), "duplicate after the restart");
     }
+    let expiry = registry.lease_terms().unwrap().expiry;
+    // The claim is held again once the dead session's holder node is gone (the server
+    // expires that session a timeout after it came back): heartbeats go through.
+    held_again(
+        &lease,
+        registry.as_ref(),
+        &cache,
+        gen.last_timestamp_ms(),
+        expiry,
+    )
+    .await;
+    assert!(!lease.is_lost());
 
     // Down again, under this live lease, past the client's own deadline (1.4 session
-    // timeouts): the registry gives its session up and fences the ID. ZooKeeper then restarts
-    // from its snapshot with that session alive for one more timeout, its holder node still
-    // there: the registry's own old session, not another process. It waits for it to go and
-    // holds the same ID again (it once stayed fenced for good, "claimed by another process").
+    // timeouts): the registry gives its session up, but generation goes on (lease rule 2:
+    // the window, 13.5 min at the default reach, runs from the last confirmation). ZooKeeper
+    // then restarts from its snapshot with that session alive for one more timeout, its
+    // holder node still there: the registry's own old session, not another process. It waits
+    // for it to go and holds the same ID again.
     let fence = lease.fence.clone();
     drop(server); // SIGKILL, and reaped
-    let expiry = registry.lease_terms().unwrap().expiry;
     tokio::time::sleep(expiry * 7 / 5 + Duration::from_secs(2)).await;
-    assert!(!fence.admits_now(&SystemClock));
-    let _server = start();
-    let restarted = Instant::now();
-    while !fence.admits_now(&SystemClock) {
+    assert!(fence.admits_now(&SystemClock), "fenced by a 10 s outage");
+    for _ in 0..10_000 {
         assert!(
-            restarted.elapsed() < expiry * 3 + Duration::from_secs(10),
-            "still fenced {:?} after ZooKeeper came back",
-            restarted.elapsed()
+            ids.insert(gen.next_id().unwrap()),
+            "duplicate during the second outage"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let _server = start();
+    held_again(
+        &lease,
+        registry.as_ref(),
+        &cache,
+        gen.last_timestamp_ms(),
+        expiry,
+    )
+    .await;
     assert!(!lease.is_lost());
     for _ in 0..10_000 {
         assert!(
@@ -157,8 +184,23 @@ async fn zookeeper_killed_during_a_run_then_restarted() {
             "duplicate after the second restart"
         );
     }
-    lease
-        .heartbeat(registry.as_ref(), &cache, gen.last_timestamp_ms())
-        .await
-        .unwrap();
+}
+
+/// Waits until a heartbeat of `lease` goes through: its claim held again.
+async fn held_again(
+    lease: &floe_registry::lease::Lease,
+    registry: &dyn floe_registry::Registry,
+    cache: &LocalCache,
+    last_ms: u64,
+    expiry: Duration,
+) {
+    let since = Instant::now();
+    while lease.heartbeat(registry, cache, last_ms).await.is_err() {
+        assert!(
+            since.elapsed() < expiry * 3 + Duration::from_secs(10),
+            "not held again {:?} after ZooKeeper came back",
+            since.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -495,12 +495,21 @@ impl Reg {
         }
     }
 
-    /// The registry's URL for servers `servers` (comma-separated), under `root`.
+    /// The registry's URL for servers `servers` (comma-separated), under `root`, with the
+    /// reach ([`Reg::reach`]).
     pub fn url(self, servers: &str, root: &str) -> String {
+        let h = self.reach().as_secs();
         match self {
-            Reg::Zk(t) => format!("zk://{servers}{root}?session_timeout={t}"),
-            Reg::Etcd(t) => format!("etcd://{servers}{root}?ttl={t}"),
+            Reg::Zk(t) => format!("zk://{servers}{root}?session_timeout={t}&reach={h}"),
+            Reg::Etcd(t) => format!("etcd://{servers}{root}?ttl={t}&reach={h}"),
         }
+    }
+
+    /// `H`: the reach these rows run with, 2/3 of the expiry in whole seconds (the window the
+    /// rows were first measured with, before the reach was chosen apart from the expiry): the
+    /// takeovers happen within seconds, as the rows must show.
+    pub fn reach(self) -> Duration {
+        Duration::from_secs((self.expiry().as_secs() * 2 / 3).max(1))
     }
 
     /// `T`: the expiry.
@@ -510,9 +519,9 @@ impl Reg {
         }
     }
 
-    /// `W = 2T/3`: the holder's window.
+    /// `W = H - H/10`: the holder's window.
     pub fn window(self) -> Duration {
-        self.expiry() * 2 / 3
+        self.reach() - self.reach() / 10
     }
 
     /// When the ZooKeeper client itself gives up on its session (1.4 T).
@@ -1335,7 +1344,7 @@ impl Cluster {
     fn url(self, root: &str) -> String {
         match self {
             Cluster::ZooKeeper => format!("zk://{}{root}", env(self.var())),
-            Cluster::Etcd => format!("etcd://{}{root}?ttl=3", env(self.var())),
+            Cluster::Etcd => format!("etcd://{}{root}?ttl=3&reach=2", env(self.var())),
         }
     }
 

@@ -51,6 +51,8 @@ pub struct EtcdRegistry {
     /// `etcd` or `etcds` (TLS), for the location.
     scheme: &'static str,
     ttl_secs: i64,
+    /// The reach of its claims ([`crate::terms`]).
+    reach: Duration,
     claims: Claims,
 }
 
@@ -150,6 +152,7 @@ impl EtcdRegistry {
             endpoints: endpoints.to_string(),
             scheme,
             ttl_secs,
+            reach: crate::terms::DEFAULT_REACH,
             claims: Claims::default(),
         })
     }
@@ -165,11 +168,20 @@ impl EtcdRegistry {
         claim_holder(&self.keys.client, &key, self.ttl_secs, holder).await
     }
 
-    /// The terms of this registry's leases: expiry = the TTL.
+    /// Sets the reach of the claims this registry makes ([`crate::terms`]):
+    /// [`DEFAULT_REACH`](crate::terms::DEFAULT_REACH) unless told.
+    #[must_use]
+    pub fn with_reach(mut self, reach: Duration) -> Self {
+        self.reach = reach.clamp(crate::terms::MIN_REACH, crate::terms::MAX_REACH);
+        self
+    }
+
+    /// The terms of this registry's leases: expiry = the TTL; the reach it was given.
     fn terms(&self) -> LeaseTerms {
-        LeaseTerms::for_expiry(Duration::from_secs(
-            u64::try_from(self.ttl_secs).unwrap_or(0),
-        ))
+        LeaseTerms::new(
+            Duration::from_secs(u64::try_from(self.ttl_secs).unwrap_or(0)),
+            self.reach,
+        )
     }
 
     /// Starts the keeper of `lease` (granted in answer to a request sent at `sent`) and builds
@@ -185,15 +197,25 @@ impl EtcdRegistry {
         let terms = self.terms();
         let claim = Arc::new(Claim::new(&record, fence.clone(), 0, terms.window, sent));
         self.claims.add(&claim);
-        let keeper = tokio::spawn(keep(self.keys.clone(), claim.clone(), self.ttl_secs, lease));
+        let keeper = tokio::spawn(keep(
+            self.keys.clone(),
+            claim.clone(),
+            self.ttl_secs,
+            terms,
+            lease,
+        ));
+        // The holder key was free, the previous holder's lease ended: but a holder issues for
+        // its reach after its last confirmed keep-alive, longer than the TTL.
+        let takeover_wait = match &previous {
+            Some(p) if previous_open => LeaseTerms::takeover_wait(p.reach(), terms.reach),
+            _ => Duration::ZERO,
+        };
         Registration {
             fence,
             record,
             existing,
-            // The holder key was free: the previous holder's lease ended, its last keep-alive
-            // plus the TTL ago at least, longer than its window plus the margin.
-            takeover_wait: Duration::ZERO,
-            previous_window_ms: previous.as_ref().map_or(0, |p| p.window_ms),
+            takeover_wait,
+            previous_reach_ms: previous.as_ref().map_or(0, WorkerRecord::reach),
             previous_holder: previous.map(|p| p.identity),
             previous_open,
             _hold: Some(Hold::new(EtcdHold {
@@ -404,13 +426,14 @@ async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Optio
 /// not past what this process recorded. An ID lost for good (see [`Claim::lose`]) is never
 /// lowered: the keeper then ends the lease, so that the identity is not kept claimed, and
 /// stops.
-async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
+async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, terms: LeaseTerms, mut lease: i64) {
     let (client, holder) = (&keys.client, keys.holder_key(&claim.identity));
-    let terms = LeaseTerms::for_expiry(Duration::from_secs(ttl_secs as u64));
     let period = terms.confirm_every;
     // Keep-alives leave every period whatever the last one took: two lost in a row (each
     // waited for a period) still leave the window open for the third.
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    // A continued claim (no lease yet) looks for its lease at once.
+    let first = if lease == 0 { Duration::ZERO } else { period };
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + first, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
@@ -421,7 +444,13 @@ async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, mut lease: i64) {
         // Taken before the request leaves: the lease lives at least the TTL from a moment
         // after this, at the server.
         let sent = Sent::now(&SystemClock);
-        match keep_alive_once(client, lease, period).await {
+        // No lease yet (a continued claim): look for the one it continues, or grant one.
+        let answer = if lease == 0 {
+            Some(false)
+        } else {
+            keep_alive_once(client, lease, period).await
+        };
+        match answer {
             Some(true) => {
                 if claim.is_lapsed() {
                     // The lease outlived the doubt, so the identity stayed ours.
@@ -563,8 +592,7 @@ impl Registry for EtcdRegistry {
                 format!("{identity} is held by another live process ({key} exists until its lease ends)"),
             ));
         };
-        let window_ms = self.terms().window_ms();
-        match records::allocate(&self.keys, identity, space, window_ms, holder).await {
+        match records::allocate(&self.keys, identity, space, self.terms(), holder).await {
             Ok(allocation) => Ok(self.registration(allocation, lease, sent)),
             Err(e) => {
                 let _ = self.keys.client.lease_revoke(lease).await;
@@ -618,6 +646,28 @@ impl Registry for EtcdRegistry {
         records::release(&self.keys, identity).await
     }
 
+    fn adopt(&self, continued: &crate::Continued, fence: Arc<Fence>) -> Option<Registration> {
+        let terms = self.terms();
+        let claim = Arc::new(Claim::adopted(continued, fence.clone(), terms.window, 0));
+        self.claims.add(&claim);
+        // No lease yet (0): the keeper finds the continued registration's own, or grants one.
+        let keeper = tokio::spawn(keep(
+            self.keys.clone(),
+            claim.clone(),
+            self.ttl_secs,
+            terms,
+            0,
+        ));
+        Some(Registration {
+            fence,
+            _hold: Some(Hold::new(EtcdHold {
+                keeper,
+                _claim: claim,
+            })),
+            ..Registration::new(continued.record(), true, None)
+        })
+    }
+
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
         Ok(records::list(&self.keys, service)
             .await?
@@ -658,13 +708,12 @@ impl Registry for EtcdRegistry {
                 format!("{identity} is held by another live process"),
             ));
         };
-        let window_ms = self.terms().window_ms();
         let taken = records::take_over_idle(
             &self.keys,
             identity,
             space,
             idle_before_ms,
-            window_ms,
+            self.terms(),
             holder,
         )
         .await;

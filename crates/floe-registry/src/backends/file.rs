@@ -213,7 +213,7 @@ impl FileRegistry {
                     continue;
                 };
                 // The OS lock is the claim: no window to wait out (the holder is gone).
-                let record = previous.clone().taken_over_by(identity, space, 0, 0);
+                let record = previous.clone().taken_over_by(identity, space, None, 0);
                 records.insert(record.id, record.clone());
                 let mut registration = Registration::new(record, false, Some(Hold::new(hold)));
                 // Its holder is gone (the lock was free), but its last IDs may share this very

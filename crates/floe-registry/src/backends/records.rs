@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use floe_core::fence::{Fence, Sent};
 
 use crate::plan::{idle_first, plan, space_full, Plan};
+use crate::terms::LeaseTerms;
 use crate::{ErrorKind, IdSpace, Identity, RegistryError, WorkerRecord, LEASE_RULE};
 
 /// The worker records of a server registry, one per allocated ID (`{root}/{service}/workers/{id}`
@@ -216,7 +217,7 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
     store: &S,
     identity: &Identity,
     space: IdSpace,
-    window_ms: u64,
+    terms: LeaseTerms,
     holder: u64,
 ) -> Result<Allocation, RegistryError> {
     for _ in 0..ATTEMPTS {
@@ -233,7 +234,8 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
                 };
                 let version = store.check_own(&own, *version).await?;
                 let record = WorkerRecord {
-                    window_ms,
+                    window_ms: terms.window_ms(),
+                    reach_ms: terms.reach_ms(),
                     closed: false,
                     holder,
                     layout: space.layout_text().or(own.layout.clone()),
@@ -252,7 +254,8 @@ pub(crate) async fn allocate<S: VersionedRecords + ?Sized>(
             Plan::Free(free) => free,
         };
         let template = WorkerRecord {
-            window_ms,
+            window_ms: terms.window_ms(),
+            reach_ms: terms.reach_ms(),
             holder,
             layout: space.layout_text(),
             rule: LEASE_RULE,
@@ -415,7 +418,7 @@ pub(crate) async fn take_over_idle<S: VersionedRecords + ?Sized>(
     identity: &Identity,
     space: IdSpace,
     idle_before_ms: u64,
-    window_ms: u64,
+    terms: LeaseTerms,
     holder: u64,
 ) -> Result<Option<Allocation>, RegistryError> {
     let records = list(store, &identity.service).await?;
@@ -423,7 +426,7 @@ pub(crate) async fn take_over_idle<S: VersionedRecords + ?Sized>(
         let previous_holder = previous.identity.clone();
         let record = previous
             .clone()
-            .taken_over_by(identity, space, window_ms, holder);
+            .taken_over_by(identity, space, Some(terms), holder);
         // Compare-and-set on the version read: two reclaimers cannot both win.
         if store.take_over(&record, version, &previous_holder).await? {
             return Ok(Some(Allocation {
@@ -485,6 +488,27 @@ impl Claim {
         }
     }
 
+    /// A claim continued from the state directory ([`crate::Registry::adopt`]): lapsed (not
+    /// held under any session yet), its fence's deadline already set by the continuation.
+    pub(crate) fn adopted(
+        continued: &crate::Continued,
+        fence: Arc<Fence>,
+        window: Duration,
+        epoch: u64,
+    ) -> Self {
+        Claim {
+            identity: continued.identity.clone(),
+            id: continued.id,
+            fence,
+            holder: continued.holder,
+            window_nanos: AtomicU64::new(nanos(window)),
+            recorded_ms: AtomicU64::new(continued.recorded_ms),
+            epoch: AtomicU64::new(epoch),
+            lapsed: AtomicBool::new(true),
+            lost: Mutex::new(None),
+        }
+    }
+
     /// The latest last time this process recorded for the ID.
     pub(crate) fn recorded_ms(&self) -> u64 {
         self.recorded_ms.load(Ordering::Acquire)
@@ -519,10 +543,12 @@ impl Claim {
         self.window_nanos.store(nanos(window), Ordering::Release);
     }
 
-    /// The claim lapsed: no IDs until it is held again.
+    /// The claim lapsed (a session expired, a lease ended): it is not confirmed until it is
+    /// held again. Generation goes on until the window of its last confirmation ends (lease
+    /// rule 2, [`crate::terms`]): whoever takes the ID over waits the reach and margin from
+    /// the moment it found the claim gone, after every confirmed request.
     pub(crate) fn lapse(&self) {
         self.lapsed.store(true, Ordering::Release);
-        self.fence.raise();
     }
 
     pub(crate) fn is_lapsed(&self) -> bool {
@@ -609,21 +635,22 @@ pub(crate) async fn may_hold_again<S: VersionedRecords + ?Sized>(
         )
     };
     match store.read(identity, id).await? {
-        // Released (an operator's mistake, or the ID is about to be someone else's): not held
-        // again while there is no record, nor lost: the next try looks again.
-        None => Err(RegistryError::new(
-            ErrorKind::Unavailable,
-            format!(
-                "{}: worker ID {id} of {identity} has no record (released?): not held again while it has none",
-                store.store()
-            ),
-        )),
+        // Released, or the registry forgot it (wiped, restored from an older backup): the
+        // registry may give the ID to another at once, so it is lost, the fence raised now
+        // rather than at the end of the window.
+        None => Err(lost("its record is gone (released by hand, or the registry was wiped or restored)".to_string())),
         Some((record, _)) if &record.identity != identity => Err(lost(format!(
             "it was taken over by {}",
             record.identity
         ))),
         Some((record, _)) if record.holder != claim.holder => Err(lost(
             "it was registered again by another process with this identity".to_string(),
+        )),
+        // Closed cleanly by this very registration (a clean stop whose process was then
+        // continued from a mark it left): holding it again would leave it marked closed while
+        // it issues. A restart registers it again, with no wait.
+        Some((record, _)) if record.closed => Err(lost(
+            "its record says it was closed cleanly".to_string(),
         )),
         Some((record, _)) if record.last_time_ms > claim.recorded_ms() => Err(lost(format!(
             "its last time moved to {} ms, past the {} ms this process recorded (another process used it)",
@@ -803,21 +830,26 @@ mod tests {
         );
     }
 
+    /// Terms of a 6 s expiry and a 3 s reach.
+    fn terms() -> LeaseTerms {
+        LeaseTerms::new(Duration::from_secs(6), Duration::from_secs(3))
+    }
+
     #[tokio::test]
     async fn a_registration_again_is_seen_by_the_earlier_one_and_only_its_holder_closes() {
         let store = Memory::default();
         let space = IdSpace::new(4);
-        let first = allocate(&store, &who(1), space, 4_000, 21).await.unwrap();
+        let first = allocate(&store, &who(1), space, terms(), 21).await.unwrap();
         heartbeat(&store, &who(1), first.record.id, 1_000, Some(21))
             .await
             .unwrap();
         // A replacement with the same identity registers the ID again (the first one cut off):
         // it sees the previous registration open, with its window.
-        let second = allocate(&store, &who(1), space, 4_000, 22).await.unwrap();
+        let second = allocate(&store, &who(1), space, terms(), 22).await.unwrap();
         let previous = second.previous.unwrap();
         assert_eq!(
-            (previous.holder, previous.closed, previous.window_ms),
-            (21, false, 4_000)
+            (previous.holder, previous.closed, previous.reach_ms),
+            (21, false, 3_000)
         );
         // The first one's next write learns it, and cannot mark the record closed.
         let e = heartbeat(&store, &who(1), first.record.id, 2_000, Some(21))
@@ -868,7 +900,7 @@ mod tests {
         let store = Memory::default();
         store.put(record(3, 1, 1_000));
         store.put(record(7, 1, 2_000));
-        let e = allocate(&store, &who(1), IdSpace::new(16), 4_000, 11)
+        let e = allocate(&store, &who(1), IdSpace::new(16), terms(), 11)
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Corrupt, "{e}");
@@ -887,13 +919,13 @@ mod tests {
         store.before_write.lock().unwrap().push(Box::new(|r| {
             r.insert(1, (record(1, 8, 0), 1));
         }));
-        let a = allocate(&store, &who(1), space, 4_000, 11).await.unwrap();
+        let a = allocate(&store, &who(1), space, terms(), 11).await.unwrap();
         assert_eq!((a.record.id, a.existing), (2, false));
         assert!(a.previous.is_none());
-        let a = allocate(&store, &who(1), space, 4_000, 12).await.unwrap();
+        let a = allocate(&store, &who(1), space, terms(), 12).await.unwrap();
         assert_eq!((a.record.id, a.existing), (2, true));
-        allocate(&store, &who(2), space, 4_000, 13).await.unwrap();
-        let e = allocate(&store, &who(3), space, 4_000, 14)
+        allocate(&store, &who(2), space, terms(), 13).await.unwrap();
+        let e = allocate(&store, &who(3), space, terms(), 14)
             .await
             .unwrap_err();
         assert_eq!(e.kind, ErrorKind::SpaceFull);

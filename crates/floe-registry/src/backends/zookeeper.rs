@@ -15,13 +15,15 @@
 //! hands (released and re-registered) is never overwritten.
 //!
 //! **The local window.** Every `T/6` (1 s for the default 6 s session) a keeper task writes
-//! the holder nodes of the session's claims in one transaction. A write only commits while the
-//! leader holds the session valid, so each one answered moves the claims' fence deadlines to
-//! the moment it was *sent* plus `2T/3` ([`crate::terms`]): a process that was paused, or cut
-//! off (connections refused, or a blackhole where nothing closes), stops issuing IDs on its own
-//! clock at least `T/3` before the server can expire its session, whatever its client has or
-//! has not noticed. Pings do not count: a follower answers them itself, even when the leader
-//! no longer hears from it.
+//! the holder nodes of the session's claims in one transaction (each node names its
+//! registration's number). A write only commits while the leader holds the session valid, so
+//! each one answered moves the claims' fence deadlines to the moment it was *sent* plus the
+//! window `W = H - H/10` of the reach ([`crate::terms`]): a process that was paused, or cut off
+//! (connections refused, or a blackhole where nothing closes), stops issuing IDs on its own
+//! clock `W` after its last confirmed write, whatever its client has or has not noticed, and a
+//! process that takes its ID over waits `H + H/10` from the moment it found the holder node
+//! gone. Pings do not count: a follower answers them itself, even when the leader no longer
+//! hears from it.
 //!
 //! **A connection lost is connected again by the keeper.** The client's own reconnects back
 //! off exponentially (after a refused cut of 3.7 s its next try came 6.3 s after the cut,
@@ -32,21 +34,23 @@
 //! itself dropped); the registry ends its session itself when it goes.
 //!
 //! **A session that expires** (the server ended it, or the client gave up) takes the holder
-//! nodes with it, so another process may claim the identity: the keeper raises the
-//! [`Fence`](floe_core::fence::Fence) of every registration of the session at once (no IDs),
-//! opens a new session, and holds each ID again: it re-creates the holder node under the new
-//! session and checks that the worker record is still the identity's and that its last time is
-//! not past the last time this process recorded (else another process used the ID meanwhile).
-//! Then it lowers the fence; the generator goes on with the same worker ID, after its own last
-//! time. The record is not rewritten, so its last time never moves back. An ID that turned out
-//! to be someone else's stays fenced for good, and every heartbeat says why.
+//! nodes with it, so another process may claim the identity (and wait out the reach before it
+//! issues). Generation goes on until the window of the last confirmation ends (lease rule 2);
+//! the keeper opens a new session and holds each ID again: it re-creates the holder node under
+//! the new session and checks that the worker record is still the identity's, still this
+//! registration's, not closed, and that its last time is not past the last time this process
+//! recorded (else another process used the ID meanwhile). A holder node that names this
+//! registration under another session (this process's ended session, restored by a restarted
+//! server; or the session of the process this one continues, [`crate::continuation`]) is
+//! waited out. The record is not rewritten, so its last time never moves back. An ID that
+//! turned out to be someone else's, or whose record is gone, is fenced for good, and every
+//! heartbeat says why.
 //!
-//! **A takeover waits.** The leader learns of a session's requests from followers with a delay
-//! (half a tick, or never if the follower is cut off just after), so it may expire a session
-//! before the holder's window ends. A process that takes over an ID whose last holder did not
-//! close it cleanly (the same identity restarted, or `reclaim_after`) therefore waits that
-//! holder's window plus a margin ([`LeaseTerms::takeover_wait`]) before its first ID, counted
-//! from the moment it found the ID free: after every write the old holder had confirmed.
+//! **A takeover waits.** A process that takes over an ID whose last holder did not close it
+//! cleanly (the same identity on a fresh state directory, or `reclaim_after`) waits that
+//! holder's reach plus a margin ([`LeaseTerms::takeover_wait`]) before its first ID, counted
+//! from the moment it found the ID free: after every write the old holder had confirmed (the
+//! leader may expire a session at any time, even before it heard of the follower's writes).
 //!
 //! **Leaf's layout** (`leaf+zk://`, [`leaf`]): the same sessions, keeper, claims, fences and
 //! takeover rules, with the records in Meituan Leaf's nodes
@@ -140,6 +144,8 @@ struct Shared {
     ended: Mutex<Vec<i64>>,
     /// The runtime the registry was opened on, where its session is ended when it goes.
     runtime: tokio::runtime::Handle,
+    /// The reach of its claims in ms ([`crate::terms`]).
+    reach_ms: std::sync::atomic::AtomicU64,
 }
 
 /// The current session, and its place in the sequence of sessions.
@@ -235,9 +241,13 @@ impl Shared {
         }
     }
 
-    /// The terms of the current session: expiry = the session timeout the server granted.
+    /// The terms of the current session: expiry = the session timeout the server granted;
+    /// the reach the registry was given.
     fn terms(&self) -> LeaseTerms {
-        LeaseTerms::for_expiry(self.session().client.session_timeout())
+        LeaseTerms::new(
+            self.session().client.session_timeout(),
+            Duration::from_millis(self.reach_ms.load(std::sync::atomic::Ordering::Acquire)),
+        )
     }
 }
 
@@ -331,24 +341,33 @@ enum HolderNode {
     /// It was already this session's (an earlier registration of the same identity, or a
     /// create of ours whose answer was lost).
     Ours,
-    /// Another session holds it: its ID.
-    Taken(i64),
+    /// Another session holds it: its ID, and the registration number the node names (none in
+    /// nodes written before floe named it).
+    Taken(i64, Option<u64>),
     /// Another session held it until just now: try again.
     JustReleased,
 }
 
-/// Creates `identity`'s holder node `holder` under `client`'s session.
+/// Creates `identity`'s holder node `holder` under `client`'s session, naming registration
+/// `number` ([`WorkerRecord::holder`](crate::WorkerRecord::holder)).
 async fn create_holder(
     client: &Client,
     cluster: &Ensemble,
     holder: &str,
+    number: u64,
 ) -> Result<HolderNode, RegistryError> {
-    match client.create(holder, b"", &cluster.ephemeral()).await {
+    match client
+        .create(holder, number.to_string().as_bytes(), &cluster.ephemeral())
+        .await
+    {
         Ok(_) => Ok(HolderNode::Created),
-        Err(ZkError::NodeExists) => match client.check_stat(holder).await {
-            Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => Ok(HolderNode::Ours),
-            Ok(Some(stat)) => Ok(HolderNode::Taken(stat.ephemeral_owner)),
-            Ok(None) => Ok(HolderNode::JustReleased),
+        Err(ZkError::NodeExists) => match client.get_data(holder).await {
+            Ok((_, stat)) if stat.ephemeral_owner == client.session_id().0 => Ok(HolderNode::Ours),
+            Ok((data, stat)) => Ok(HolderNode::Taken(
+                stat.ephemeral_owner,
+                std::str::from_utf8(&data).ok().and_then(|t| t.parse().ok()),
+            )),
+            Err(ZkError::NoNode) => Ok(HolderNode::JustReleased),
             Err(e) => Err(map_err(&format!("read {holder}"), e)),
         },
         Err(e) => Err(map_err(&format!("create {holder}"), e)),

@@ -1,6 +1,7 @@
 //! Opening a registry: the constructors of [`ZkRegistry`], which open its first session and
 //! start its keeper.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +19,18 @@ use crate::ErrorKind;
 use crate::RegistryError;
 
 impl ZkRegistry {
+    /// Sets the reach of the claims this registry makes from now on ([`crate::terms`]):
+    /// [`DEFAULT_REACH`](crate::terms::DEFAULT_REACH) unless told.
+    #[must_use]
+    pub fn with_reach(self, reach: Duration) -> Self {
+        let reach = reach.clamp(crate::terms::MIN_REACH, crate::terms::MAX_REACH);
+        self.shared.reach_ms.store(
+            u64::try_from(reach.as_millis()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Release,
+        );
+        self
+    }
+
     /// Connects to `cluster` (`host:port[,host:port...]`) and uses `root` (e.g. `/floe`).
     /// Call it on a tokio runtime: it starts the session's keeper there (see the module docs).
     ///
@@ -147,6 +160,9 @@ impl ZkRegistry {
             claims: Claims::default(),
             ended: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
+            reach_ms: AtomicU64::new(
+                u64::try_from(crate::terms::DEFAULT_REACH.as_millis()).unwrap_or(u64::MAX),
+            ),
         });
         tokio::spawn(keep(Arc::downgrade(&shared), watcher));
         Ok(ZkRegistry { shared })

@@ -12,7 +12,6 @@ use floe_core::fence::Sent;
 use super::records;
 use super::session::{end_session, open_session, resume_session, RESUME_EVERY};
 use super::{create_holder, HolderNode, Shared, ZkRegistry};
-use crate::terms::LeaseTerms;
 use crate::{ErrorKind, RegistryError};
 
 /// The keeper of a registry's session: confirms the session's claims every `T/6` by a write
@@ -216,7 +215,13 @@ async fn confirm_claims(shared: &Arc<Shared>, within: Duration) {
                 continue;
             };
             if stat.ephemeral_owner != session.client.session_id().0
-                || txn.add_set_data(&holder, b"", Some(stat.version)).is_err()
+                || txn
+                    .add_set_data(
+                        &holder,
+                        claim.holder.to_string().as_bytes(),
+                        Some(stat.version),
+                    )
+                    .is_err()
             {
                 continue;
             }
@@ -258,19 +263,25 @@ async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
         let holder = shared.holder(&claim.identity);
         let mut created = false;
         let sent = Sent::now(&SystemClock);
-        let held = match create_holder(&session.client, &shared.cluster, &holder).await {
+        let held = match create_holder(&session.client, &shared.cluster, &holder, claim.holder)
+            .await
+        {
             Ok(node @ (HolderNode::Created | HolderNode::Ours)) => {
                 created = matches!(node, HolderNode::Created);
                 records::may_hold_again(&registry, &claim).await
             }
             // This registry's own ended session: a ZooKeeper restarted from its snapshot
-            // keeps it alive for a session timeout more, after the client gave it up. Wait
-            // for its node to go.
-            Ok(HolderNode::Taken(owner)) if shared.was_ours(owner) => {
+            // keeps it alive for a session timeout more, after the client gave it up. Or the
+            // session of the process this one continues (the node names this registration):
+            // it is dead, its session lingers until the server expires it. Wait for its node
+            // to go; the claim's window runs on meanwhile.
+            Ok(HolderNode::Taken(owner, number))
+                if shared.was_ours(owner) || number == Some(claim.holder) =>
+            {
                 unsettled = true;
                 continue;
             }
-            Ok(HolderNode::Taken(_)) => Err(RegistryError::new(
+            Ok(HolderNode::Taken(..)) => Err(RegistryError::new(
                 ErrorKind::Conflict,
                 format!(
                     "zookeeper: {} was claimed by another process while this one's session had expired ({holder} is another session's): worker ID {} stays fenced (no IDs): restart floe to register again",
@@ -285,7 +296,7 @@ async fn hold_claims_again(shared: &Arc<Shared>) -> bool {
         };
         match held {
             Ok(()) => {
-                claim.set_window(LeaseTerms::for_expiry(session.client.session_timeout()).window);
+                claim.set_window(shared.terms().window);
                 claim.held_under(session.epoch, sent);
             }
             Err(e) if e.kind == ErrorKind::Conflict => {

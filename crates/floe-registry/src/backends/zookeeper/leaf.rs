@@ -263,6 +263,13 @@ struct Side {
     /// [`WorkerRecord::rule`].
     #[serde(default, skip_serializing_if = "is_zero")]
     rule: u32,
+    /// [`WorkerRecord::reach_ms`].
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    reach_ms: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -278,6 +285,7 @@ impl Side {
             closed: record.closed,
             layout: record.layout.clone(),
             rule: record.rule,
+            reach_ms: record.reach_ms,
         })
         .map_err(|e| RegistryError::new(ErrorKind::Corrupt, format!("cannot encode a record: {e}")))
     }
@@ -360,6 +368,7 @@ fn record_of(
             holder: side.holder,
             layout: side.layout.clone(),
             rule: side.rule,
+            reach_ms: side.reach_ms,
         },
         // A Leaf server's: no holder, no window, not closed, Meituan Leaf's layout; its
         // timestamp, or the last time floe recorded before it if that is later.

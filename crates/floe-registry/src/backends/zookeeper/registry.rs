@@ -98,7 +98,7 @@ impl ZkRegistry {
             && previous.as_ref().is_some_and(|p| p.holder == 0);
         let takeover_wait = match &previous {
             Some(p) if previous_open && !leaf_server => {
-                LeaseTerms::takeover_wait(p.window_ms, terms.window)
+                LeaseTerms::takeover_wait(p.reach(), terms.reach)
             }
             _ => Duration::ZERO,
         };
@@ -116,7 +116,7 @@ impl ZkRegistry {
             existing,
             fence,
             takeover_wait,
-            previous_window_ms: previous.as_ref().map_or(0, |p| p.window_ms),
+            previous_reach_ms: previous.as_ref().map_or(0, WorkerRecord::reach),
             previous_holder: previous.map(|p| p.identity),
             previous_open,
             _hold: Some(Hold::new(ZkHold {
@@ -268,7 +268,8 @@ impl Registry for ZkRegistry {
         let holder = self.holder(identity);
         // The create is a write: its answer confirms the session, from this moment on.
         let sent = Sent::now(&SystemClock);
-        let created = match create_holder(&client, &self.shared.cluster, &holder).await? {
+        let number = records::new_holder();
+        let created = match create_holder(&client, &self.shared.cluster, &holder, number).await? {
             HolderNode::Created => true,
             // Already this session's: held by a live registration of this process (nothing to
             // wait out), or created by a request of ours whose answer was lost (a connection
@@ -280,7 +281,7 @@ impl Registry for ZkRegistry {
                 .live()
                 .iter()
                 .any(|c| &c.identity == identity),
-            HolderNode::Taken(_) => return Err(held_elsewhere(identity, &holder)),
+            HolderNode::Taken(..) => return Err(held_elsewhere(identity, &holder)),
             HolderNode::JustReleased => {
                 return Err(RegistryError::new(
                     ErrorKind::Conflict,
@@ -290,16 +291,18 @@ impl Registry for ZkRegistry {
                 ))
             }
         };
-        let window_ms = self.shared.terms().window_ms();
-        let mut result =
-            records::allocate(self, identity, space, window_ms, records::new_holder()).await;
+        let terms = self.shared.terms();
+        let mut result = records::allocate(self, identity, space, terms, number).await;
         let mut sent = sent;
         if result.is_ok() && matches!(self.shared.nodes, Nodes::Leaf(_)) {
             // Taking a Leaf server's node may have watched it for seconds (leaf::check_own),
             // longer than the window the holder node's creation opened: confirm the session
             // again by a write, from now.
             sent = Sent::now(&SystemClock);
-            if let Err(e) = client.set_data(&holder, b"", None).await {
+            if let Err(e) = client
+                .set_data(&holder, number.to_string().as_bytes(), None)
+                .await
+            {
                 result = Err(map_err(&format!("write {holder}"), e));
             }
         }
@@ -406,7 +409,11 @@ impl Registry for ZkRegistry {
         let ephemeral = self.shared.cluster.ephemeral();
         let holder = self.holder(identity);
         let sent = Sent::now(&SystemClock);
-        match client.create(&holder, b"", &ephemeral).await {
+        let number = records::new_holder();
+        match client
+            .create(&holder, number.to_string().as_bytes(), &ephemeral)
+            .await
+        {
             Ok(_) => {}
             Err(ZkError::NodeExists) => {
                 return Err(RegistryError::new(
@@ -416,21 +423,35 @@ impl Registry for ZkRegistry {
             }
             Err(e) => return Err(map_err(&format!("create {holder}"), e)),
         }
-        let window_ms = self.shared.terms().window_ms();
-        let taken = records::take_over_idle(
-            self,
-            identity,
-            space,
-            idle_before_ms,
-            window_ms,
-            records::new_holder(),
-        )
-        .await;
+        let terms = self.shared.terms();
+        let taken =
+            records::take_over_idle(self, identity, space, idle_before_ms, terms, number).await;
         if !matches!(taken, Ok(Some(_))) {
             // Nothing taken: do not keep the identity claimed.
             let _ = client.delete(&holder, None).await;
         }
         Ok(taken?.map(|allocation| self.registration(allocation, epoch, sent, true)))
+    }
+
+    fn adopt(&self, continued: &crate::Continued, fence: Arc<Fence>) -> Option<Registration> {
+        // Under no session yet: the keeper holds it again (within a second, or once the node
+        // of the session it continues is gone).
+        let claim = Arc::new(Claim::adopted(
+            continued,
+            fence.clone(),
+            self.shared.terms().window,
+            u64::MAX,
+        ));
+        self.shared.claims.add(&claim);
+        Some(Registration {
+            existing: true,
+            fence,
+            _hold: Some(Hold::new(ZkHold {
+                _shared: self.shared.clone(),
+                _claim: claim,
+            })),
+            ..Registration::new(continued.record(), true, None)
+        })
     }
 
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
