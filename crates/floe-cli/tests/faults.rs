@@ -396,6 +396,33 @@ fn a_second_serve_beside_a_stopped_one() {
 
 /// ZooKeeper and etcd as 3-member clusters, their leader killed and partitioned under load:
 /// floe keeps serving or fences, and never repeats.
+/// A registry out of reach under load at the default reach: no node answers 503, and one
+/// restarted during the outage serves at once (its lease continued from its state directory).
+/// Short here (8 s: past ZooKeeper's 6 s session and etcd's 3 s TTL, so every session and lease
+/// ends meanwhile); scripts/faults.sh runs 60 s and 10 min.
+#[test]
+fn a_registry_out_of_reach_stops_nobody() {
+    let _one = one_at_a_time();
+    let (runs, holds) = if faults::full() {
+        (
+            20,
+            vec![
+                std::time::Duration::from_secs(60),
+                std::time::Duration::from_secs(600),
+            ],
+        )
+    } else {
+        (1, vec![std::time::Duration::from_secs(8)])
+    };
+    let mut rows = Vec::new();
+    for outage in [pauses::Outage::ZooKeeper, pauses::Outage::Etcd] {
+        for &hold in &holds {
+            rows.push(pauses::registry_outage_row(outage, hold, runs));
+        }
+    }
+    assert_rows(&rows);
+}
+
 #[test]
 fn registry_clusters_lose_their_leader() {
     let _one = one_at_a_time();

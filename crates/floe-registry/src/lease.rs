@@ -554,9 +554,9 @@ async fn wait_out<C: Clock>(
         // reach later. Past by now where the clocks agree (the takeover waited that long); a
         // clock behind the previous holder's by more waits or refuses, naming the times,
         // instead of repeating its IDs.
-        let window = Duration::from_millis(reg.previous_reach_ms)
-            .max(registry.lease_terms().map_or(Duration::ZERO, |t| t.reach))
-            .min(crate::terms::MAX_REACH);
+        // The record's reach (not this node's own: a Leaf server's record has none, and floe
+        // watched its node instead of waiting).
+        let window = Duration::from_millis(reg.previous_reach_ms).min(crate::terms::MAX_REACH);
         let reach = u64::try_from((HEARTBEAT_INTERVAL + window).as_millis()).unwrap_or(u64::MAX);
         floors.previous_reach = Some(reg.record.last_time_ms)
             .filter(|&t| t > 0)
@@ -830,20 +830,29 @@ impl Lease {
             // Brings the bound back to now (fsync).
             off_executor("time bound close", move || h.close(last_time_ms)).await?;
         }
-        match self.heartbeat(registry, cache, last_time_ms).await {
+        let leased = matches!(self.source, Source::Registry | Source::Continued);
+        let closed = match self.heartbeat(registry, cache, last_time_ms).await {
             Err(e) if e.kind == ErrorKind::Conflict => {
                 tracing::info!(identity = %self.identity, worker_id = self.id, "stopping with a worker ID that is no longer this identity's: nothing to record ({e})");
                 return Ok(());
             }
-            other => other?,
-        }
-        if matches!(self.source, Source::Registry | Source::Continued) {
-            registry.close(&self.identity, self.id).await?;
+            Err(e) if leased && e.kind == ErrorKind::Unavailable => Err(e),
+            Err(e) => return Err(e),
+            Ok(()) if leased => registry.close(&self.identity, self.id).await,
+            Ok(()) => return Ok(()),
+        };
+        match closed {
             // The record says closed: a restart registers (with no wait) rather than
             // continue a lease that ended.
-            self.write_cache(cache, last_time_ms, None).await?;
+            Ok(()) => self.write_cache(cache, last_time_ms, None).await,
+            // The registry cannot be told now (unreachable, or the claim not held again
+            // yet): the generators stopped all the same. The cache keeps the lease's mark.
+            Err(e) if e.kind == ErrorKind::Unavailable => {
+                tracing::warn!(identity = %self.identity, worker_id = self.id, "stopped without closing worker ID {} in the registry ({e}): a restart on this state directory continues the lease; anyone else who takes the ID waits out its reach", self.id);
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
-        Ok(())
     }
 }
 

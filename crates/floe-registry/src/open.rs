@@ -427,7 +427,7 @@ pub async fn open_or_unreachable(url: &str) -> Result<Box<dyn Registry>, Registr
 }
 
 /// How long [`open_or_unreachable`] waits for the registry to open.
-const OPEN_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+const OPEN_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A registry URL as [`Registry::location`](crate::Registry::location) gives it: without floe's options (`?ttl=`,
 /// `?session_timeout=`, etcd's `cacert=`, `cert=`, `key=`, `password_file=`) and without a

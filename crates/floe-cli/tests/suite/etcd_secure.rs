@@ -179,7 +179,7 @@ fn an_unreachable_secure_etcd_is_unavailable() {
 #[test]
 fn a_paused_node_on_secure_etcd_is_fenced_when_another_takes_its_worker_id() {
     let root = floe_testkit::unique("floe-pause");
-    let url = format!("{}&ttl=3", secure_url(&root));
+    let url = format!("{}&ttl=3&reach=2", secure_url(&root));
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("floe.toml");
     std::fs::write(&config, "[ids]\nkinds = [\"snowflake\"]\n").unwrap();

@@ -556,7 +556,7 @@ fn a_leaf_fleet_moves_to_floe_node_by_node_under_load() {
         // The Leaf server's identity, Leaf's layout, its IDs as the floor, Leaf's table.
         let server = start(&[
             "--registry",
-            &format!("leaf+zk://{zk}/snowflake"),
+            &format!("leaf+zk://{zk}/snowflake?reach=4"),
             "--service",
             &name,
             "--host",
@@ -634,7 +634,7 @@ fn a_paused_leaf_node_is_fenced_when_another_takes_its_worker_id() {
         let state = dir.path().join(state);
         start(&[
             "--registry",
-            &format!("leaf+zk://{zk}/snowflake"),
+            &format!("leaf+zk://{zk}/snowflake?reach=4"),
             "--service",
             &name,
             "--host",

@@ -979,7 +979,9 @@ fn a_node_on_etcd_comes_back_after_a_kill_whatever_its_ttl() {
 /// request, even `/healthz`, waits unanswered: a TCP health check sees the node up, and clients
 /// hang instead of failing over. It should answer (a 503 while starting) or refuse.
 ///
-/// Found: `Server::start` bound the listeners before it leased. It now binds them last.
+/// Found: `Server::start` bound the listeners before it leased. It now binds them last. (Since
+/// lease rule 2 a restart on its own state directory continues its lease at once and does not
+/// wait; the listeners are still bound last.)
 #[test]
 fn a_restarting_node_does_not_hold_requests_while_it_waits_for_its_lease() {
     use std::io::{Read, Write};

@@ -791,7 +791,8 @@ pub fn state_dir_lost_on_a_wiped_store(pg: &str, registry: Option<(&str, String)
 /// (docs/reliability.md names it undetectable).
 pub fn registry_wiped_under_a_fleet(etcd: &str, restart: bool) -> Row {
     let root = format!("/regwiped-{}", nanos());
-    let registry = format!("etcd://{etcd}{root}");
+    // A short reach: the wiped node waits the reach (or a heartbeat, 5 s) before its first ID.
+    let registry = format!("etcd://{etcd}{root}?reach=2");
     let node = |identity: &'static str, dir: &Path| {
         let state = dir.display().to_string();
         let port = free_port();
