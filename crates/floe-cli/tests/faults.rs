@@ -405,7 +405,7 @@ fn a_registry_out_of_reach_stops_nobody() {
     let _one = one_at_a_time();
     let (runs, holds) = if faults::full() {
         (
-            20,
+            faults::runs(20),
             vec![
                 std::time::Duration::from_secs(60),
                 std::time::Duration::from_secs(600),
