@@ -162,16 +162,13 @@ pub struct Lease {
     pub terms: Option<crate::terms::LeaseTerms>,
     horizon: Option<DurableHorizon>,
     registry: String,
-    /// The registration number the record carries (0: none), for the mark a restart
-    /// continues ([`crate::continuation`]).
-    holder: u64,
     /// The lock of the identity's entry in the state directory, held for the lease's life.
     _lock: Option<std::fs::File>,
     /// The mark last written to the cache ([`crate::continuation`]).
     mark: std::sync::Mutex<Option<crate::continuation::LeaseMark>>,
     /// Set by [`close`](Lease::close), once the generators stopped for good.
     closing: std::sync::atomic::AtomicBool,
-    _registration: Option<Registration>,
+    registration: Option<Registration>,
 }
 
 /// How long a registration waits before its first ID when the registry forgot the identity
@@ -283,11 +280,10 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         terms: registration.as_ref().and_then(|_| registry.lease_terms()),
         horizon,
         registry: location,
-        holder: registration.as_ref().map_or(0, |r| r.record.holder),
         _lock: lock,
         mark: std::sync::Mutex::new(None),
         closing: std::sync::atomic::AtomicBool::new(false),
-        _registration: registration,
+        registration,
     };
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
     lease.record_cache(cache, not_before_ms.max(now_ms)).await?;
@@ -697,14 +693,10 @@ impl Lease {
                 // (its fence is retired): should the registry not take the clean close (it is
                 // unreachable), a restart continues the lease from it; once the record says
                 // closed, `close` takes it away.
-                *mark = match (
-                    self.source,
-                    self.fence.remaining(&floe_core::clock::SystemClock),
-                ) {
-                    (Source::Registry | Source::Continued, Some(left))
-                        if self.holder != 0 && !left.is_zero() =>
-                    {
-                        crate::continuation::LeaseMark::now(self.holder, left, cache.dir())
+                let holder = self.registration.as_ref().map_or(0, |r| r.record.holder);
+                *mark = match self.fence.remaining(&floe_core::clock::SystemClock) {
+                    Some(left) if holder != 0 && !left.is_zero() => {
+                        crate::continuation::LeaseMark::now(holder, left, cache.dir())
                     }
                     _ => None,
                 };
@@ -756,7 +748,7 @@ impl Lease {
         if cached.is_err() {
             self.stats.cache_failures.fetch_add(1, Ordering::Relaxed);
         }
-        if matches!(self.source, Source::Registry | Source::Continued) {
+        if self.leased() {
             // A registry that lost its server may hold a request until it reconnects: bound
             // the wait so that beats keep coming.
             let beat = registry.heartbeat(&self.identity, self.id, last_time_ms);
@@ -804,6 +796,12 @@ impl Lease {
 }
 
 impl Lease {
+    /// Whether the ID is held under a registration (from the registry, or continued): not
+    /// from the cache nor the port fallback.
+    fn leased(&self) -> bool {
+        self.registration.is_some()
+    }
+
     /// Whether the registry said the ID is someone else's (fenced for good).
     pub fn is_lost(&self) -> bool {
         self.stats.lost.load(Ordering::Acquire)
@@ -830,7 +828,7 @@ impl Lease {
             // Brings the bound back to now (fsync).
             off_executor("time bound close", move || h.close(last_time_ms)).await?;
         }
-        let leased = matches!(self.source, Source::Registry | Source::Continued);
+        let leased = self.leased();
         let closed = match self.heartbeat(registry, cache, last_time_ms).await {
             Err(e) if e.kind == ErrorKind::Conflict => {
                 tracing::info!(identity = %self.identity, worker_id = self.id, "stopping with a worker ID that is no longer this identity's: nothing to record ({e})");

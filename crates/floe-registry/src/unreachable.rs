@@ -78,14 +78,14 @@ impl Unreachable {
         }
     }
 
-    /// The registry if it opened; else starts opening it in the background (once) and says
-    /// `None` at once.
-    async fn reach(&self) -> Option<&dyn Registry> {
+    /// The registry if it opened; else starts opening it in the background (once) and
+    /// answers with the error at once.
+    fn reach(&self) -> Result<&dyn Registry, RegistryError> {
         if let Some(inner) = self.shared.inner.get() {
-            return Some(inner.as_ref());
+            return Ok(inner.as_ref());
         }
         self.start();
-        None
+        Err(self.error.clone())
     }
 
     /// Starts the background task that opens the registry, once.
@@ -192,10 +192,7 @@ impl Registry for Unreachable {
         identity: &Identity,
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.register(identity, space).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.register(identity, space).await
     }
     async fn heartbeat(
         &self,
@@ -203,34 +200,19 @@ impl Registry for Unreachable {
         id: u32,
         last_time_ms: u64,
     ) -> Result<(), RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.heartbeat(identity, id, last_time_ms).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.heartbeat(identity, id, last_time_ms).await
     }
     async fn release(&self, identity: &Identity) -> Result<bool, RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.release(identity).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.release(identity).await
     }
     async fn list(&self, service: &str) -> Result<Vec<WorkerRecord>, RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.list(service).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.list(service).await
     }
     async fn close(&self, identity: &Identity, id: u32) -> Result<(), RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.close(identity, id).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.close(identity, id).await
     }
     async fn store_epoch(&self, service: &str, name: &str) -> Result<Option<i64>, RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.store_epoch(service, name).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.store_epoch(service, name).await
     }
     async fn keep_store_epoch(
         &self,
@@ -238,10 +220,7 @@ impl Registry for Unreachable {
         name: &str,
         epoch: i64,
     ) -> Result<bool, RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.keep_store_epoch(service, name, epoch).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.keep_store_epoch(service, name, epoch).await
     }
     async fn reclaim(
         &self,
@@ -249,9 +228,6 @@ impl Registry for Unreachable {
         space: IdSpace,
         idle_before_ms: u64,
     ) -> Result<Option<Registration>, RegistryError> {
-        match self.reach().await {
-            Some(inner) => inner.reclaim(identity, space, idle_before_ms).await,
-            None => Err(self.error.clone()),
-        }
+        self.reach()?.reclaim(identity, space, idle_before_ms).await
     }
 }

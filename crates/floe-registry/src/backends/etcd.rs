@@ -195,15 +195,8 @@ impl EtcdRegistry {
         let previous_open = previous.as_ref().is_some_and(|p| !p.closed);
         let fence = Arc::new(Fence::new());
         let terms = self.terms();
-        let claim = Arc::new(Claim::new(&record, fence.clone(), 0, terms.window, sent));
-        self.claims.add(&claim);
-        let keeper = tokio::spawn(keep(
-            self.keys.clone(),
-            claim.clone(),
-            self.ttl_secs,
-            terms,
-            lease,
-        ));
+        let claim = Claim::new(&record, fence.clone(), 0, terms.window, sent);
+        let hold = self.keep(claim, lease);
         // The holder key was free, the previous holder's lease ended: but a holder issues for
         // its reach after its last confirmed keep-alive, longer than the TTL.
         let takeover_wait = match &previous {
@@ -218,11 +211,26 @@ impl EtcdRegistry {
             previous_reach_ms: previous.as_ref().map_or(0, WorkerRecord::reach),
             previous_holder: previous.map(|p| p.identity),
             previous_open,
-            _hold: Some(Hold::new(EtcdHold {
-                keeper,
-                _claim: claim,
-            })),
+            _hold: Some(hold),
         }
+    }
+
+    /// Adds `claim` to the registry's and starts its keeper on `lease` (0: none yet): the
+    /// hold of its registration.
+    fn keep(&self, claim: Claim, lease: i64) -> Hold {
+        let claim = Arc::new(claim);
+        self.claims.add(&claim);
+        let keeper = tokio::spawn(keep(
+            self.keys.clone(),
+            claim.clone(),
+            self.ttl_secs,
+            self.terms(),
+            lease,
+        ));
+        Hold::new(EtcdHold {
+            keeper,
+            _claim: claim,
+        })
     }
 }
 
@@ -647,24 +655,12 @@ impl Registry for EtcdRegistry {
     }
 
     fn adopt(&self, continued: &crate::Continued, fence: Arc<Fence>) -> Option<Registration> {
-        let terms = self.terms();
-        let claim = Arc::new(Claim::adopted(continued, fence.clone(), terms.window, 0));
-        self.claims.add(&claim);
+        let claim = Claim::adopted(continued, fence.clone(), self.terms().window, 0);
         // No lease yet (0): the keeper finds the continued registration's own, or grants one.
-        let keeper = tokio::spawn(keep(
-            self.keys.clone(),
-            claim.clone(),
-            self.ttl_secs,
-            terms,
-            0,
-        ));
+        let hold = self.keep(claim, 0);
         Some(Registration {
             fence,
-            _hold: Some(Hold::new(EtcdHold {
-                keeper,
-                _claim: claim,
-            })),
-            ..Registration::new(continued.record(), true, None)
+            ..Registration::new(continued.record(), true, Some(hold))
         })
     }
 

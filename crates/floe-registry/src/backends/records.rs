@@ -475,6 +475,11 @@ impl Claim {
         sent: Sent,
     ) -> Self {
         fence.confirm(sent, window);
+        Claim::unconfirmed(record, fence, epoch, window)
+    }
+
+    /// A claim on `record`'s ID under session `epoch`, its fence as it stands.
+    fn unconfirmed(record: &WorkerRecord, fence: Arc<Fence>, epoch: u64, window: Duration) -> Self {
         Claim {
             identity: record.identity.clone(),
             id: record.id,
@@ -496,16 +501,10 @@ impl Claim {
         window: Duration,
         epoch: u64,
     ) -> Self {
+        let record = continued.record();
         Claim {
-            identity: continued.identity.clone(),
-            id: continued.id,
-            fence,
-            holder: continued.holder,
-            window_nanos: AtomicU64::new(nanos(window)),
-            recorded_ms: AtomicU64::new(continued.recorded_ms),
-            epoch: AtomicU64::new(epoch),
             lapsed: AtomicBool::new(true),
-            lost: Mutex::new(None),
+            ..Claim::unconfirmed(&record, fence, epoch, window)
         }
     }
 
@@ -556,17 +555,12 @@ impl Claim {
     }
 
     /// The claim stands again under session `epoch`, as the registry confirmed in answer to a
-    /// request sent at `sent`: generation may go on until `sent + window` (unless the ID is
-    /// lost).
+    /// request sent at `sent`: generation may go on until `sent + window` (a lost ID's fence
+    /// stays raised: only a loss raises it, for good).
     pub(crate) fn held_under(&self, epoch: u64, sent: Sent) {
         self.epoch.store(epoch, Ordering::Release);
         self.fence.confirm(sent, self.window());
         self.lapsed.store(false, Ordering::Release);
-        // Under the lock `lose` takes: a loss found at the same time is never lowered.
-        let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
-        if lost.is_none() {
-            self.fence.lower();
-        }
     }
 
     /// Why the ID is lost for good, if it is.

@@ -444,7 +444,6 @@ impl Registry for ZkRegistry {
         ));
         self.shared.claims.add(&claim);
         Some(Registration {
-            existing: true,
             fence,
             _hold: Some(Hold::new(ZkHold {
                 _shared: self.shared.clone(),
