@@ -623,7 +623,7 @@ impl Registry for EtcdRegistry {
             if claim.is_lapsed() {
                 return Err(RegistryError::new(
                     ErrorKind::Unavailable,
-                    format!("etcd: the lease of {identity} was lost or may be; holding worker ID {id} again (no IDs meanwhile)"),
+                    format!("etcd: the lease of {identity} was lost or may be; holding worker ID {id} again (IDs go on until the window of the last confirmation ends)"),
                 ));
             }
             claim.record(last_time_ms);

@@ -328,7 +328,7 @@ impl Registry for ZkRegistry {
             if !session.open || claim.is_lapsed() || claim.epoch() != session.epoch {
                 return Err(RegistryError::new(
                     ErrorKind::Unavailable,
-                    format!("zookeeper: the session of {identity} expired; holding worker ID {id} again under a new one (no IDs meanwhile)"),
+                    format!("zookeeper: the session of {identity} expired; holding worker ID {id} again under a new one (IDs go on until the window of the last confirmation ends)"),
                 ));
             }
             claim.record(last_time_ms);
