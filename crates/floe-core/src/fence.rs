@@ -68,7 +68,7 @@ pub struct Sent {
 
 impl Sent {
     /// The readings of `clock` now, taken just before a request is sent.
-    pub fn now(clock: &impl Clock) -> Sent {
+    pub fn now(clock: &(impl Clock + ?Sized)) -> Sent {
         // Monotonic first: the later wall reading only makes the wall deadline later by the
         // nanoseconds between them, which the window's margin covers.
         let mono_nanos = clock.monotonic_nanos();

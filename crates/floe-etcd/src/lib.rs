@@ -1071,6 +1071,11 @@ impl Txn {
         self
     }
 
+    /// The request as it goes to etcd: what a stand-in for etcd (a simulation) evaluates.
+    pub fn request(&self) -> &TxnRequest {
+        &self.0
+    }
+
     /// Adds operations run when they do not.
     #[must_use]
     pub fn or_else(mut self, ops: impl IntoIterator<Item = TxnOp>) -> Txn {

@@ -10,18 +10,16 @@
 //! - `{root}/{service}/holders/{host}:{port}`: the live holder's claim, **attached to its
 //!   lease** (TTL 10 s by default). A second process with the same identity cannot create it.
 //!
-//! **Fencing, the reason to choose etcd.** A keeper task sends a keep-alive every TTL/6, and
-//! each one answered moves the registration's [`Fence`](floe_core::fence::Fence) deadline to
-//! the moment that keep-alive was *sent* plus 2/3 of the TTL ([`crate::terms`]): the lease can
-//! only have ended a third of the TTL after generation stopped, whatever happened meanwhile (a
-//! pause, a partition, answers that arrived while the process was stopped). When the lease is
-//! gone (expired, or revoked) the keeper raises the fence and holds the ID again under a new
-//! lease on the free holder key, if the worker record is still this identity's with a last time
-//! not past the last time this process recorded (else another process used the ID meanwhile).
-//! An ID found lost (a heartbeat's conflict: the record released or taken over; or lost while
-//! the lease was) stays fenced for good, whatever the keep-alives say, and every heartbeat says
-//! why. A takeover needs no wait of its own: the holder key can only be taken once the lease
-//! ended, which is the previous holder's last keep-alive plus the TTL, past its window.
+//! **Fencing.** A keeper task sends a keep-alive every TTL/6, and each one answered moves the
+//! registration's [`Fence`](floe_core::fence::Fence) deadline to the moment that keep-alive was
+//! *sent* plus the window `W = H - H/10` of the reach `H` (`?reach=`, [`crate::terms`]): a
+//! lease that ends (an outage longer than the TTL) does not stop the holder, whose keeper holds
+//! the ID again under a new lease, if the worker record still carries this registration's
+//! number, as soon as etcd answers. An ID found lost (the record released, wiped or taken
+//! over) stays fenced for good, whatever the keep-alives say, and every heartbeat says why. A
+//! takeover waits the previous holder's reach and margin from the moment it found its lease
+//! gone ([`LeaseTerms::takeover_wait`]). `sim` runs this keeper against a simulated etcd for
+//! thousands of seeds.
 //!
 //! All changes are transactions: a new ID is taken only if its worker key does not exist
 //! (`create_revision == 0`), a heartbeat or take-over only if the record is unchanged since it
@@ -32,11 +30,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use floe_core::clock::SystemClock;
+use floe_core::clock::{Clock, SystemClock};
 use floe_core::fence::{Fence, Sent};
 use floe_etcd::{
     Client, Compare, CompareOp, ConnectOptions, Error as EtcdError, Security, Txn, TxnOp,
 };
+
+mod kv;
+#[cfg(test)]
+mod sim;
+
+use kv::Kv;
 
 use super::records::{self, decode, encode, Allocation, Claim, Claims, VersionedRecords};
 use crate::terms::LeaseTerms;
@@ -56,12 +60,13 @@ pub struct EtcdRegistry {
     claims: Claims,
 }
 
-/// The registry's keys under its root, and the client that reads and writes them (cheap to
-/// clone: the keeper task has its own).
+/// The registry's keys under its root, the client that reads and writes them and the clock
+/// its confirmations are timed on (cheap to clone: the keeper task has its own).
 #[derive(Clone)]
 struct Keys {
-    client: Client,
+    client: Arc<dyn Kv>,
     root: String,
+    clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for EtcdRegistry {
@@ -144,17 +149,27 @@ impl EtcdRegistry {
         // The connection is made lazily: ask once, so that an unreachable cluster (or one that
         // refuses this client) says so now.
         client.get(root).await.map_err(at)?;
-        Ok(EtcdRegistry {
+        let mut registry =
+            EtcdRegistry::over(Arc::new(client), root, ttl_secs, Arc::new(SystemClock));
+        endpoints.clone_into(&mut registry.endpoints);
+        registry.scheme = scheme;
+        Ok(registry)
+    }
+
+    /// A registry on `client` (etcd, or a stand-in), its confirmations timed on `clock`.
+    fn over(client: Arc<dyn Kv>, root: &str, ttl_secs: i64, clock: Arc<dyn Clock>) -> Self {
+        EtcdRegistry {
             keys: Keys {
                 client,
                 root: root.to_string(),
+                clock,
             },
-            endpoints: endpoints.to_string(),
-            scheme,
+            endpoints: String::new(),
+            scheme: "etcd",
             ttl_secs,
             reach: crate::terms::DEFAULT_REACH,
             claims: Claims::default(),
-        })
+        }
     }
 
     /// Creates the holder key, naming registration `holder`, under a new lease. `Ok(None)`:
@@ -165,7 +180,7 @@ impl EtcdRegistry {
         holder: u64,
     ) -> Result<Option<(i64, Sent)>, RegistryError> {
         let key = self.keys.holder_key(identity);
-        claim_holder(&self.keys.client, &key, self.ttl_secs, holder).await
+        claim_holder(&self.keys, &key, self.ttl_secs, holder).await
     }
 
     /// Sets the reach of the claims this registry makes ([`crate::terms`]):
@@ -378,12 +393,13 @@ impl VersionedRecords for Keys {
 /// unless it exists: the lease and when its grant was sent (its TTL runs from a moment after
 /// that), or `None` when the key exists.
 async fn claim_holder(
-    client: &Client,
+    keys: &Keys,
     key: &str,
     ttl_secs: i64,
     holder: u64,
 ) -> Result<Option<(i64, Sent)>, RegistryError> {
-    let sent = Sent::now(&SystemClock);
+    let client = &keys.client;
+    let sent = Sent::now(&*keys.clock);
     let lease = client
         .lease_grant(ttl_secs)
         .await
@@ -405,7 +421,7 @@ async fn claim_holder(
 
 /// The lease of holder key `key` if it names registration `holder` (a claim of ours), `None`
 /// when the key is gone or another registration's.
-async fn own_lease(client: &Client, key: &str, holder: u64) -> Result<Option<i64>, RegistryError> {
+async fn own_lease(client: &dyn Kv, key: &str, holder: u64) -> Result<Option<i64>, RegistryError> {
     let resp = client
         .get(key)
         .await
@@ -419,7 +435,7 @@ async fn own_lease(client: &Client, key: &str, holder: u64) -> Result<Option<i64
 
 /// Whether the keep-alive of `lease` succeeded: `Some(true)` alive, `Some(false)` the lease is
 /// gone, `None` etcd did not answer in time.
-async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Option<bool> {
+async fn keep_alive_once(client: &dyn Kv, lease: i64, within: Duration) -> Option<bool> {
     let round = async { client.lease_keep_alive_once(lease).await.ok()? };
     match tokio::time::timeout(within, round).await {
         Ok(Some(resp)) => Some(resp.ttl > 0),
@@ -435,7 +451,7 @@ async fn keep_alive_once(client: &Client, lease: i64, within: Duration) -> Optio
 /// lowered: the keeper then ends the lease, so that the identity is not kept claimed, and
 /// stops.
 async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, terms: LeaseTerms, mut lease: i64) {
-    let (client, holder) = (&keys.client, keys.holder_key(&claim.identity));
+    let (client, holder) = (&*keys.client, keys.holder_key(&claim.identity));
     let period = terms.confirm_every;
     // Keep-alives leave every period whatever the last one took: two lost in a row (each
     // waited for a period) still leave the window open for the third.
@@ -451,7 +467,7 @@ async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, terms: LeaseTerms, m
         }
         // Taken before the request leaves: the lease lives at least the TTL from a moment
         // after this, at the server.
-        let sent = Sent::now(&SystemClock);
+        let sent = Sent::now(&*keys.clock);
         // No lease yet (a continued claim): look for the one it continues, or grant one.
         let answer = if lease == 0 {
             Some(false)
@@ -477,7 +493,7 @@ async fn keep(keys: Keys, claim: Arc<Claim>, ttl_secs: i64, terms: LeaseTerms, m
             continue;
         }
         // Hold the ID again under a fresh lease.
-        let (new_lease, sent) = match claim_holder(client, &holder, ttl_secs, claim.holder).await {
+        let (new_lease, sent) = match claim_holder(&keys, &holder, ttl_secs, claim.holder).await {
             Ok(Some(claimed)) => claimed,
             Ok(None) => {
                 match own_lease(client, &holder, claim.holder).await {
@@ -680,7 +696,7 @@ impl Registry for EtcdRegistry {
         };
         records::mark_closed(&self.keys, identity, id, claim.holder).await?;
         let key = self.keys.holder_key(identity);
-        if let Some(lease) = own_lease(&self.keys.client, &key, claim.holder).await? {
+        if let Some(lease) = own_lease(&*self.keys.client, &key, claim.holder).await? {
             self.keys
                 .client
                 .lease_revoke(lease)
