@@ -9,7 +9,7 @@ use floe_core::clock::SystemClock;
 use floe_core::snowflake::Layout;
 use floe_registry::horizon::{HorizonConfig, HorizonFile, Started};
 use floe_registry::lease::Lease;
-use floe_registry::{IdSpace, Identity, Registry};
+use floe_registry::{IdSpace, Identity, RecordState, Registry};
 use floe_server::config::RegistryConfig;
 use floe_server::lease::WorkerLease;
 use serde_json::json;
@@ -216,6 +216,23 @@ impl GenLease {
     }
 }
 
+/// A record's state for `floe worker list`: `live`; `closed` (another identity may take it
+/// at once); `parked` and about when it frees, the holder having gone silent without closing
+/// it (it may still be issuing, cut off: a takeover waits its reach and margin).
+fn describe(state: RecordState, now_ms: u64) -> String {
+    match state {
+        RecordState::Live => "live".to_string(),
+        RecordState::Closed => "closed".to_string(),
+        RecordState::Parked { frees_at_ms } if frees_at_ms <= now_ms => {
+            "parked, past its reach: a node that reclaims (--reclaim-after) may take it".to_string()
+        }
+        RecordState::Parked { frees_at_ms } => format!(
+            "parked, frees in about {} s (release it at once with `floe worker release` if its holder is gone for good)",
+            (frees_at_ms - now_ms).div_ceil(1000)
+        ),
+    }
+}
+
 /// `floe worker ...`.
 pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
     let registry = open(&args.registry)?;
@@ -230,18 +247,25 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
             if !args.json {
                 writeln!(
                     out,
-                    "{:<6} {:<40} {:<16} closed",
+                    "{:<6} {:<40} {:<16} state",
                     "id", "holder", "last alive"
                 )
                 .map_err(Failure::Io)?;
             }
             for r in records {
                 let age = (r.last_time_ms > 0).then(|| now.saturating_sub(r.last_time_ms));
+                let state = r.state(now);
                 if args.json {
+                    let (name, frees_at_ms) = match state {
+                        RecordState::Live => ("live", None),
+                        RecordState::Closed => ("closed", None),
+                        RecordState::Parked { frees_at_ms } => ("parked", Some(frees_at_ms)),
+                    };
                     let v = json!({
                         "id": r.id, "service": r.identity.service, "host": r.identity.host,
                         "port": r.identity.port, "last_time_ms": r.last_time_ms, "age_ms": age,
-                        "closed": r.closed, "window_ms": r.window_ms, "reach_ms": r.reach(),
+                        "closed": r.closed, "state": name, "frees_at_ms": frees_at_ms,
+                        "window_ms": r.window_ms, "reach_ms": r.reach(),
                         "rule": r.rule, "layout": r.layout,
                     });
                     writeln!(out, "{v}").map_err(Failure::Io)?;
@@ -250,11 +274,13 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
                     let age = age.map_or("never".to_string(), |a| {
                         format!("{:.1} s ago", a as f64 / 1000.0)
                     });
-                    // "no": held now, or its holder ended without closing it (a takeover then
-                    // waits out the holder's window).
-                    let closed = if r.closed { "yes" } else { "no" };
-                    writeln!(out, "{:<6} {holder:<40} {age:<16} {closed}", r.id)
-                        .map_err(Failure::Io)?;
+                    writeln!(
+                        out,
+                        "{:<6} {holder:<40} {age:<16} {}",
+                        r.id,
+                        describe(state, now)
+                    )
+                    .map_err(Failure::Io)?;
                 }
             }
         }

@@ -154,6 +154,22 @@ pub struct WorkerRecord {
 /// issue for longer bumps it again.
 pub const LEASE_RULE: u32 = 2;
 
+/// What a worker record says of its ID ([`WorkerRecord::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordState {
+    /// Its holder heartbeats (or has not yet): in use.
+    Live,
+    /// Its holder stopped for good and said so: another identity may take it at once.
+    Closed,
+    /// Its holder went silent without closing it (crashed, or cut off and perhaps still
+    /// issuing): nobody else may take it before about `frees_at_ms` (Unix ms), unless an
+    /// operator who knows the holder is gone releases it (`floe worker release`).
+    Parked {
+        /// About when a takeover could issue with it.
+        frees_at_ms: u64,
+    },
+}
+
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
@@ -174,6 +190,31 @@ impl WorkerRecord {
             self.reach_ms
         } else {
             self.window_ms.saturating_mul(3) / 2
+        }
+    }
+
+    /// What the record says of its ID at `now_ms` (Unix ms, this node's clock): closed by its
+    /// holder; heartbeaten lately (a live holder); or silent, its holder crashed or cut off
+    /// and perhaps still issuing: parked until about its last time plus a heartbeat and the
+    /// takeover wait of its reach (a registry that ends claims with their process, the file
+    /// registry, records no reach: nothing to wait).
+    pub fn state(&self, now_ms: u64) -> RecordState {
+        use crate::lease::{HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT};
+        if self.closed {
+            return RecordState::Closed;
+        }
+        let silent_after = 2 * HEARTBEAT_INTERVAL + HEARTBEAT_TIMEOUT;
+        let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let silent_since = self.last_time_ms.saturating_add(millis(silent_after));
+        if self.last_time_ms == 0 || now_ms < silent_since || self.reach() == 0 {
+            return RecordState::Live;
+        }
+        let wait = crate::terms::LeaseTerms::takeover_wait(self.reach(), std::time::Duration::ZERO);
+        RecordState::Parked {
+            frees_at_ms: self
+                .last_time_ms
+                .saturating_add(millis(HEARTBEAT_INTERVAL))
+                .saturating_add(millis(wait)),
         }
     }
 
@@ -213,5 +254,53 @@ impl WorkerRecord {
             rule: LEASE_RULE,
             ..self
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::terms::LeaseTerms;
+    use std::time::Duration;
+
+    fn held(last_time_ms: u64, reach_ms: u64) -> WorkerRecord {
+        WorkerRecord {
+            reach_ms,
+            holder: 7,
+            rule: LEASE_RULE,
+            ..WorkerRecord::new(3, Identity::new("s", "h", 1), last_time_ms)
+        }
+    }
+
+    #[test]
+    fn a_record_is_live_closed_or_parked_until_its_reach_and_margin_pass() {
+        let t = 1_000_000;
+        // Heartbeaten within two beats and a timeout: live.
+        assert_eq!(held(t, 900_000).state(t + 7_999), RecordState::Live);
+        // Silent longer: parked until its last time, a beat and the takeover wait of its reach.
+        let wait = LeaseTerms::takeover_wait(900_000, Duration::ZERO).as_millis() as u64;
+        assert_eq!(wait, 1_009_850);
+        assert_eq!(
+            held(t, 900_000).state(t + 8_000),
+            RecordState::Parked {
+                frees_at_ms: t + 3_000 + wait
+            }
+        );
+        // Closed by its holder: free for another identity at once, whatever its age.
+        let closed = WorkerRecord {
+            closed: true,
+            ..held(t, 900_000)
+        };
+        assert_eq!(closed.state(t + 60_000), RecordState::Closed);
+        // Never heartbeaten (registered a moment ago), or no reach (the file registry): live.
+        assert_eq!(held(0, 900_000).state(t), RecordState::Live);
+        assert_eq!(held(t, 0).state(t + 60_000), RecordState::Live);
+        // A rule-1 record (no reach): 3/2 of its window.
+        let old = WorkerRecord {
+            reach_ms: 0,
+            window_ms: 6_666,
+            ..held(t, 0)
+        };
+        assert!(matches!(old.state(t + 9_000), RecordState::Parked { .. }));
     }
 }

@@ -125,7 +125,18 @@ pub struct LeaseStats {
     /// Set once the registry said the ID is someone else's (released, or taken over): fenced
     /// for good, as `/healthz` says.
     pub lost: std::sync::atomic::AtomicBool,
+    /// The service's worker IDs as last surveyed ([`run_heartbeats`], every
+    /// [`SURVEY_EVERY`]): how many the space has, how many no record holds, and how many are
+    /// parked ([`crate::RecordState::Parked`]). `ids_total` 0: not surveyed yet.
+    pub ids_total: AtomicU64,
+    /// See [`ids_total`](Self::ids_total).
+    pub ids_free: AtomicU64,
+    /// See [`ids_total`](Self::ids_total).
+    pub ids_parked: AtomicU64,
 }
+
+/// How often a node counts its service's free and parked worker IDs (one list of the records).
+pub const SURVEY_EVERY: Duration = Duration::from_secs(60);
 
 static CLOCK_REFUSALS: AtomicU64 = AtomicU64::new(0);
 
@@ -148,6 +159,8 @@ pub struct Lease {
     pub notes: Vec<String>,
     /// The identity the ID belongs to.
     pub identity: Identity,
+    /// How many worker IDs the space has.
+    pub space_size: u32,
     /// Counters (shared: a server's metrics read them without holding the lease).
     pub stats: Arc<LeaseStats>,
     /// Raised when a heartbeat learns that the ID is no longer this identity's (released, or
@@ -273,6 +286,7 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         source,
         notes,
         identity: identity.clone(),
+        space_size: config.space.size,
         stats: Arc::new(LeaseStats::default()),
         fence: registration
             .as_ref()
@@ -854,6 +868,32 @@ impl Lease {
     }
 }
 
+/// Counts the service's free and parked worker IDs into the lease's stats (a registry that
+/// does not answer in a heartbeat's time leaves the last count).
+async fn survey(lease: &Lease, registry: &dyn Registry) {
+    if lease.terms.is_none() {
+        return; // no registry that leases (a file, a static ID): nothing parks
+    }
+    let listed = tokio::time::timeout(HEARTBEAT_TIMEOUT, registry.list(&lease.identity.service));
+    let Ok(Ok(records)) = listed.await else {
+        return;
+    };
+    #[allow(clippy::disallowed_methods)] // compared with the records' wall-clock times
+    let now_ms = floe_core::clock::SystemClock.now_nanos() / NANOS_PER_MILLI;
+    let size = u64::from(lease.space_size);
+    let held = records.iter().filter(|r| r.id < lease.space_size).count() as u64;
+    let parked = records
+        .iter()
+        .filter(|r| matches!(r.state(now_ms), crate::RecordState::Parked { .. }))
+        .count() as u64;
+    lease
+        .stats
+        .ids_free
+        .store(size.saturating_sub(held), Ordering::Relaxed);
+    lease.stats.ids_parked.store(parked, Ordering::Relaxed);
+    lease.stats.ids_total.store(size, Ordering::Relaxed);
+}
+
 /// Heartbeats every `interval` (3 s in Leaf) until `shutdown` resolves, recording the time
 /// `last_time_ms` returns (the generator's last issued time, or the clock). Failures are
 /// counted in the lease's stats and retried at the next beat.
@@ -872,10 +912,15 @@ pub async fn run_heartbeats(
     // the fence between beats, a window runs out by itself).
     let closed = || !lease.fence.admits_now(&floe_core::clock::SystemClock);
     let mut fenced = closed();
+    let mut next_survey = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
             _ = ticker.tick() => {
+                if tokio::time::Instant::now() >= next_survey {
+                    next_survey = tokio::time::Instant::now() + SURVEY_EVERY;
+                    survey(lease, registry).await;
+                }
                 if let Err(e) = lease.heartbeat(registry, cache, last_time_ms()).await {
                     tracing::warn!(
                         identity = %lease.identity,

@@ -76,7 +76,7 @@ pub use backends::etcd;
 pub use backends::zookeeper;
 pub use backends::{file, static_id};
 pub use error::{ErrorKind, RegistryError};
-pub use identity::{IdSpace, Identity, WorkerRecord, LEASE_RULE};
+pub use identity::{IdSpace, Identity, RecordState, WorkerRecord, LEASE_RULE};
 pub use open::{check_url, leases, location_of, open, open_or_unreachable};
 pub use registry::{Continued, Registration, Registry};
 pub use unreachable::Unreachable;

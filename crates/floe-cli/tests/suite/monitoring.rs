@@ -572,8 +572,40 @@ fn the_dashboard_and_the_alerts_name_what_the_server_exposes() {
         floe_testkit::unique("floe-monitoring")
     );
     let (server, mut scrape, _) = busy_server(dir.path(), &["--registry", &registry]);
+    // The survey of the service's worker IDs: its own service, so one of 1,024 is held.
+    let snowflake = [("kind", "snowflake"), ("generator", "default")];
+    assert_eq!(
+        scrape.value("floe_worker_ids", &snowflake),
+        Some(1024.0),
+        "{}",
+        scrape.text
+    );
+    assert_eq!(
+        scrape.value("floe_worker_ids_free", &snowflake),
+        Some(1023.0)
+    );
+    assert_eq!(
+        scrape.value("floe_worker_ids_parked", &snowflake),
+        Some(0.0)
+    );
+    // `floe worker list` says the same: live while the server runs, closed once it stopped.
+    let state = || -> String {
+        let list = common::ok(common::run(&[
+            "worker",
+            "list",
+            "--registry",
+            &registry,
+            "--service",
+            "floe",
+            "--json",
+        ]));
+        let record: serde_json::Value = serde_json::from_str(list.lines().next().unwrap()).unwrap();
+        record["state"].as_str().unwrap().to_string()
+    };
+    assert_eq!(state(), "live");
     server.term();
     server.wait(Duration::from_secs(30));
+    assert_eq!(state(), "closed");
     // And TLS's families, from a server with TLS on.
     let tls_dir = tempfile::tempdir().unwrap();
     let tls = tls_server(tls_dir.path());

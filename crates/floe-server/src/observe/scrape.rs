@@ -160,7 +160,7 @@ fn describe() {
     describe_gauge!(
         "floe_lease_window_seconds",
         Unit::Seconds,
-        "How long a generator may issue after the registry confirmed its lease (2/3 of the session timeout or TTL): ZooKeeper and etcd leases only."
+        "How long a generator may issue after the registry last confirmed its lease (the window W = H - H/10 of the reach H, ?reach=): ZooKeeper and etcd leases only."
     );
     describe_gauge!(
         "floe_lease_remaining_seconds",
@@ -170,6 +170,18 @@ fn describe() {
     describe_gauge!(
         "floe_worker_id",
         "The worker ID (or partition) a generator holds."
+    );
+    describe_gauge!(
+        "floe_worker_ids",
+        "Worker IDs in the generator's space (its layout's worker bits), as last surveyed (every minute): ZooKeeper and etcd leases only."
+    );
+    describe_gauge!(
+        "floe_worker_ids_free",
+        "Worker IDs of the generator's service that no record holds, as last surveyed: what a new node can take at once."
+    );
+    describe_gauge!(
+        "floe_worker_ids_parked",
+        "Worker IDs whose holder went silent without closing them (crashed or cut off): nobody takes them before the reach and margin have passed (see floe worker list)."
     );
     describe_counter!(
         "floe_fenced_periods_total",
@@ -248,6 +260,14 @@ pub fn collect(app: &App) {
         counter!("floe_fenced_periods_total", &labels).absolute(l.fence.periods());
         counter!("floe_lease_heartbeat_failures_total", &labels)
             .absolute(l.stats.heartbeat_failures.load(Ordering::Relaxed));
+        let total = l.stats.ids_total.load(Ordering::Relaxed);
+        if total > 0 {
+            let free = l.stats.ids_free.load(Ordering::Relaxed);
+            let parked = l.stats.ids_parked.load(Ordering::Relaxed);
+            gauge!("floe_worker_ids", &labels).set(total as f64);
+            gauge!("floe_worker_ids_free", &labels).set(free as f64);
+            gauge!("floe_worker_ids_parked", &labels).set(parked as f64);
+        }
     }
     process().collect();
     for h in app.sequencer.stores() {
