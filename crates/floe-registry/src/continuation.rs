@@ -18,7 +18,10 @@
 //! It then issues until that end, as its predecessor would have, and holds the claim again in
 //! the background: the registry's record must still carry the same registration number, or
 //! the ID is lost (someone registered it meanwhile, which takes a takeover wait longer than the
-//! window). A machine rebooted, another machine, or no mark: the start asks the registry.
+//! window). A machine rebooted, another machine, or no mark: the start asks the registry; a
+//! mark written in this very directory whose number the record still carries
+//! ([`LeaseMark::written_in`], [`Registration::previous_token`](crate::Registration::previous_token))
+//! then takes the ID back with no takeover wait.
 //!
 //! **Limit.** A copy of the whole machine or volume made while the holder ran (a VM snapshot
 //! cloned, a block-level volume clone on the same boot) carries the same boot ID, inode and
@@ -78,6 +81,15 @@ impl LeaseMark {
             until_boot_ns: boot_nanos()
                 .saturating_add(u64::try_from(remaining.as_nanos()).unwrap_or(u64::MAX)),
         })
+    }
+
+    /// Whether the mark was written in `dir` itself (the same inode on the same device; a
+    /// copy or a restored backup is another), whatever the boot: after a reboot, the process
+    /// that wrote it is gone, and a registry that still carries its number
+    /// ([`Registration::previous_token`](crate::Registration::previous_token)) gave the ID
+    /// to nobody since.
+    pub fn written_in(&self, dir: &Path) -> bool {
+        dir_id(dir).as_deref() == Some(self.dir.as_str())
     }
 
     /// How long a process started now on `dir` may go on issuing under this mark, or why it

@@ -254,8 +254,18 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         ),
         None => match claim(registry, config, clock, &mut notes).await {
             Ok(reg) => {
-                let floors =
-                    wait_out(registry, &reg, cached.as_ref(), config, clock, &mut notes).await;
+                let token = lock.is_some() && token_confirmed(&reg, cached.as_ref(), cache);
+                let floors = if token {
+                    let note = format!(
+                        "the registry confirmed this state directory's lease token for worker ID {} (its last holder was this directory's previous process, and nobody registered it since): no takeover wait",
+                        reg.record.id
+                    );
+                    tracing::info!(identity = %identity, "{note}");
+                    notes.push(note);
+                    Floors::default()
+                } else {
+                    wait_out(registry, &reg, cached.as_ref(), config, clock, &mut notes).await
+                };
                 let last = Some(reg.record.last_time_ms).filter(|&t| t > 0);
                 (reg.record.id, last, Source::Registry, Some(reg), floors)
             }
@@ -302,6 +312,26 @@ pub async fn acquire<C: Clock + Clone + 'static>(
     let now_ms = clock.now_nanos() / NANOS_PER_MILLI;
     lease.record_cache(cache, not_before_ms.max(now_ms)).await?;
     Ok(lease)
+}
+
+/// Whether registration `reg` took back the identity's own ID from this very state
+/// directory's previous process: the record carried, until now, the registration number the
+/// directory's mark names, and the mark was written in this directory (not a copy). That
+/// process is gone (this one holds the directory's lock; on another boot, the machine
+/// rebooted), and nobody registered the ID since, so there is no one to wait out; its last IDs
+/// are behind the local cache's time and the durable time bound, as after any restart.
+fn token_confirmed(reg: &Registration, cached: Option<&CacheEntry>, cache: &LocalCache) -> bool {
+    let Some(entry) = cached else {
+        return false;
+    };
+    let Some(mark) = entry.lease.as_ref() else {
+        return false;
+    };
+    reg.existing
+        && reg.previous_token != 0
+        && entry.id == reg.record.id
+        && mark.holder == reg.previous_token
+        && mark.written_in(cache.dir())
 }
 
 /// The lock of `identity`'s entry in the state directory, for a registry that leases (the

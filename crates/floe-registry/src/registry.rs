@@ -32,6 +32,10 @@ pub struct Registration {
     /// The previous holder's reach, as its record said (0: unknown), when
     /// [`previous_open`](Self::previous_open).
     pub previous_reach_ms: u64,
+    /// The registration number the record carried before this registration (0: none, or a
+    /// new ID): a restart whose state directory holds that number (its lease token) was its
+    /// holder ([`crate::continuation`]).
+    pub previous_token: u64,
     /// Held for as long as the registration lives: for the file registry, the OS lock that
     /// keeps another process on this host off the ID; for ZooKeeper, the session that owns
     /// the ephemeral holder node.
@@ -49,6 +53,7 @@ impl Registration {
             previous_holder: None,
             previous_open: false,
             previous_reach_ms: 0,
+            previous_token: 0,
             _hold: hold,
         }
     }

@@ -453,3 +453,108 @@ async fn an_outage_past_the_ttl_stops_nobody_and_a_restart_continues_its_lease()
         assert!(ids.insert(gen.next_id().unwrap()));
     }
 }
+
+/// Kills (drops) a running lease after a heartbeat wrote its mark, and returns the IDs issued
+/// and the last timestamp.
+async fn run_then_crash(
+    registry: &dyn floe_registry::Registry,
+    cache: &LocalCache,
+    config: &LeaseConfig,
+) -> (u32, std::collections::HashSet<u64>, u64) {
+    let lease = acquire(registry, cache, config, &SystemClock)
+        .await
+        .unwrap();
+    let gen = generator(&lease);
+    let ids = (0..1_000).map(|_| gen.next_id().unwrap()).collect();
+    lease
+        .heartbeat(registry, cache, gen.last_timestamp_ms())
+        .await
+        .unwrap();
+    (lease.id, ids, gen.last_timestamp_ms())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reboot_etcd_confirming_the_token_skips_the_wait_and_a_copy_waits() {
+    let identity = Identity::new("orders", "h1", 8080);
+    let config = LeaseConfig::new(identity.clone(), IdSpace::snowflake(&Layout::LEAF));
+
+    // The default reach: a takeover would wait 16.8 min.
+    let url = format!(
+        "etcd://{}{}?ttl=2",
+        env("FLOE_TEST_ETCD"),
+        unique_root("floe-token")
+    );
+    let registry = floe_registry::open(&url).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let (id, mut ids, last) = run_then_crash(registry.as_ref(), &cache, &config).await;
+    // "Rebooted": the mark's boot is not this one, so the start cannot continue on its own.
+    let path = cache.path(&identity, &registry.location());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut entry: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(entry["lease"]["boot_id"].is_string(), "{entry}");
+    entry["lease"]["boot_id"] = "00000000-0000-0000-0000-000000000000".into();
+    std::fs::write(&path, entry.to_string()).unwrap();
+    let launched = Instant::now();
+    let lease = acquire(registry.as_ref(), &cache, &config, &SystemClock)
+        .await
+        .unwrap();
+    assert_eq!(
+        (lease.id, lease.source),
+        (id, floe_registry::lease::Source::Registry)
+    );
+    let notes = lease.notes.join("\n");
+    assert!(
+        notes.contains("confirmed this state directory's lease token"),
+        "{notes}"
+    );
+    assert!(notes.contains("before this machine's last boot"), "{notes}");
+    // The crashed process's lease ends within its TTL (2 s) and a bit: no takeover wait.
+    assert!(
+        launched.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        launched.elapsed()
+    );
+    let gen = generator(&lease);
+    let first = gen.next_id().unwrap();
+    assert!(Layout::LEAF.decode(first).timestamp_ms > last);
+    for _ in 0..1_000 {
+        assert!(ids.insert(gen.next_id().unwrap()));
+    }
+    drop((gen, lease));
+
+    // A copy of a state directory (another inode: a restored backup, a volume copied to
+    // another machine) proves nothing about the process that wrote it, which may be cut off
+    // and still issuing: it waits the takeover wait (2.3 s at a 2 s reach).
+    let url = format!(
+        "etcd://{}{}?ttl=2&reach=2",
+        env("FLOE_TEST_ETCD"),
+        unique_root("floe-token")
+    );
+    let registry = floe_registry::open(&url).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = LocalCache::new(dir.path()).unwrap();
+    let (id, _, _) = run_then_crash(registry.as_ref(), &cache, &config).await;
+    let copy = tempfile::tempdir().unwrap();
+    for file in std::fs::read_dir(dir.path()).unwrap() {
+        let file = file.unwrap();
+        std::fs::copy(file.path(), copy.path().join(file.file_name())).unwrap();
+    }
+    let copied = LocalCache::new(copy.path()).unwrap();
+    // Its first ID also waits for the previous holder's reach by its clock (its last time, a
+    // heartbeat and its reach), a little past the takeover wait here.
+    let config = LeaseConfig {
+        max_clock_wait: Duration::from_secs(5),
+        ..config
+    };
+    let launched = Instant::now();
+    let lease = acquire(registry.as_ref(), &copied, &config, &SystemClock)
+        .await
+        .unwrap();
+    let notes = lease.notes.join("\n");
+    assert_eq!(lease.id, id);
+    assert!(!notes.contains("lease token"), "{notes}");
+    assert!(notes.contains("did not close it cleanly"), "{notes}");
+    let wait = floe_registry::terms::LeaseTerms::takeover_wait(2_000, Duration::ZERO);
+    assert!(launched.elapsed() >= wait, "{:?}", launched.elapsed());
+}

@@ -224,6 +224,7 @@ impl EtcdRegistry {
             existing,
             takeover_wait,
             previous_reach_ms: previous.as_ref().map_or(0, WorkerRecord::reach),
+            previous_token: previous.as_ref().map_or(0, |p| p.holder),
             previous_holder: previous.map(|p| p.identity),
             previous_open,
             _hold: Some(hold),

@@ -117,6 +117,7 @@ impl ZkRegistry {
             fence,
             takeover_wait,
             previous_reach_ms: previous.as_ref().map_or(0, WorkerRecord::reach),
+            previous_token: previous.as_ref().map_or(0, |p| p.holder),
             previous_holder: previous.map(|p| p.identity),
             previous_open,
             _hold: Some(Hold::new(ZkHold {
