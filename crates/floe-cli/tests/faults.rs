@@ -394,12 +394,11 @@ fn a_second_serve_beside_a_stopped_one() {
     assert_rows(&[pauses::second_serve_on_a_stopped_ones_state(runs)]);
 }
 
-/// ZooKeeper and etcd as 3-member clusters, their leader killed and partitioned under load:
-/// floe keeps serving or fences, and never repeats.
 /// A registry out of reach under load at the default reach: no node answers 503, and one
 /// restarted during the outage serves at once (its lease continued from its state directory).
-/// Short here (8 s: past ZooKeeper's 6 s session and etcd's 3 s TTL, so every session and lease
-/// ends meanwhile); scripts/faults.sh runs 60 s and 10 min.
+/// Standalone servers behind a cut proxy, and 3-member clusters that lose their quorum (two
+/// members killed). Short here (8 s: past ZooKeeper's 6 s session and etcd's 3 s TTL, so every
+/// session and lease ends meanwhile); scripts/faults.sh runs 60 s and 10 min, 20 runs each.
 #[test]
 fn a_registry_out_of_reach_stops_nobody() {
     let _one = one_at_a_time();
@@ -415,7 +414,12 @@ fn a_registry_out_of_reach_stops_nobody() {
         (1, vec![std::time::Duration::from_secs(8)])
     };
     let mut rows = Vec::new();
-    for outage in [pauses::Outage::ZooKeeper, pauses::Outage::Etcd] {
+    for outage in [
+        pauses::Outage::ZooKeeper,
+        pauses::Outage::Etcd,
+        pauses::Outage::ZooKeeperQuorum,
+        pauses::Outage::EtcdQuorum,
+    ] {
         for &hold in &holds {
             rows.push(pauses::registry_outage_row(outage, hold, runs));
         }
@@ -423,6 +427,8 @@ fn a_registry_out_of_reach_stops_nobody() {
     assert_rows(&rows);
 }
 
+/// ZooKeeper and etcd as 3-member clusters, their leader killed and partitioned under load:
+/// floe keeps serving or fences, and never repeats.
 #[test]
 fn registry_clusters_lose_their_leader() {
     let _one = one_at_a_time();

@@ -1385,6 +1385,19 @@ impl Cluster {
         }
     }
 
+    /// Kills two members with SIGKILL, the leader first if one leads: the survivor alone has no
+    /// quorum. The members killed.
+    fn lose_quorum(self) -> Vec<usize> {
+        let first = self.leader().unwrap_or(1);
+        let killed = vec![first, first % 3 + 1];
+        for &i in &killed {
+            let _ = Command::new("kill")
+                .args(["-9", &self.pid(i).to_string()])
+                .status();
+        }
+        killed
+    }
+
     fn wait_healthy(self, limit: Duration) {
         let deadline = Instant::now() + limit;
         while !self.healthy() {
@@ -1560,37 +1573,96 @@ pub fn cluster_leader_row(
 // ---------------------------------------------------------------------------------------
 // A registry out of reach under load, at the default reach
 
-/// A registry that floe cannot reach for a while: the nodes reach it through a proxy that
-/// refuses every connection (to floe, the registry is down; its server goes on, and expires
-/// their sessions and leases meanwhile).
+/// A registry that floe cannot reach for a while. A standalone server is reached through a
+/// proxy that refuses every connection (to floe, the registry is down; its server goes on,
+/// and expires their sessions and leases meanwhile). A 3-member cluster loses its quorum: two
+/// of its members (the leader among them) killed with SIGKILL, the third left running alone
+/// (it answers nothing a lease needs), both started again on their data afterwards.
 #[derive(Clone, Copy, Debug)]
 pub enum Outage {
     /// ZooKeeper (FLOE_TEST_ZOOKEEPER), the default 6 s session.
     ZooKeeper,
     /// etcd (FLOE_TEST_ETCD), a 3 s TTL (so that short outages outlast the leases).
     Etcd,
+    /// The ZooKeeper ensemble (FLOE_TEST_ZK_ENSEMBLE) without its quorum.
+    ZooKeeperQuorum,
+    /// The etcd cluster (FLOE_TEST_ETCD_CLUSTER) without its quorum, a 3 s TTL.
+    EtcdQuorum,
 }
 
 impl Outage {
+    fn cluster(self) -> Option<Cluster> {
+        match self {
+            Outage::ZooKeeper | Outage::Etcd => None,
+            Outage::ZooKeeperQuorum => Some(Cluster::ZooKeeper),
+            Outage::EtcdQuorum => Some(Cluster::Etcd),
+        }
+    }
+
+    /// The servers floe is given: a standalone server's (reached through a proxy), or the
+    /// cluster's members.
     fn server(self) -> String {
         match self {
             Outage::ZooKeeper => env("FLOE_TEST_ZOOKEEPER"),
             Outage::Etcd => env("FLOE_TEST_ETCD"),
+            Outage::ZooKeeperQuorum => env(Cluster::ZooKeeper.var()),
+            Outage::EtcdQuorum => env(Cluster::Etcd.var()),
         }
     }
 
     /// The URL through `addr`, with the default reach (900 s).
     fn url(self, addr: &str, root: &str) -> String {
         match self {
-            Outage::ZooKeeper => format!("zk://{addr}{root}"),
-            Outage::Etcd => format!("etcd://{addr}{root}?ttl=3"),
+            Outage::ZooKeeper | Outage::ZooKeeperQuorum => format!("zk://{addr}{root}"),
+            Outage::Etcd | Outage::EtcdQuorum => format!("etcd://{addr}{root}?ttl=3"),
         }
     }
 
     fn name(self) -> &'static str {
         match self {
-            Outage::ZooKeeper => "ZooKeeper (session 6 s)",
-            Outage::Etcd => "etcd (TTL 3 s)",
+            Outage::ZooKeeper => "ZooKeeper (session 6 s) out of reach",
+            Outage::Etcd => "etcd (TTL 3 s) out of reach",
+            Outage::ZooKeeperQuorum => {
+                "3-member ZooKeeper ensemble (session 6 s) without its quorum (2 members killed)"
+            }
+            Outage::EtcdQuorum => {
+                "3-member etcd cluster (TTL 3 s) without its quorum (2 members killed)"
+            }
+        }
+    }
+}
+
+/// An outage under way: the proxy cut (kept for the run: the nodes connect through it), or
+/// the cluster's killed members.
+enum Down {
+    Cut(Proxy),
+    Quorum(Cluster, Vec<usize>),
+}
+
+impl Down {
+    /// Takes `outage`'s registry out of reach (`proxy`: a standalone server's).
+    fn begin(outage: Outage, proxy: Option<Proxy>) -> Down {
+        match (outage.cluster(), proxy) {
+            (Some(cluster), _) => Down::Quorum(cluster, cluster.lose_quorum()),
+            (None, Some(proxy)) => {
+                proxy.cut(Cut::Refuse);
+                Down::Cut(proxy)
+            }
+            (None, None) => unreachable!("a standalone registry is reached through a proxy"),
+        }
+    }
+
+    /// Brings it back: the proxy heals at once; the members start again on their data, and
+    /// this waits until the cluster has a leader again.
+    fn end(&self) {
+        match self {
+            Down::Cut(proxy) => proxy.heal(),
+            Down::Quorum(cluster, killed) => {
+                for &i in killed {
+                    cluster.restart(i);
+                }
+                cluster.wait_healthy(Duration::from_secs(60));
+            }
         }
     }
 }
@@ -1628,7 +1700,7 @@ fn longest_503(calls: &[floe_testkit::history::Call], node: &str) -> Duration {
 pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
     let mut row = Row {
         scenario: format!(
-            "{} out of reach for {:.0} s under load, default reach (900 s); nodes A and B, B restarted (SIGTERM, same command line) halfway",
+            "{} for {:.0} s under load, default reach (900 s); nodes A and B, B restarted (SIGTERM, same command line) halfway",
             outage.name(),
             hold.as_secs_f64()
         ),
@@ -1637,9 +1709,18 @@ pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
     let (mut a_503, mut b_503, mut b_first) = (Vec::new(), Vec::new(), Vec::new());
     let mut problems = Vec::new();
     for _ in 0..runs {
-        let proxy = Proxy::start(&outage.server());
+        if let Some(cluster) = outage.cluster() {
+            cluster.wait_healthy(Duration::from_secs(60));
+        }
+        let proxy = outage
+            .cluster()
+            .is_none()
+            .then(|| Proxy::start(&outage.server()));
         let root = format!("/{}", floe_testkit::unique("outage"));
-        let url = outage.url(&proxy.addr(), &root);
+        let url = match &proxy {
+            Some(proxy) => outage.url(&proxy.addr(), &root),
+            None => outage.url(&outage.server(), &root),
+        };
         let history = History::new();
         let stop = Arc::new(AtomicBool::new(false));
         let streams = [Stream::Snowflake, Stream::Sno, Stream::Lexical];
@@ -1676,7 +1757,7 @@ pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
             &history, "B", b_port, &streams, "default", "k", &stop,
         ));
         std::thread::sleep(Duration::from_secs(1));
-        proxy.cut(Cut::Refuse);
+        let down = Down::begin(outage, proxy);
         std::thread::sleep(hold / 2);
         let mut granted = vec![("A", a.granted()), ("B", b.granted())];
         let b_log = b.log();
@@ -1696,7 +1777,7 @@ pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
             ));
         }
         std::thread::sleep(hold / 2);
-        proxy.heal();
+        down.end();
         // Load goes on while the keepers hold every claim again.
         std::thread::sleep(Duration::from_secs(5));
         stop.store(true, Ordering::SeqCst);
