@@ -6,8 +6,9 @@
 # that refuses, or a blackhole) while another takes its worker ID, three nodes on PostgreSQL
 # with one paused or cut from the store, ZooKeeper and etcd as 3-member clusters whose leader is
 # killed and partitioned, a second `floe serve` beside a stopped one, ZooKeeper and etcd out of
-# reach for 60 s and 10 min under two nodes at the default reach with one restarted halfway
-# (about 7 hours at 20 runs each: FLOE_FAULTS_RUNS=3 for a look) — real processes, real
+# reach (standalone behind a cut proxy, and 3-member clusters without their quorum) for 60 s
+# and 10 min under two nodes at the default reach with one restarted halfway (about 15 hours
+# at 20 runs each: FLOE_FAULTS_RUNS=3 for a look) — real processes, real
 # servers, the release binary, each pause and partition row 20 runs or more. Prints one
 # table: scenario, IDs issued, repeats, order (and ownership) violations, outcome
 # (docs/reliability.md shows it as measured). The test suite runs a short version of the same
