@@ -254,14 +254,9 @@ pub async fn acquire<C: Clock + Clone + 'static>(
         ),
         None => match claim(registry, config, clock, &mut notes).await {
             Ok(reg) => {
-                let token = lock.is_some() && token_confirmed(&reg, cached.as_ref(), cache);
-                let floors = if token {
-                    let note = format!(
-                        "the registry confirmed this state directory's lease token for worker ID {} (its last holder was this directory's previous process, and nobody registered it since): no takeover wait",
-                        reg.record.id
-                    );
-                    tracing::info!(identity = %identity, "{note}");
-                    notes.push(note);
+                let floors = if lock.is_some()
+                    && token_confirmed(&reg, cached.as_ref(), cache, identity, &mut notes)
+                {
                     Floors::default()
                 } else {
                     wait_out(registry, &reg, cached.as_ref(), config, clock, &mut notes).await
@@ -320,18 +315,34 @@ pub async fn acquire<C: Clock + Clone + 'static>(
 /// process is gone (this one holds the directory's lock; on another boot, the machine
 /// rebooted), and nobody registered the ID since, so there is no one to wait out; its last IDs
 /// are behind the local cache's time and the durable time bound, as after any restart.
-fn token_confirmed(reg: &Registration, cached: Option<&CacheEntry>, cache: &LocalCache) -> bool {
+/// A note says so when it did.
+fn token_confirmed(
+    reg: &Registration,
+    cached: Option<&CacheEntry>,
+    cache: &LocalCache,
+    identity: &Identity,
+    notes: &mut Vec<String>,
+) -> bool {
     let Some(entry) = cached else {
         return false;
     };
     let Some(mark) = entry.lease.as_ref() else {
         return false;
     };
-    reg.existing
+    let confirmed = reg.existing
         && reg.previous_token != 0
         && entry.id == reg.record.id
         && mark.holder == reg.previous_token
-        && mark.written_in(cache.dir())
+        && mark.written_in(cache.dir());
+    if confirmed {
+        let note = format!(
+            "the registry confirmed this state directory's lease token for worker ID {} (its last holder was this directory's previous process, and nobody registered it since): no takeover wait",
+            reg.record.id
+        );
+        tracing::info!(identity = %identity, "{note}");
+        notes.push(note);
+    }
+    confirmed
 }
 
 /// The lock of `identity`'s entry in the state directory, for a registry that leases (the

@@ -77,6 +77,47 @@ impl ZkRegistry {
     /// Builds the registration of `allocation`, claimed under session `epoch` by a write sent
     /// at `sent`. `taken_over`: the holder node was created by this registration, so a
     /// previous holder that did not close cleanly may still be inside its window.
+    /// Makes the service's directories (floe's with the cluster's ACLs, Leaf's open to
+    /// anyone as Leaf makes them: credentials must never lock Leaf's servers out of their own
+    /// nodes), refusing floe's layout on Leaf's directory.
+    async fn prepare(&self, client: &Client, identity: &Identity) -> Result<(), RegistryError> {
+        let (open, dirs) = match self.shared.nodes {
+            Nodes::Floe => (
+                Vec::new(),
+                [
+                    self.workers(&identity.service),
+                    format!("{}/{}/holders", self.shared.root, identity.service),
+                ]
+                .to_vec(),
+            ),
+            Nodes::Leaf(_) => {
+                leaf::check_identity(identity)?;
+                let (leafs, floes) = leaf::dirs(&self.shared.root, &identity.service);
+                (leafs.to_vec(), floes.to_vec())
+            }
+        };
+        if self.shared.nodes == Nodes::Floe {
+            self.refuse_leafs_directory(client, &identity.service)
+                .await?;
+        }
+        let persistent = self.shared.cluster.persistent();
+        let anyone = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        for (dir, options) in open
+            .iter()
+            .map(|d| (d, &anyone))
+            .chain(dirs.iter().map(|d| (d, &persistent)))
+        {
+            client
+                .mkdir(dir, options)
+                .await
+                .map_err(|e| map_err(&format!("create {dir}"), e))?;
+        }
+        if self.shared.cluster.credentials.is_some() {
+            warn_if_open(client, &self.shared.root, &dirs).await;
+        }
+        Ok(())
+    }
+
     fn registration(
         &self,
         allocation: Allocation,
@@ -229,43 +270,8 @@ impl Registry for ZkRegistry {
         space: IdSpace,
     ) -> Result<Registration, RegistryError> {
         identity.validate()?;
-        // Leaf's directories stay open to anyone, as Leaf makes them (credentials must never
-        // lock Leaf's servers out of their own nodes); floe's get the cluster's ACLs.
-        let (open, dirs) = match self.shared.nodes {
-            Nodes::Floe => (
-                Vec::new(),
-                [
-                    self.workers(&identity.service),
-                    format!("{}/{}/holders", self.shared.root, identity.service),
-                ]
-                .to_vec(),
-            ),
-            Nodes::Leaf(_) => {
-                leaf::check_identity(identity)?;
-                let (leafs, floes) = leaf::dirs(&self.shared.root, &identity.service);
-                (leafs.to_vec(), floes.to_vec())
-            }
-        };
         let Session { client, epoch, .. } = self.shared.session();
-        if self.shared.nodes == Nodes::Floe {
-            self.refuse_leafs_directory(&client, &identity.service)
-                .await?;
-        }
-        let persistent = self.shared.cluster.persistent();
-        let anyone = CreateMode::Persistent.with_acls(Acls::anyone_all());
-        for (dir, options) in open
-            .iter()
-            .map(|d| (d, &anyone))
-            .chain(dirs.iter().map(|d| (d, &persistent)))
-        {
-            client
-                .mkdir(dir, options)
-                .await
-                .map_err(|e| map_err(&format!("create {dir}"), e))?;
-        }
-        if self.shared.cluster.credentials.is_some() {
-            warn_if_open(&client, &self.shared.root, &dirs).await;
-        }
+        self.prepare(&client, identity).await?;
         let holder = self.holder(identity);
         // The create is a write: its answer confirms the session, from this moment on.
         let sent = Sent::now(&SystemClock);
