@@ -590,16 +590,7 @@ fn the_dashboard_and_the_alerts_name_what_the_server_exposes() {
     );
     // `floe worker list` says the same: live while the server runs, closed once it stopped.
     let state = || -> String {
-        let list = common::ok(common::run(&[
-            "worker",
-            "list",
-            "--registry",
-            &registry,
-            "--service",
-            "floe",
-            "--json",
-        ]));
-        let record: serde_json::Value = serde_json::from_str(list.lines().next().unwrap()).unwrap();
+        let record = common::first_worker_record(&registry, "floe");
         record["state"].as_str().unwrap().to_string()
     };
     assert_eq!(state(), "live");

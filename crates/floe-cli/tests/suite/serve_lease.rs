@@ -16,18 +16,7 @@ fn a_lost_lease_fences_the_snowflake_generator() {
     let state = dir.path().display().to_string();
     let registry = format!("file://{state}");
     let server = serving::start(&["--state-dir", &state, "--host", "h1", "--port", "4242"]);
-    let record = || -> serde_json::Value {
-        let list = common::ok(common::run(&[
-            "worker",
-            "list",
-            "--registry",
-            &registry,
-            "--service",
-            "floe",
-            "--json",
-        ]));
-        serde_json::from_str(list.lines().next().unwrap()).unwrap()
-    };
+    let record = || common::first_worker_record(&registry, "floe");
     let first = record();
     assert_eq!(
         (first["host"].as_str(), first["port"].as_u64()),

@@ -64,6 +64,20 @@ pub fn ok(out: Output) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The first record `floe worker list --json` gives for `service` in `registry`.
+pub fn first_worker_record(registry: &str, service: &str) -> serde_json::Value {
+    let list = ok(run(&[
+        "worker",
+        "list",
+        "--registry",
+        registry,
+        "--service",
+        service,
+        "--json",
+    ]));
+    serde_json::from_str(list.lines().next().unwrap()).unwrap()
+}
+
 /// Nanoseconds since the Unix epoch, to name things no other run uses.
 #[allow(clippy::disallowed_methods)] // a name, not a time
 pub fn nanos() -> u128 {
