@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use floe_core::clock::SystemClock;
@@ -217,19 +218,34 @@ impl GenLease {
 }
 
 /// A record's state for `floe worker list`: `live`; `closed` (another identity may take it
-/// at once); `parked` and about when it frees, the holder having gone silent without closing
-/// it (it may still be issuing, cut off: a takeover waits its reach and margin).
-fn describe(state: RecordState, now_ms: u64) -> String {
-    match state {
+/// at once); `parked`, the holder having gone silent without closing it (it may still be
+/// issuing, cut off): a takeover waits its reach and margin from the moment it finds the
+/// holder's claim gone, so the ID frees no sooner than `frees_at_ms`.
+fn describe(record: &floe_registry::WorkerRecord, now_ms: u64) -> String {
+    let wait = floe_registry::terms::LeaseTerms::takeover_wait(record.reach(), Duration::ZERO);
+    match record.state(now_ms) {
         RecordState::Live => "live".to_string(),
         RecordState::Closed => "closed".to_string(),
-        RecordState::Parked { frees_at_ms } if frees_at_ms <= now_ms => {
-            "parked, past its reach: a node that reclaims (--reclaim-after) may take it".to_string()
-        }
-        RecordState::Parked { frees_at_ms } => format!(
-            "parked, frees in about {} s (release it at once with `floe worker release` if its holder is gone for good)",
-            (frees_at_ms - now_ms).div_ceil(1000)
+        RecordState::Parked { frees_at_ms } if frees_at_ms > now_ms => format!(
+            "parked (silent, not closed): a takeover waits {} once it finds the holder's claim gone, so not before about {} from now; `floe worker release` frees it at once if the holder is gone for good",
+            human(wait),
+            human(Duration::from_millis(frees_at_ms - now_ms))
         ),
+        RecordState::Parked { .. } => format!(
+            "parked (silent past its reach): a takeover still waits {} once it finds the holder's claim gone; `floe worker release` frees it at once",
+            human(wait)
+        ),
+    }
+}
+
+/// `d` for a reader: seconds, minutes, hours or days.
+fn human(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    match s {
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7_200.0 => format!("{:.1} min", s / 60.0),
+        s if s < 172_800.0 => format!("{:.1} h", s / 3_600.0),
+        s => format!("{:.1} days", s / 86_400.0),
     }
 }
 
@@ -255,6 +271,7 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
             for r in records {
                 let age = (r.last_time_ms > 0).then(|| now.saturating_sub(r.last_time_ms));
                 let state = r.state(now);
+                let text = describe(&r, now);
                 if args.json {
                     let (name, frees_at_ms) = match state {
                         RecordState::Live => ("live", None),
@@ -274,13 +291,8 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
                     let age = age.map_or("never".to_string(), |a| {
                         format!("{:.1} s ago", a as f64 / 1000.0)
                     });
-                    writeln!(
-                        out,
-                        "{:<6} {holder:<40} {age:<16} {}",
-                        r.id,
-                        describe(state, now)
-                    )
-                    .map_err(Failure::Io)?;
+                    writeln!(out, "{:<6} {holder:<40} {age:<16} {text}", r.id)
+                        .map_err(Failure::Io)?;
                 }
             }
         }
@@ -290,7 +302,7 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
                 // Taken from a holder that did not close it cleanly (it may still be issuing):
                 // its window is waited out before the record may say closed.
                 eprintln!(
-                    "floe: worker ID {}'s previous holder did not close it cleanly: waiting {} ms (its window and margin)",
+                    "floe: worker ID {}'s previous holder did not close it cleanly: waiting {} ms (its reach and margin)",
                     reg.record.id,
                     reg.takeover_wait.as_millis()
                 );
@@ -316,4 +328,45 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floe_registry::WorkerRecord;
+
+    #[test]
+    fn list_says_when_a_parked_id_frees_in_units_a_reader_takes_in() {
+        let t = 1_000_000;
+        let record = WorkerRecord {
+            reach_ms: 900_000,
+            holder: 1,
+            ..WorkerRecord::new(0, Identity::new("s", "h", 1), t)
+        };
+        assert_eq!(describe(&record, t + 1_000), "live");
+        let parked = describe(&record, t + 10_000);
+        // The wait is 16.8 min; the earliest free moment, from a beat after its last time.
+        assert!(
+            parked.starts_with("parked (silent, not closed): a takeover waits 16.8 min"),
+            "{parked}"
+        );
+        assert!(
+            parked.contains("not before about 16.7 min from now"),
+            "{parked}"
+        );
+        let past = describe(&record, t + 2_000_000);
+        assert!(past.starts_with("parked (silent past its reach)"), "{past}");
+        let week = WorkerRecord {
+            reach_ms: 604_800_000,
+            ..record.clone()
+        };
+        assert!(describe(&week, t + 10_000).contains("waits 7.9 days"));
+        let closed = WorkerRecord {
+            closed: true,
+            ..record
+        };
+        assert_eq!(describe(&closed, t + 10_000), "closed");
+        assert_eq!(human(Duration::from_secs(45)), "45 s");
+        assert_eq!(human(Duration::from_secs(3 * 3_600)), "3.0 h");
+    }
 }

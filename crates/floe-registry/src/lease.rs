@@ -429,13 +429,18 @@ async fn remembered(
     location: &str,
     notes: &mut Vec<String>,
 ) -> Option<CacheEntry> {
+    let identity_name = identity.to_string();
     let (cache, identity, location) = (cache.clone(), identity.clone(), location.to_string());
     let loaded = off_executor("local cache: load", move || {
         cache.load(&identity, &location)
     })
     .await;
     loaded.unwrap_or_else(|e| {
-        notes.push(format!("local cache ignored: {e}"));
+        // Said at once: without the entry a restart may wait out its own reach, and the
+        // notes are logged only once the start is over.
+        let note = format!("local cache ignored: {e}");
+        tracing::warn!(identity = %identity_name, "{note}: this start cannot continue the lease it held (if any), and waits as a replacement would");
+        notes.push(note);
         None
     })
 }
@@ -556,7 +561,7 @@ struct Floors {
 }
 
 /// Waits out whoever may still issue with the ID just claimed, and says which floors that
-/// sets: a previous holder that did not close it cleanly (its window and margin), and nodes
+/// sets: a previous holder that did not close it cleanly (its reach and margin), and nodes
 /// a registry that forgot this identity may still have issuing with it ([`forgotten_wait`]).
 async fn wait_out<C: Clock>(
     registry: &dyn Registry,
@@ -572,7 +577,7 @@ async fn wait_out<C: Clock>(
         // The previous holder may be paused or cut off and still inside its window: wait on
         // the monotonic clock, from the moment the ID was found free.
         let note = format!(
-            "the previous holder of worker ID {} ({}) did not close it cleanly: waited {} ms (its window and margin) before the first ID",
+            "the previous holder of worker ID {} ({}) did not close it cleanly: waited {} ms (its reach and margin) before the first ID",
             reg.record.id,
             reg.previous_holder.as_ref().map_or_else(|| identity.to_string(), ToString::to_string),
             reg.takeover_wait.as_millis()

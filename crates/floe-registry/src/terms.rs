@@ -58,7 +58,10 @@ pub struct LeaseTerms {
     pub reach: Duration,
     /// `W = H - H/10`: how long after sending a confirmed request the holder may issue.
     pub window: Duration,
-    /// `T/6`: how often the holder asks the registry to confirm its claim.
+    /// `min(T/6, W/4)`: how often the holder asks the registry to confirm its claim: six
+    /// times within the registry's expiry, and at least four times within the window (a
+    /// reach shorter than the expiry would otherwise let the window close between two
+    /// confirmations of a healthy registry).
     pub confirm_every: Duration,
 }
 
@@ -72,11 +75,12 @@ impl LeaseTerms {
     /// with reach `reach` (kept within [`MIN_REACH`] and [`MAX_REACH`]).
     pub fn new(expiry: Duration, reach: Duration) -> Self {
         let reach = reach.clamp(MIN_REACH, MAX_REACH);
+        let window = reach - margin(reach);
         LeaseTerms {
             expiry,
             reach,
-            window: reach - margin(reach),
-            confirm_every: (expiry / 6).max(Duration::from_millis(50)),
+            window,
+            confirm_every: (expiry / 6).min(window / 4).max(Duration::from_millis(50)),
         }
     }
 
@@ -130,6 +134,11 @@ mod tests {
         let short = LeaseTerms::new(Duration::from_secs(6), Duration::from_secs(3));
         assert_eq!(short.window, Duration::from_millis(2_700));
         assert_eq!(short.own_takeover_wait(), Duration::from_millis(3_416));
+        assert_eq!(short.confirm_every, Duration::from_millis(675));
+        // A reach of 1 s on etcd's default TTL: confirm every 225 ms (not 1.67 s, past the
+        // 0.9 s window: a healthy registry would leave the node fenced most of the time).
+        let tiny = LeaseTerms::new(Duration::from_secs(10), Duration::from_secs(1));
+        assert_eq!(tiny.confirm_every, Duration::from_millis(225));
         // A record's reach below ours (old or edited) counts as ours; absurd ones are capped.
         assert_eq!(
             LeaseTerms::takeover_wait(1, Duration::from_secs(3)),
