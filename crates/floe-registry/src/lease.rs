@@ -963,10 +963,6 @@ pub async fn run_heartbeats(
         tokio::select! {
             _ = &mut shutdown => return,
             _ = ticker.tick() => {
-                if tokio::time::Instant::now() >= next_survey {
-                    next_survey = tokio::time::Instant::now() + SURVEY_EVERY;
-                    survey(lease, registry).await;
-                }
                 if let Err(e) = lease.heartbeat(registry, cache, last_time_ms()).await {
                     tracing::warn!(
                         identity = %lease.identity,
@@ -974,6 +970,11 @@ pub async fn run_heartbeats(
                         "heartbeat to {} failed: {e}",
                         registry.name()
                     );
+                }
+                // After the beat, which a slow list must not delay.
+                if tokio::time::Instant::now() >= next_survey {
+                    next_survey = tokio::time::Instant::now() + SURVEY_EVERY;
+                    survey(lease, registry).await;
                 }
                 let now_fenced = closed();
                 match (std::mem::replace(&mut fenced, now_fenced), now_fenced) {
