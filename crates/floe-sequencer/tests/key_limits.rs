@@ -13,6 +13,7 @@ use floe_sequencer::stores::memory::MemoryStore;
 use floe_sequencer::{
     ErrorKind, Key, KeyLimits, Mode, SeqError, ServeOptions, StepPolicy, Store, StoreHandle,
 };
+use floe_testkit::Rng;
 
 fn options(step: u32) -> ServeOptions {
     ServeOptions {
@@ -283,19 +284,6 @@ async fn a_map_full_of_keys_in_use_holds_one_more_until_keys_can_go() {
         "a's parked tail"
     );
     assert_eq!(b.next().await.unwrap(), 1);
-}
-
-/// xorshift64*: a test's own reproducible choices.
-#[derive(Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
 }
 
 /// A store that yields a random number of times in each reservation, so that fetches and

@@ -1391,9 +1391,7 @@ impl Cluster {
         let first = self.leader().unwrap_or(1);
         let killed = vec![first, first % 3 + 1];
         for &i in &killed {
-            let _ = Command::new("kill")
-                .args(["-9", &self.pid(i).to_string()])
-                .status();
+            floe_testkit::kill9(&self.pid(i).to_string());
         }
         killed
     }

@@ -38,6 +38,7 @@ use floe_etcd::{
     DeleteRangeResponse, Error, KeyValue, LeaseGrantResponse, LeaseKeepAliveResponse, PutResponse,
     RangeResponse, Txn, TxnResponse,
 };
+use floe_testkit::Rng;
 use tokio::time::Instant;
 
 use super::{EtcdRegistry, Kv};
@@ -66,34 +67,6 @@ enum Plant {
     ShortReachInRecord,
     /// A restart continues its lease with a whole window, not what was left of it.
     ContinueWholeWindow,
-}
-
-/// splitmix64: small, fast and the same on every machine.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-
-    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_millis(self.range(lo, hi))
-    }
-
-    /// `true` with probability `percent`/100.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
 }
 
 /// A node's clocks: true time (tokio's paused clock) at a rate of its own, and a wall clock
@@ -587,7 +560,10 @@ async fn node(world: Arc<World>, index: usize, mut rng: Rng) {
         let registry =
             EtcdRegistry::over(Arc::new(link), "/sim", TTL_SECS, clock.clone()).with_reach(reach);
         world.note(format!("node {index} starts process {process}"));
+        // Biased: an unbiased select draws its branch order from tokio's own randomness,
+        // which the seed does not set.
         let registration = tokio::select! {
+            biased;
             reg = start(&world, &registry, &identity, &clock, mark, index) => reg,
             () = tokio::time::sleep_until(dies.min(end)) => None,
         };
@@ -764,7 +740,7 @@ fn run_seed(seed: u64, plant: Plant) -> Oracle {
                 plant,
             }),
             net: Arc::new(Net {
-                rng: Mutex::new(Rng(rng.next())),
+                rng: Mutex::new(Rng(rng.next_u64())),
                 down_until: Mutex::new(None),
                 cut_until: Mutex::new([None; NODES]),
             }),
@@ -774,9 +750,13 @@ fn run_seed(seed: u64, plant: Plant) -> Oracle {
         });
         let mut tasks = Vec::new();
         for index in 0..NODES {
-            tasks.push(tokio::spawn(node(world.clone(), index, Rng(rng.next()))));
+            tasks.push(tokio::spawn(node(
+                world.clone(),
+                index,
+                Rng(rng.next_u64()),
+            )));
         }
-        tasks.push(tokio::spawn(faults(world.clone(), Rng(rng.next()))));
+        tasks.push(tokio::spawn(faults(world.clone(), Rng(rng.next_u64()))));
         for task in tasks {
             task.await.expect("a simulated node");
         }
