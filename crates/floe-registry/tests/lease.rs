@@ -123,6 +123,32 @@ async fn a_run_that_left_a_cache(e: &Env, clock: &ManualClock) -> u32 {
     lease.id
 }
 
+/// A cache entry that cannot be read (a damaged state directory) is ignored with a note that
+/// says so; the registry's record still carries the last time, and the start resumes after it.
+#[tokio::test]
+async fn a_damaged_cache_entry_is_ignored_and_the_start_says_so() {
+    let e = env();
+    let clock = ManualClock::from_millis(T0);
+    let id = a_run_that_left_a_cache(&e, &clock).await;
+    let path = e.cache.path(&e.config.identity, &e.registry.location());
+    std::fs::write(&path, b"{ not json").unwrap();
+    let lease = acquire(&e.registry, &e.cache, &e.config, &clock)
+        .await
+        .unwrap();
+    assert_eq!(
+        (lease.id, lease.source, lease.not_before_ms),
+        (id, Source::Registry, T0 + 500)
+    );
+    assert!(
+        lease
+            .notes
+            .iter()
+            .any(|n| n.starts_with("local cache ignored: ")),
+        "{:?}",
+        lease.notes
+    );
+}
+
 #[tokio::test]
 async fn registry_down_at_start_up_uses_the_cache_and_says_so() {
     let e = env();
