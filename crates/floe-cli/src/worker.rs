@@ -321,8 +321,11 @@ pub(crate) fn run(args: &WorkerArgs) -> Result<(), Failure> {
         WorkerCommand::Release => {
             let released = block_on(registry.release(&who))??;
             if !released {
-                return Err(Failure::Usage(format!(
-                    "{who} holds no worker ID in this registry"
+                // Not a usage error (exit 1): the command was right, the registry has nothing
+                // under that identity (a typo, or released already).
+                return Err(Failure::Other(format!(
+                    "{who} holds no worker ID in this registry, nothing released (`floe worker list` shows who does; `floe serve` leases sno and LexicalUUID under the services {service}-sno and {service}-lexical, each released by its own --service)",
+                    service = args.registry.service
                 )));
             }
         }

@@ -201,3 +201,29 @@ fn floe_serve_with_a_state_directory_it_cannot_make_is_an_io_error() {
     assert_eq!(out.status.code(), Some(74), "{err}");
     assert!(err.contains("/proc/floe-cannot-be-made"), "{err}");
 }
+
+/// `floe worker release` of an identity that holds nothing: the command was right, there was
+/// nothing to release (1, not 2), and the line says where the serve's other leases are.
+#[test]
+fn releasing_an_identity_that_holds_nothing_exits_1_and_says_why() {
+    let registry = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", registry.path().display());
+    let out = run(&[
+        "worker",
+        "release",
+        "--registry",
+        &url,
+        "--service",
+        "orders",
+        "--host",
+        "h1",
+        "--port",
+        "4242",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("holds no worker ID") && err.contains("orders-sno"),
+        "{err}"
+    );
+}
