@@ -227,3 +227,21 @@ fn releasing_an_identity_that_holds_nothing_exits_1_and_says_why() {
         "{err}"
     );
 }
+
+/// A state directory that cannot be created or written is a local I/O error (74), found at the
+/// start's first step, before anything is leased (it was 69, from the file registry behind
+/// it). Here its parent is a file: a read-only directory would do the same for a user
+/// other than root.
+#[test]
+fn a_state_directory_that_cannot_be_written_is_an_io_error() {
+    let parent = tempfile::NamedTempFile::new().unwrap();
+    let state = parent.path().join("state");
+    let out = common::serve_output(&state, &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(
+        err.contains("state directory") && err.contains("cannot create it"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "never served");
+}

@@ -301,17 +301,26 @@ fn a_shutdown_delay_keeps_serving_not_ready_then_stops() {
 }
 
 /// SIGTERM while `floe serve` waits for its lease (here: its identity held by another live
-/// process on the same state directory, which it would wait 10 s for) ends the start at once,
-/// with a line saying so: nothing was served.
+/// process on the same registry, which it would wait 10 s for) ends the start at once, with a
+/// line saying so: nothing was served.
 #[test]
 fn sigterm_while_waiting_for_a_lease_ends_the_start_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().display().to_string();
-    let args = ["--state-dir", &state, "--port", "7"];
-    let first = serving::start(&args);
+    let (registry, a, b) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let url = format!("file://{}", registry.path().display());
+    let args = |state: &tempfile::TempDir| -> Vec<String> {
+        let state = state.path().display().to_string();
+        ["--registry", &url, "--state-dir", &state, "--port", "7"]
+            .map(String::from)
+            .to_vec()
+    };
+    let first = serving::start(&args(&a).iter().map(String::as_str).collect::<Vec<_>>());
     let mut second = std::process::Command::new(assert_cmd::cargo::cargo_bin("floe"))
         .args(["serve", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args(args)
+        .args(args(&b))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

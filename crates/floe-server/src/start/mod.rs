@@ -112,6 +112,8 @@ pub struct Server {
     /// password `Debug` would show).
     files: Arc<(crate::config::TlsConfig, crate::config::AuthConfig)>,
     taken: Taken,
+    /// The state directory's own lock ([`lock_state_dir`]), held until the server stops.
+    dir_lock: std::fs::File,
     /// The state directory's tails lock, when this process holds it (WEAK tails are kept).
     tails: Option<TailDir>,
     /// What happened while starting (a clock waited for, a registry unreachable), for the log.
@@ -190,6 +192,13 @@ impl Server {
             &plan.config.registry,
             &plan.state_dir,
         ));
+        // Before anything is leased: a second server on this directory takes nothing.
+        let dir_lock = {
+            let dir = plan.state_dir.clone();
+            tokio::task::spawn_blocking(move || lock_state_dir(&dir))
+                .await
+                .map_err(|e| format!("state directory: {e}"))??
+        };
         let mut taken = Taken::new(Arc::clone(&clock));
         let mut notes = Vec::new();
         let mut described = Vec::new();
@@ -235,6 +244,7 @@ impl Server {
             security,
             files: Arc::new((plan.config.tls.clone(), plan.config.auth.clone())),
             taken,
+            dir_lock,
             tails,
             notes,
             described,
@@ -323,6 +333,7 @@ impl Server {
             limits,
             security,
             taken,
+            dir_lock,
             tails,
             ..
         } = self;
@@ -347,7 +358,62 @@ impl Server {
         if result.is_ok() {
             result = released;
         }
+        drop(dir_lock);
         result
+    }
+}
+
+/// Takes the state directory's own lock (`serve.lock` in it, created with the directory when
+/// missing; an exclusive `flock` held while the file is open, its holder's pid written in
+/// it): one `floe serve` per state directory. Taken before anything is leased, so that a
+/// second server started on a directory in use by mistake takes no worker ID on its way out.
+///
+/// # Errors
+/// [`StartErrorKind::Refused`] when another process holds it; [`StartErrorKind::Io`] when the
+/// directory or the file cannot be created (a read-only or full disk, permissions).
+fn lock_state_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
+    use std::io::{Read, Seek, Write};
+    let io = |what: &str, e: std::io::Error| StartError {
+        kind: StartErrorKind::Io,
+        message: format!("state directory {}: {what}: {e}", dir.display()),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io("cannot create it", e))?;
+    let path = dir.join("serve.lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| io("cannot open serve.lock", e))?;
+    match file.try_lock() {
+        Ok(()) => {
+            // Only said for a person reading the file: the lock is the flock.
+            let _ = file.set_len(0).and_then(|()| {
+                file.rewind()?;
+                writeln!(file, "{}", std::process::id())
+            });
+            Ok(file)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            let pid = pid.trim();
+            let by = if pid.is_empty() {
+                String::new()
+            } else {
+                format!(" (pid {pid})")
+            };
+            Err(StartError {
+                kind: StartErrorKind::Refused,
+                message: format!(
+                    "state directory {} is in use by another floe serve{by}, which holds {}: one floe serve per state directory (give this one a --state-dir of its own)",
+                    dir.display(),
+                    path.display()
+                ),
+            })
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(io("cannot lock serve.lock", e)),
     }
 }
 

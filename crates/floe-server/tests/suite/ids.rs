@@ -704,28 +704,64 @@ async fn kinds_left_out_are_not_served_and_lease_nothing() {
     assert!(names.iter().any(|n| n == "horizon-uuid7.json"), "{names:?}");
 }
 
-/// A second server on a busy state directory fails to start (UUIDv7's time bound, the first
-/// thing of the directory's own it takes after the worker IDs, is the first one's), and
-/// releases what it took on the way, as a graceful stop does: the durable time
-/// bound of every worker ID it leased is brought back to now, not left a second ahead (a
-/// restart then waits for nothing), and each ID's claim ends.
+/// A second server on a state directory in use is refused before it leases anything: the
+/// directory's own lock (`serve.lock`) is its first step, and the error names the holder.
 #[tokio::test]
-async fn a_start_that_fails_releases_the_worker_ids_it_leased() {
-    use floe_core::clock::Clock;
+async fn a_second_server_on_a_state_directory_in_use_takes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let first = Node::start(&config(dir.path())).await;
     let mut second = config(dir.path());
-    // Another identity: its own worker IDs, then the embedded store is found taken.
+    // Another identity: it would lease worker IDs of its own.
     second.registry.port = Some(41_001);
     let e = common::start_server(&second)
         .await
         .map(|_| ())
-        .expect_err("a second embedded store on one state directory");
-    assert!(e.message.contains("uuid7: time bound"), "{e}");
-    let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
+        .expect_err("a second server on one state directory");
+    assert_eq!(e.kind, floe_server::StartErrorKind::Refused, "{e}");
+    assert!(
+        e.message.contains("in use by another floe serve")
+            && e.message
+                .contains(&format!("(pid {})", std::process::id()))
+            && e.message.contains("serve.lock"),
+        "{e}"
+    );
     let registry = floe_registry::open(&format!("file://{}", dir.path().display()))
         .await
         .unwrap();
+    for service in ["floe", "floe-snowflake-tw", "floe-sno", "floe-lexical"] {
+        let records = registry.list(service).await.unwrap();
+        assert!(
+            records.iter().all(|r| r.identity.port != 41_001),
+            "{service}: the refused server leased {records:?}"
+        );
+    }
+    first.stop().await;
+    // Stopped, the directory serves again.
+    let again = Node::start(&config(dir.path())).await;
+    again.stop().await;
+}
+
+/// A start that fails after leasing (here its HTTP address is taken) releases what it took, as
+/// a graceful stop does: the durable time bound of every worker ID it leased is brought back
+/// to now, not left a second ahead (a restart then waits for nothing), and each ID's claim
+/// ends.
+#[tokio::test]
+async fn a_start_that_fails_releases_the_worker_ids_it_leased() {
+    use floe_core::clock::Clock;
+    let (registry_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let url = format!("file://{}", registry_dir.path().display());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = config(dir.path());
+    c.registry.url = Some(url.clone());
+    c.registry.port = Some(41_001);
+    c.listen.http = taken.local_addr().unwrap().to_string();
+    let e = common::start_server(&c)
+        .await
+        .map(|_| ())
+        .expect_err("an HTTP address in use");
+    assert!(e.message.contains("listen.http"), "{e}");
+    let now_ms = floe_core::clock::SystemClock.now_nanos() / 1_000_000;
+    let registry = floe_registry::open(&url).await.unwrap();
     let mut leased = 0;
     for (service, slot) in [
         ("floe", "snowflake"),
@@ -734,9 +770,6 @@ async fn a_start_that_fails_releases_the_worker_ids_it_leased() {
         ("floe-lexical", "lexical"),
     ] {
         for record in registry.list(service).await.unwrap() {
-            if record.identity.port != 41_001 {
-                continue;
-            }
             leased += 1;
             let file = floe_registry::horizon::HorizonFile::open(
                 dir.path(),
@@ -753,5 +786,7 @@ async fn a_start_that_fails_releases_the_worker_ids_it_leased() {
         }
     }
     assert_eq!(leased, 4, "snowflake default and tw, sno, lexical");
-    first.stop().await;
+    // Its directory's lock went with it.
+    c.listen.http = "127.0.0.1:0".into();
+    Node::start(&c).await.stop().await;
 }
