@@ -7,18 +7,20 @@
 # with one paused or cut from the store, ZooKeeper and etcd as 3-member clusters whose leader is
 # killed and partitioned, a second `floe serve` beside a stopped one, ZooKeeper and etcd out of
 # reach (standalone behind a cut proxy, and 3-member clusters without their quorum) for 60 s
-# and 10 min under two nodes at the default reach with one restarted halfway (about 15 hours
-# at 20 runs each: FLOE_FAULTS_RUNS=3 for a look) — real processes, real
+# and 10 min under two nodes at the default reach with one restarted halfway (the 20 runs of a
+# row side by side under one outage: about an hour for the eight rows) — real processes, real
 # servers, the release binary, each pause and partition row 20 runs or more. Prints one
 # table: scenario, IDs issued, repeats, order (and ownership) violations, outcome
 # (docs/reliability.md shows it as measured). The test suite runs a short version of the same
 # scenarios (crates/floe-cli/tests/faults.rs and tests/suite/crash.rs).
 #
-#   scripts/faults.sh                         # every row, 20 or 21 runs each (about two hours)
+#   scripts/faults.sh                         # every row, 20 or 21 runs each (about three hours)
 #   FLOE_FAULTS_RUNS=9 scripts/faults.sh pauses_and_partitions   # some rows, fewer runs
 #
 # Arguments are test names (or parts of them) of crates/floe-cli/tests/faults.rs; none runs all.
-# FLOE_FAULTS_RUNS sets the runs of each pause and partition row.
+# FLOE_FAULTS_RUNS sets the runs of each pause and partition row; FLOE_FAULTS_PARALLEL how many
+# of a row's runs go side by side (default: every run of an outage row, three of a takeover
+# row; each run has its own nodes, registry root and proxy).
 # Not covered here yet: disk full and idle-connection shutdown have tests of their own
 # (see docs/reliability.md).
 set -euo pipefail

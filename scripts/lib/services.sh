@@ -98,6 +98,8 @@ start_zookeeper() {
   dir=$(mktemp -d /tmp/floe-zk.XXXXXX)
   port=$(free_port 21810)
   mkdir -p "$dir/data"
+  # maxClientCnxns=0: no cap on connections from one address (ZooKeeper's default is 60; the
+  # long outage rows run 40 nodes at once, all from 127.0.0.1).
   cat >"$dir/zoo.cfg" <<CFG
 tickTime=500
 dataDir=$dir/data
@@ -107,6 +109,7 @@ admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,stat
 minSessionTimeout=1000
 maxSessionTimeout=30000
+maxClientCnxns=0
 CFG
   cat >"$dir/start.sh" <<START
 exec java -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
@@ -626,6 +629,7 @@ admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,stat
 minSessionTimeout=1000
 maxSessionTimeout=30000
+maxClientCnxns=0
 $servers
 CFG
     cat >"$dir/start.sh" <<START

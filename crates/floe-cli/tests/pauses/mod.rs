@@ -354,6 +354,28 @@ pub fn client(
     key: &str,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<()> {
+    client_every(
+        history,
+        node,
+        port,
+        stream,
+        (store, key),
+        stop,
+        Duration::ZERO,
+    )
+}
+
+/// As [`client`] (`(store, key)` together), a call begun every `pace` at most (zero: back to
+/// back).
+pub fn client_every(
+    history: &History,
+    node: &str,
+    port: u16,
+    stream: Stream,
+    (store, key): (&str, &str),
+    stop: Arc<AtomicBool>,
+    pace: Duration,
+) -> JoinHandle<()> {
     let (history, node, name, path) = (
         history.clone(),
         node.to_string(),
@@ -379,6 +401,7 @@ pub fn client(
             let mut writer = conn.try_clone().unwrap();
             let mut reader = BufReader::new(conn);
             while !stop.load(Ordering::SeqCst) {
+                let began = Instant::now();
                 let mut broken = false;
                 let outcome = history.record(&node, &name, || {
                     match get(&mut writer, &mut reader, &path) {
@@ -400,6 +423,7 @@ pub fn client(
                 if !matches!(outcome, Outcome::Values(_)) {
                     std::thread::sleep(Duration::from_millis(5));
                 }
+                std::thread::sleep(pace.saturating_sub(began.elapsed()));
             }
         }
     })
@@ -469,9 +493,30 @@ pub fn clients(
     key: &str,
     stop: &Arc<AtomicBool>,
 ) -> Vec<JoinHandle<()>> {
+    clients_every(
+        history,
+        node,
+        port,
+        streams,
+        (store, key),
+        stop,
+        Duration::ZERO,
+    )
+}
+
+/// As [`clients`], each stream's calls begun every `pace` at most (zero: back to back).
+pub fn clients_every(
+    history: &History,
+    node: &str,
+    port: u16,
+    streams: &[Stream],
+    target: (&str, &str),
+    stop: &Arc<AtomicBool>,
+    pace: Duration,
+) -> Vec<JoinHandle<()>> {
     streams
         .iter()
-        .map(|&s| client(history, node, port, s, store, key, Arc::clone(stop)))
+        .map(|&s| client_every(history, node, port, s, target, Arc::clone(stop), pace))
         .collect()
 }
 
@@ -671,9 +716,33 @@ impl Takeover {
         let mut by_hold: Vec<HoldTally> = vec![HoldTally::default(); self.holds.len()];
         let mut not_ready = Vec::new();
         let mut problems = Vec::new();
-        for run in 0..runs {
-            let h = run % self.holds.len();
-            let notes = self.run(self.holds[h].1);
+        // The long matrix runs a few runs side by side (each its own root, proxy and nodes),
+        // each stream asked every 10 ms there; the suite one at a time, back to back.
+        let (wave, pace) = if crate::common::faults::full() {
+            (
+                crate::common::faults::parallel(3),
+                Duration::from_millis(10),
+            )
+        } else {
+            (1, Duration::ZERO)
+        };
+        let mut done = Vec::new();
+        for first in (0..runs).step_by(wave) {
+            let last = (first + wave).min(runs);
+            done.extend(std::thread::scope(|s| {
+                let handles: Vec<_> = (first..last)
+                    .map(|run| {
+                        let h = run % self.holds.len();
+                        s.spawn(move || (h, self.run(self.holds[h].1, pace)))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect::<Vec<_>>()
+            }));
+        }
+        for (h, notes) in done {
             row.issued += notes.report.values;
             row.repeats += notes.report.repeats.len();
             row.order_violations +=
@@ -724,7 +793,7 @@ impl Takeover {
         row
     }
 
-    fn run(&self, hold: Duration) -> RunNotes {
+    fn run(&self, hold: Duration, pace: Duration) -> RunNotes {
         let reg = self.reg;
         let root = format!("/{}", floe_testkit::unique("pause"));
         let server = reg.server();
@@ -771,7 +840,8 @@ impl Takeover {
         if let Err(e) = a.wait_listening(Duration::from_secs(30)) {
             panic!("A did not start: {e}: {:?}", a.log());
         }
-        let mut threads = clients(&history, "A", a.port, &streams, "default", "k", &stop);
+        let target = ("default", "k");
+        let mut threads = clients_every(&history, "A", a.port, &streams, target, &stop, pace);
         let readiness = readiness(&history, a.port, &stop);
         std::thread::sleep(Duration::from_millis(800));
         // The lease as /metrics shows it: its window, and time left in it.
@@ -802,7 +872,9 @@ impl Takeover {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     if node.lock().unwrap().is_some() {
-                        return clients(&history, "B", b_port, &streams, "default", "k", &stop);
+                        return clients_every(
+                            &history, "B", b_port, &streams, target, &stop, pace,
+                        );
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -1630,31 +1702,40 @@ impl Outage {
     }
 }
 
-/// An outage under way: the proxy cut (kept for the run: the nodes connect through it), or
-/// the cluster's killed members.
+/// An outage under way: the runs' proxies cut, or the cluster's killed members.
 enum Down {
-    Cut(Proxy),
+    Cut,
     Quorum(Cluster, Vec<usize>),
 }
 
 impl Down {
-    /// Takes `outage`'s registry out of reach (`proxy`: a standalone server's).
-    fn begin(outage: Outage, proxy: Option<Proxy>) -> Down {
-        match (outage.cluster(), proxy) {
-            (Some(cluster), _) => Down::Quorum(cluster, cluster.lose_quorum()),
-            (None, Some(proxy)) => {
-                proxy.cut(Cut::Refuse);
-                Down::Cut(proxy)
+    /// Takes `outage`'s registry out of reach: a standalone server's `proxies` (one a run)
+    /// refuse every connection, or the cluster loses its quorum (once for every run).
+    fn begin(outage: Outage, proxies: &[&Proxy]) -> Down {
+        match outage.cluster() {
+            Some(cluster) => Down::Quorum(cluster, cluster.lose_quorum()),
+            None => {
+                assert!(
+                    !proxies.is_empty(),
+                    "a standalone registry is reached through a proxy"
+                );
+                for proxy in proxies {
+                    proxy.cut(Cut::Refuse);
+                }
+                Down::Cut
             }
-            (None, None) => unreachable!("a standalone registry is reached through a proxy"),
         }
     }
 
-    /// Brings it back: the proxy heals at once; the members start again on their data, and
+    /// Brings it back: the proxies heal at once; the members start again on their data, and
     /// this waits until the cluster has a leader again.
-    fn end(&self) {
+    fn end(&self, proxies: &[&Proxy]) {
         match self {
-            Down::Cut(proxy) => proxy.heal(),
+            Down::Cut => {
+                for proxy in proxies {
+                    proxy.heal();
+                }
+            }
             Down::Quorum(cluster, killed) => {
                 for &i in killed {
                     cluster.restart(i);
@@ -1691,25 +1772,60 @@ fn longest_503(calls: &[floe_testkit::history::Call], node: &str) -> Duration {
     longest
 }
 
-/// Two `floe serve` nodes (distinct identities, one registry) under load at the default reach;
-/// the registry out of reach for `hold`; halfway through, B stopped with SIGTERM and started
-/// again with the same command line (a rolling deploy). Every call is checked; the row gives
-/// each node's longest run of 503 and how soon the restarted B served its first ID.
-pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
-    let mut row = Row {
-        scenario: format!(
-            "{} for {:.0} s under load, default reach (900 s); nodes A and B, B restarted (SIGTERM, same command line) halfway",
-            outage.name(),
-            hold.as_secs_f64()
-        ),
-        ..Row::default()
-    };
-    let (mut a_503, mut b_503, mut b_first) = (Vec::new(), Vec::new(), Vec::new());
-    let mut problems = Vec::new();
-    for _ in 0..runs {
-        if let Some(cluster) = outage.cluster() {
-            cluster.wait_healthy(Duration::from_secs(60));
-        }
+/// One run of an outage row: nodes A and B (distinct identities, a registry root of their
+/// own and, for a standalone server, a proxy of their own) under load.
+struct OutageRun {
+    proxy: Option<Proxy>,
+    url: String,
+    dirs: [tempfile::TempDir; 2],
+    a: Node,
+    b: Option<Node>,
+    b_port: u16,
+    history: History,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    granted: Vec<(&'static str, Vec<(&'static str, u64)>)>,
+    /// When B was started again, on the history's clock.
+    launched: Option<Duration>,
+    problems: Vec<String>,
+}
+
+/// What one run measured: each node's longest run of 503, and how soon the restarted B served
+/// a Snowflake ID (`None`: it did not).
+struct OutageResult {
+    issued: usize,
+    repeats: usize,
+    order_violations: usize,
+    a_503: f64,
+    b_503: f64,
+    b_first: Option<f64>,
+    problems: Vec<String>,
+}
+
+impl OutageRun {
+    /// `floe serve`'s arguments for node `i` (0: A, 1: B).
+    fn args(url: &str, dir: &tempfile::TempDir, i: usize) -> Vec<String> {
+        [
+            "--registry",
+            url,
+            "--state-dir",
+            dir.path().to_str().unwrap(),
+            "--service",
+            "outage",
+            "--host",
+            "h",
+            "--port",
+            ["7", "8"][i],
+            "--store",
+            "default=memory",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// Starts A and B and their clients (each stream asked every `pace`; zero: back to back).
+    fn start(outage: Outage, pace: Duration) -> OutageRun {
         let proxy = outage
             .cluster()
             .is_none()
@@ -1719,79 +1835,90 @@ pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
             Some(proxy) => outage.url(&proxy.addr(), &root),
             None => outage.url(&outage.server(), &root),
         };
-        let history = History::new();
-        let stop = Arc::new(AtomicBool::new(false));
-        let streams = [Stream::Snowflake, Stream::Sno, Stream::Lexical];
-        let (a_dir, b_dir) = (state_dir(), state_dir());
-        let args = |dir: &tempfile::TempDir, port: &str| -> Vec<String> {
-            [
-                "--registry",
-                &url,
-                "--state-dir",
-                dir.path().to_str().unwrap(),
-                "--service",
-                "outage",
-                "--host",
-                "h",
-                "--port",
-                port,
-                "--store",
-                "default=memory",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-        };
-        let mut a = Node::spawn("A", free_port(), &args(&a_dir, "7"));
+        let dirs = [state_dir(), state_dir()];
+        let mut a = Node::spawn("A", free_port(), &Self::args(&url, &dirs[0], 0));
         let b_port = free_port();
-        let mut b = Node::spawn("B", b_port, &args(&b_dir, "8"));
+        let mut b = Node::spawn("B", b_port, &Self::args(&url, &dirs[1], 1));
         for n in [&mut a, &mut b] {
             if let Err(e) = n.wait_listening(Duration::from_secs(30)) {
                 panic!("{} did not start: {e}: {:?}", n.name, n.log());
             }
         }
-        let mut threads = clients(&history, "A", a.port, &streams, "default", "k", &stop);
-        threads.extend(clients(
-            &history, "B", b_port, &streams, "default", "k", &stop,
-        ));
-        std::thread::sleep(Duration::from_secs(1));
-        let down = Down::begin(outage, proxy);
-        std::thread::sleep(hold / 2);
-        let mut granted = vec![("A", a.granted()), ("B", b.granted())];
-        let b_log = b.log();
+        let (history, stop) = (History::new(), Arc::new(AtomicBool::new(false)));
+        let streams = [Stream::Snowflake, Stream::Sno, Stream::Lexical];
+        let mut threads = Vec::new();
+        for (name, port) in [("A", a.port), ("B", b_port)] {
+            for &s in &streams {
+                threads.push(client_every(
+                    &history,
+                    name,
+                    port,
+                    s,
+                    ("default", "k"),
+                    Arc::clone(&stop),
+                    pace,
+                ));
+            }
+        }
+        OutageRun {
+            proxy,
+            url,
+            dirs,
+            a,
+            b: Some(b),
+            b_port,
+            history,
+            stop,
+            threads,
+            granted: Vec::new(),
+            launched: None,
+            problems: Vec::new(),
+        }
+    }
+
+    /// Stops B with SIGTERM and starts it again with the same command line.
+    fn restart_b(&mut self) {
+        let b = self.b.take().expect("B runs");
+        self.granted = vec![("A", self.a.granted()), ("B", b.granted())];
+        let log = b.log();
         match b.stop() {
             Some(s) if s.success() => {}
-            other => problems.push(format!(
+            other => self.problems.push(format!(
                 "B did not exit cleanly on SIGTERM during the outage ({other:?}): {}",
-                b_log.last().cloned().unwrap_or_default()
+                log.last().cloned().unwrap_or_default()
             )),
         }
-        let launched = history.now();
-        let mut b = Node::spawn("B", b_port, &args(&b_dir, "8"));
+        self.launched = Some(self.history.now());
+        let mut b = Node::spawn("B", self.b_port, &Self::args(&self.url, &self.dirs[1], 1));
         if let Err(e) = b.wait_listening(Duration::from_secs(30)) {
-            problems.push(format!(
+            self.problems.push(format!(
                 "B did not start again during the outage: {e}: {}",
                 b.log().last().cloned().unwrap_or_default()
             ));
         }
-        std::thread::sleep(hold / 2);
-        down.end();
-        // Load goes on while the keepers hold every claim again.
-        std::thread::sleep(Duration::from_secs(5));
-        stop.store(true, Ordering::SeqCst);
-        for t in threads {
+        self.b = Some(b);
+    }
+
+    /// Stops the load and both nodes, and checks every call.
+    fn finish(mut self) -> OutageResult {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in std::mem::take(&mut self.threads) {
             let _ = t.join();
         }
-        granted.push(("B", b.granted()));
-        let calls = history.calls();
-        let report = history.check(&rules(leaf_worker, "k"), &grants(granted));
+        let b = self.b.take().expect("B runs");
+        self.granted.push(("B", b.granted()));
+        let calls = self.history.calls();
+        let report = self
+            .history
+            .check(&rules(leaf_worker, "k"), &grants(self.granted.clone()));
+        let mut problems = std::mem::take(&mut self.problems);
         problems.extend(unexpected(&calls));
-        row.issued += report.values;
-        row.repeats += report.repeats.len();
-        row.order_violations += report.order_violations.len() + report.ownership_violations.len();
         problems.extend(report.problems(3));
-        a_503.push(longest_503(&calls, "A").as_secs_f64());
-        b_503.push(longest_503(&calls, "B").as_secs_f64());
+        let (a_503, b_503) = (
+            longest_503(&calls, "A").as_secs_f64(),
+            longest_503(&calls, "B").as_secs_f64(),
+        );
+        let launched = self.launched.expect("B was restarted");
         let first = calls
             .iter()
             .filter(|c| {
@@ -1800,8 +1927,8 @@ pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
                     && c.start >= launched
                     && matches!(c.outcome, Outcome::Values(_))
             })
-            .map(|c| c.end.saturating_sub(launched))
-            .min();
+            .map(|c| c.end.saturating_sub(launched).as_secs_f64())
+            .reduce(f64::min);
         // The release binary (scripts/faults.sh) serves within 2 s of its launch; a debug
         // build on a busy machine is given 10.
         let limit = if crate::common::faults::full() {
@@ -1810,22 +1937,93 @@ pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
             10.0
         };
         match first {
-            Some(f) if f.as_secs_f64() <= limit => b_first.push(f.as_secs_f64()),
+            Some(f) if f <= limit => {}
             Some(f) => problems.push(format!(
-                "B's first Snowflake ID came {:.1} s after its launch (limit {limit} s)",
-                f.as_secs_f64()
+                "B's first Snowflake ID came {f:.1} s after its launch (limit {limit} s)"
             )),
             None => problems.push("B served no Snowflake ID after its restart".into()),
         }
-        for (n, d) in [("A", a_503.last()), ("B", b_503.last())] {
-            if let Some(&d) = d.filter(|&&d| d > 0.0) {
+        for (n, d) in [("A", a_503), ("B", b_503)] {
+            if d > 0.0 {
                 problems.push(format!("{n} answered 503 for {d:.1} s"));
             }
         }
-        for (n, s) in [("A", a.stop()), ("B", b.stop())] {
+        for (n, s) in [("A", self.a.stop()), ("B", b.stop())] {
             if s.is_none_or(|s| !s.success()) {
                 problems.push(format!("{n} did not exit cleanly after SIGTERM ({s:?})"));
             }
+        }
+        OutageResult {
+            issued: report.values,
+            repeats: report.repeats.len(),
+            order_violations: report.order_violations.len() + report.ownership_violations.len(),
+            a_503,
+            b_503,
+            b_first: first.filter(|&f| f <= limit),
+            problems,
+        }
+    }
+}
+
+/// Two `floe serve` nodes (distinct identities, one registry) under load at the default reach;
+/// the registry out of reach for `hold`; halfway through, B stopped with SIGTERM and started
+/// again with the same command line (a rolling deploy). Every call is checked; the row gives
+/// each node's longest run of 503 and how soon the restarted B served its first ID.
+///
+/// The runs go in waves of `FLOE_FAULTS_PARALLEL` (default: all at once in the long matrix,
+/// each stream asked for 100 IDs every 50 ms there; one, back to back, in the suite). A wave's
+/// runs share the outage (one proxy a run, cut together; or one loss of the cluster's
+/// quorum), so that 20 runs of 10 minutes take 10 minutes.
+pub fn registry_outage_row(outage: Outage, hold: Duration, runs: usize) -> Row {
+    let mut row = Row {
+        scenario: format!(
+            "{} for {:.0} s under load, default reach (900 s); nodes A and B, B restarted (SIGTERM, same command line) halfway",
+            outage.name(),
+            hold.as_secs_f64()
+        ),
+        ..Row::default()
+    };
+    let full = crate::common::faults::full();
+    let wave = crate::common::faults::parallel(if full { runs } else { 1 });
+    let pace = if full {
+        Duration::from_millis(50)
+    } else {
+        Duration::ZERO
+    };
+    let (mut a_503, mut b_503, mut b_first) = (Vec::new(), Vec::new(), Vec::new());
+    let mut problems = Vec::new();
+    let mut left = runs;
+    while left > 0 {
+        let n = left.min(wave);
+        left -= n;
+        if let Some(cluster) = outage.cluster() {
+            cluster.wait_healthy(Duration::from_secs(60));
+        }
+        let mut wave: Vec<OutageRun> = (0..n).map(|_| OutageRun::start(outage, pace)).collect();
+        std::thread::sleep(Duration::from_secs(1));
+        let proxies: Vec<&Proxy> = wave.iter().filter_map(|r| r.proxy.as_ref()).collect();
+        let began = Instant::now();
+        let down = Down::begin(outage, &proxies);
+        std::thread::sleep(hold / 2);
+        std::thread::scope(|s| {
+            for run in &mut wave {
+                s.spawn(|| run.restart_b());
+            }
+        });
+        std::thread::sleep((began + hold).saturating_duration_since(Instant::now()));
+        let proxies: Vec<&Proxy> = wave.iter().filter_map(|r| r.proxy.as_ref()).collect();
+        down.end(&proxies);
+        // Load goes on while the keepers hold every claim again.
+        std::thread::sleep(Duration::from_secs(5));
+        for run in wave {
+            let r = run.finish();
+            row.issued += r.issued;
+            row.repeats += r.repeats;
+            row.order_violations += r.order_violations;
+            a_503.push(r.a_503);
+            b_503.push(r.b_503);
+            b_first.extend(r.b_first);
+            problems.extend(r.problems);
         }
     }
     row.outcome = format!(

@@ -76,6 +76,18 @@ pub fn runs(long: usize) -> usize {
     }
 }
 
+/// How many runs of a row go at once where a row can run them side by side:
+/// `FLOE_FAULTS_PARALLEL` when set, else `default`.
+pub fn parallel(default: usize) -> usize {
+    match std::env::var("FLOE_FAULTS_PARALLEL") {
+        Ok(v) => match v.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("FLOE_FAULTS_PARALLEL={v:?}: expected a number of runs above 0"),
+        },
+        Err(_) => default.max(1),
+    }
+}
+
 /// Counts IDs as they come: repeats across everything seen, order violations against the
 /// largest ID of earlier runs and the previous ID of the same run.
 #[derive(Debug, Default)]
