@@ -629,6 +629,8 @@ pub struct Takeover {
 struct HoldTally {
     runs: usize,
     took_over: usize,
+    /// Runs where A, back first, held its ID again and served on (B found it held).
+    held_again: usize,
     /// Seconds after the fault began: A's last Snowflake ID, B's first.
     a_last: Vec<f64>,
     b_first: Vec<f64>,
@@ -642,6 +644,8 @@ struct RunNotes {
     report: Report,
     /// Whether B served.
     took_over: bool,
+    /// Whether A served after the fault healed while B did not (A held its ID again first).
+    held_again: bool,
     /// A's last successful call's end, after the fault began.
     a_last: Option<Duration>,
     /// B's first successful call's start, after the fault began.
@@ -752,6 +756,9 @@ impl Takeover {
             if notes.took_over {
                 slot.took_over += 1;
             }
+            if notes.held_again {
+                slot.held_again += 1;
+            }
             if let Some(a) = notes.a_last {
                 slot.a_last.push(a.as_secs_f64());
             }
@@ -771,9 +778,14 @@ impl Takeover {
             }
             let _ = write!(
                 outcome,
-                "{name} ({} runs): B took over in {}; A's last Snowflake ID {} after the fault began, B's first {}; A answered 503 for {} (longest run). ",
+                "{name} ({} runs): B took over in {}{}; A's last Snowflake ID {} after the fault began, B's first {}; A answered 503 for {} (longest run). ",
                 t.runs,
                 t.took_over,
+                if t.held_again > 0 {
+                    format!(", A held its ID again before B could in {}", t.held_again)
+                } else {
+                    String::new()
+                },
                 span(&t.a_last),
                 span(&t.b_first),
                 span(&t.a_unavailable)
@@ -872,9 +884,7 @@ impl Takeover {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     if node.lock().unwrap().is_some() {
-                        return clients_every(
-                            &history, "B", b_port, &streams, target, &stop, pace,
-                        );
+                        return clients_every(&history, "B", b_port, &streams, target, &stop, pace);
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -947,12 +957,20 @@ impl Takeover {
                 reg.window()
             )),
         }
-        // Past the expiry B must have taken the ID over (else the run proved nothing); within
-        // the window nobody can.
-        if hold > reg.expiry() && b_first.is_none() {
+        // Past the expiry B must have taken the ID over (else the run proved nothing), unless
+        // A, back before B could claim the idle ID, held it again and served on (a race either
+        // may win); within the window nobody can.
+        let since_healed = healed.saturating_sub(began);
+        let held_again = b_first.is_none() && a_last.is_some_and(|a| a > since_healed);
+        if hold > reg.expiry() && b_first.is_none() && !held_again {
             problems.push(format!(
-                "B never served though A was out past the expiry ({:.1} s)",
-                hold.as_secs_f64()
+                "B never served though A was out past the expiry ({:.1} s), nor did A after the heal; B's attempts: {}",
+                hold.as_secs_f64(),
+                if b_attempts.is_empty() {
+                    "none failed".to_string()
+                } else {
+                    b_attempts.join(" | ")
+                }
             ));
         }
         if hold < reg.window() && b_first.is_some() {
@@ -997,6 +1015,7 @@ impl Takeover {
         RunNotes {
             a_not_ready,
             took_over: b_first.is_some(),
+            held_again,
             a_last,
             b_first,
             a_unavailable: report.longest_outage.get("A").copied().unwrap_or_default(),
@@ -1293,7 +1312,9 @@ pub fn second_serve_on_a_stopped_ones_state(runs: usize) -> Row {
                 // The same refusal each run, told apart only by the state directory and the
                 // log's time stamp: one entry per kind of refusal.
                 let last = b.log().last().cloned().unwrap_or_default();
-                let last = last.replace(dir.path().to_str().unwrap(), "D");
+                let last = last
+                    .replace(dir.path().to_str().unwrap(), "D")
+                    .replace(&format!("(pid {})", a.pid()), "(pid A)");
                 let last = match last.split_once("Z ") {
                     Some((stamp, rest)) if stamp.starts_with("20") => rest.trim().to_string(),
                     _ => last,

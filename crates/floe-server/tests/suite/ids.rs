@@ -720,8 +720,7 @@ async fn a_second_server_on_a_state_directory_in_use_takes_nothing() {
     assert_eq!(e.kind, floe_server::StartErrorKind::Refused, "{e}");
     assert!(
         e.message.contains("in use by another floe serve")
-            && e.message
-                .contains(&format!("(pid {})", std::process::id()))
+            && e.message.contains(&format!("(pid {})", std::process::id()))
             && e.message.contains("serve.lock"),
         "{e}"
     );
