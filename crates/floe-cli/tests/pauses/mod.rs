@@ -961,7 +961,8 @@ impl Takeover {
         // A, back before B could claim the idle ID, held it again and served on (a race either
         // may win); within the window nobody can.
         let since_healed = healed.saturating_sub(began);
-        let held_again = b_first.is_none() && a_last.is_some_and(|a| a > since_healed);
+        let held_again =
+            hold > reg.expiry() && b_first.is_none() && a_last.is_some_and(|a| a > since_healed);
         if hold > reg.expiry() && b_first.is_none() && !held_again {
             problems.push(format!(
                 "B never served though A was out past the expiry ({:.1} s), nor did A after the heal; B's attempts: {}",
