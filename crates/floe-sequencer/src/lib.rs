@@ -67,6 +67,9 @@ pub use error::{ErrorKind, SeqError};
 pub use guard::{Guard, Ledger, StartCheck, EPOCH_KEY, REPAIR_KEY};
 pub use keys::KeyLimits;
 pub use sequencer::{Sequencer, ServeOptions, StoreHandle, WeakTotals};
+/// A lock file in a state directory (an exclusive `flock`), as the sequencer's own files take
+/// theirs: `floe serve` takes the directory's `serve.lock` with it.
+pub use statefile::lock as lock_file;
 pub(crate) use store::within;
 pub use store::{Capabilities, Durability, Store};
 pub use tails::{store_identity, SavedTails, TailDir};

@@ -10,7 +10,7 @@ use std::path::Path;
 ///
 /// # Errors
 /// What failed (`"open"` or `"lock"`) and the I/O error.
-pub(crate) fn lock(dir: &Path, name: &str) -> Result<Option<File>, (&'static str, std::io::Error)> {
+pub fn lock(dir: &Path, name: &str) -> Result<Option<File>, (&'static str, std::io::Error)> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)

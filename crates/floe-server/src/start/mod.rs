@@ -372,37 +372,26 @@ impl Server {
 /// [`StartErrorKind::Refused`] when another process holds it; [`StartErrorKind::Io`] when the
 /// directory or the file cannot be created (a read-only or full disk, permissions).
 fn lock_state_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
-    use std::io::{Read, Seek, Write};
+    use std::io::Write;
     let io = |what: &str, e: std::io::Error| StartError {
         kind: StartErrorKind::Io,
         message: format!("state directory {}: {what}: {e}", dir.display()),
     };
     std::fs::create_dir_all(dir).map_err(|e| io("cannot create it", e))?;
-    let path = dir.join("serve.lock");
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| io("cannot open serve.lock", e))?;
-    match file.try_lock() {
-        Ok(()) => {
+    match floe_sequencer::lock_file(dir, "serve.lock") {
+        Ok(Some(mut file)) => {
             // Only said for a person reading the file: the lock is the flock.
-            let _ = file.set_len(0).and_then(|()| {
-                file.rewind()?;
-                writeln!(file, "{}", std::process::id())
-            });
+            let _ = file
+                .set_len(0)
+                .and_then(|()| writeln!(file, "{}", std::process::id()));
             Ok(file)
         }
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut pid = String::new();
-            let _ = file.read_to_string(&mut pid);
-            let pid = pid.trim();
-            let by = if pid.is_empty() {
-                String::new()
-            } else {
-                format!(" (pid {pid})")
+        Ok(None) => {
+            let path = dir.join("serve.lock");
+            let pid = std::fs::read_to_string(&path).unwrap_or_default();
+            let by = match pid.trim() {
+                "" => String::new(),
+                pid => format!(" (pid {pid})"),
             };
             Err(StartError {
                 kind: StartErrorKind::Refused,
@@ -413,7 +402,7 @@ fn lock_state_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
                 ),
             })
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(io("cannot lock serve.lock", e)),
+        Err((what, e)) => Err(io(&format!("cannot {what} serve.lock"), e)),
     }
 }
 
